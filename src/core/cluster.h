@@ -1,0 +1,160 @@
+// The cluster model: nodes with CPU, memory and GPUs (model, MIG mode and layout, fractional shares,
+// health), intra-node links, labels, pool and network path; and allocations applied to it.
+// ClusterState is owned by one thread (the scheduler loop); it is not thread-safe.
+// Invariants (check_invariants): nothing is over-allocated; a GPU is either whole-held, shared, or in
+// MIG mode; shares never exceed 1000 milli or the GPU's memory; MIG intervals never overlap;
+// derived per-node counters equal what the GPUs say.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/gpu_catalog.h"
+#include "core/ids.h"
+#include "core/mig.h"
+#include "core/quantity.h"
+#include "core/request.h"
+#include "core/status.h"
+#include "core/topology.h"
+
+namespace tessera {
+
+enum class GpuHealth : uint8_t { kHealthy, kUnhealthy };
+
+struct Gpu {
+  uint16_t index = 0;
+  const GpuModel* model = nullptr;
+  GpuHealth health = GpuHealth::kHealthy;
+  bool mig_enabled = false;
+  MigLayout mig;              // meaningful when mig_enabled
+  bool whole_held = false;    // held whole by one task
+  MilliGpu shared_milli{0};   // sum of fractional shares on it
+  MiB shared_memory{0};       // sum of GPU memory promised to shares
+  uint16_t share_count = 0;
+
+  // Milli-GPU still free for whole or shared use (0 if MIG, whole-held or unhealthy).
+  int64_t free_milli() const {
+    if (mig_enabled || whole_held || health != GpuHealth::kHealthy) return 0;
+    return 1000 - shared_milli.v;
+  }
+  bool idle() const { return free_milli() == 1000; }
+  MiB free_memory() const { return model ? model->memory - shared_memory : MiB{0}; }
+};
+
+// Classes of GPU tasks on a node (GpuClustering's affinity tags): 0 = shares, k = k whole GPUs
+// (1..8), 9 = more than 8 GPUs or MIG.
+inline constexpr int kTaskClasses = 10;
+int task_class(const TaskRequest& r);
+
+struct Node {
+  NodeId id;
+  std::string name;
+  MilliCpu cpu_capacity{0};
+  MiB memory_capacity{0};
+  MilliCpu cpu_used{0};
+  MiB memory_used{0};
+  std::vector<Gpu> gpus;
+  std::shared_ptr<const NodeTopology> topology;  // may be null for nodes without GPUs
+  std::vector<std::pair<std::string, std::string>> labels;  // sorted by key
+  PoolId pool;
+  std::vector<uint32_t> path;  // domain id per network level, outermost first
+  bool schedulable = true;
+
+  // Derived, maintained by ClusterState.
+  uint64_t generation = 0;    // changes whenever anything above changes; scores may be cached by it
+  int idle_gpus = 0;          // healthy, non-MIG, fully free
+  int64_t free_gpu_milli = 0; // sum of free_milli() over GPUs
+  std::array<uint16_t, kTaskClasses> task_classes{};  // GPU tasks on the node by class
+
+  MilliCpu cpu_free() const { return cpu_capacity - cpu_used; }
+  MiB memory_free() const { return memory_capacity - memory_used; }
+  const GpuModel* gpu_model() const { return gpus.empty() ? nullptr : gpus.front().model; }
+  const std::string* label(const std::string& key) const;
+};
+
+// How a node is declared.
+struct NodeSpec {
+  std::string name;
+  MilliCpu cpu{0};
+  MiB memory{0};
+  std::string gpu_model;  // catalog name or alias; empty when gpu_count == 0
+  int gpu_count = 0;
+  std::vector<int> mig_gpus;  // indices of GPUs in MIG mode (empty layout)
+  std::shared_ptr<const NodeTopology> topology;  // default: NVSwitch for NVLink models, else PCIe
+  std::vector<std::pair<std::string, std::string>> labels;
+  PoolId pool;
+  std::vector<std::string> path;  // one domain name per network level, outermost first
+};
+
+// One GPU given to a task.
+enum class GrantKind : uint8_t { kWhole, kShare, kMig };
+struct GpuGrant {
+  uint16_t gpu = 0;
+  GrantKind kind = GrantKind::kWhole;
+  MilliGpu milli{0};    // kShare
+  MiB memory{0};        // kShare
+  int mig_profile = -1; // kMig: GI profile id
+  uint8_t mig_start = 0;
+  bool mig_create = false;  // kMig: the instance must be created (a MIG layout change)
+  bool operator==(const GpuGrant&) const = default;
+};
+
+// Where one task goes and what it holds there.
+struct TaskPlacement {
+  NodeId node;
+  MilliCpu cpu{0};
+  MiB memory{0};
+  int task_class = 0;
+  std::vector<GpuGrant> gpus;
+  bool operator==(const TaskPlacement&) const = default;
+};
+
+class ClusterState {
+ public:
+  explicit ClusterState(const GpuCatalog& catalog = GpuCatalog::builtin(), NetworkLevels levels = {});
+
+  const GpuCatalog& catalog() const { return *catalog_; }
+  const NetworkLevels& network() const { return levels_; }
+  Result<NodeId> add_node(NodeSpec spec);
+  size_t node_count() const { return nodes_.size(); }
+  const Node& node(NodeId id) const { return nodes_[id.value]; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  Result<NodeId> find_node(const std::string& name) const;
+
+  // Checks that `p` can be applied now; the error says which resource is short.
+  Status can_apply(const TaskPlacement& p) const;
+  // Applies all or nothing.
+  Status apply(const TaskPlacement& p);
+  Status apply_all(const std::vector<TaskPlacement>& ps);  // all or nothing
+  // Gives back what `p` holds. A MIG instance created for it stays (idle) in the layout.
+  Status release(const TaskPlacement& p);
+  Status set_health(GpuRef gpu, GpuHealth h);
+  Status set_schedulable(NodeId node, bool schedulable);
+  // Destroys an idle MIG instance (reconfiguration).
+  Status destroy_mig_instance(GpuRef gpu, int start);
+
+  Status check_invariants() const;
+  int64_t total_gpus() const { return total_gpus_; }
+  int64_t allocated_gpu_milli() const { return allocated_milli_; }
+
+  // Node-level primitives shared with scratch views: check/apply/undo a placement on one node.
+  static Status check_on(const Node& n, const TaskPlacement& p);
+  static void apply_on(Node& n, const TaskPlacement& p);
+  static void release_on(Node& n, const TaskPlacement& p);
+  static void refresh_derived(Node& n);
+  uint64_t next_generation() { return ++generation_counter_; }
+
+ private:
+  const GpuCatalog* catalog_;
+  NetworkLevels levels_;
+  std::vector<Node> nodes_;
+  int64_t total_gpus_ = 0;
+  int64_t allocated_milli_ = 0;
+  uint64_t generation_counter_ = 0;
+};
+
+}  // namespace tessera

@@ -1,0 +1,55 @@
+// The placement engine: places one gang onto a cluster. Every task of the gang is tried on a
+// scratch view (overlay of changed nodes) and the result is returned whole; the caller commits it
+// with ClusterState::apply_all. Nothing is placed partially.
+// Owned by one thread; keeps a score cache keyed by node generation (see ScoringPolicy::cacheable).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/cluster.h"
+#include "core/placement/policy.h"
+#include "core/request.h"
+#include "core/rng.h"
+
+namespace tessera {
+
+enum class Outcome : uint8_t { kPlaced, kRetryLater, kNeverFits };
+const char* outcome_name(Outcome o);
+
+struct PlacementResult {
+  Outcome outcome = Outcome::kRetryLater;
+  std::vector<TaskPlacement> tasks;  // kPlaced: one per placed task (>= required tasks)
+  std::string reason;                // why not placed, in words a user can act on
+  int nodes_scored = 0;
+};
+
+struct EngineOptions {
+  uint64_t seed = 0;
+  // Tie-break order: rank[node id] (lower wins). Empty = node id order.
+  std::vector<uint32_t> node_rank;
+};
+
+class PlacementEngine {
+ public:
+  PlacementEngine(const ScoringPolicy& policy, EngineOptions options);
+  ~PlacementEngine();
+
+  const ScoringPolicy& policy() const { return *policy_; }
+  // Decides where `gang` goes on `cluster` now. Does not modify the cluster.
+  PlacementResult place(const ClusterState& cluster, const Gang& gang);
+  // place() and, if placed, apply it.
+  PlacementResult place_and_commit(ClusterState& cluster, const Gang& gang);
+  void set_node_rank(std::vector<uint32_t> rank);
+  Rng& rng() { return rng_; }
+
+ private:
+  struct Impl;
+  const ScoringPolicy* policy_;
+  Rng rng_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessera
