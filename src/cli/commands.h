@@ -1,0 +1,12 @@
+// Subcommand registration for the `tessera` binary. Each register_* adds one subcommand (and its
+// callback) to the app; each lives in its own cmd_*.cc file.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace tessera::cli {
+
+void register_sim(CLI::App& app);     // tessera sim alloc ...
+void register_bench(CLI::App& app);   // tessera bench place ...
+
+}  // namespace tessera::cli
