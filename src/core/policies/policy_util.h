@@ -1,0 +1,72 @@
+// Internal helpers shared by the scoring policies in src/core/policies (not a public API):
+// the FGD artifact's score units, the workload's "typical shapes" and the fragmentation measure.
+// Pure functions and immutable-after-build values; thread-compatible.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/cluster.h"
+#include "core/placement/policy.h"
+#include "core/request.h"
+
+namespace tessera::policies {
+
+// "norm max" of the FGD artifact: CPU is measured against 128 cores, GPU against 8 GPUs.
+inline constexpr int64_t kCpuNorm = 128000;
+inline constexpr int64_t kGpuNorm = 8000;
+
+// CPU as scores see it: a request of 0 counts as 100 milli (Kubernetes' non-zero default).
+inline int64_t score_cpu(const TaskRequest& t) { return t.cpu.v == 0 ? 100 : t.cpu.v; }
+// GPU milli a task takes on `n` (whole GPUs 1000 each; a MIG instance its share of compute).
+int64_t gpu_ask_milli(const Node& n, const TaskRequest& t);
+// Whether a GPU task naming models may use this node's model (empty list = any).
+bool model_allowed(const Node& n, const std::vector<std::string>& models);
+// Best-fit GPU choice of fact 20 (shares: least free that fits; whole: lowest idle; MIG: first fit).
+inline bool pick_best_fit(const Node& n, const TaskRequest& t, GpuPick& out) { return pick_default(n, t, out); }
+
+// One typical shape: FGD's key (CPU, milli per GPU, GPU count, model constraint), memory ignored.
+struct TypicalShape {
+  int64_t cpu = 0;    // score CPU (0 -> 100)
+  int64_t milli = 0;  // per GPU; 0 for CPU-only, 1000 for whole GPUs
+  int gpus = 0;
+  std::vector<std::string> models;
+  std::string mig_profile;  // MIG shapes: never fit plain GPU capacity
+  int64_t count = 0;        // occurrences in the original workload
+};
+
+// The typical set: the most frequent shapes covering `coverage_pct` % of all tasks (fact 14), and the
+// fragmentation measure of fact 15 over them, weighted by count (divide by total() for FGD's weights).
+class FragModel {
+ public:
+  void build(const WorkloadProfile& profile, int coverage_pct = 95);
+  const std::vector<TypicalShape>& shapes() const { return shapes_; }
+  int64_t total() const { return total_; }  // sum of the selected counts
+  bool empty() const { return shapes_.empty(); }
+
+  // One hypothetical placement on a node: the new free milli of some GPUs, and the CPU it takes.
+  struct Change {
+    uint16_t gpu = 0;
+    int64_t free_after = 0;
+  };
+  struct Candidate {
+    std::array<Change, kMaxGpusPerNode> changes{};
+    uint8_t count = 0;
+    int64_t cpu = 0;  // CPU taken (score CPU)
+    void set(uint16_t g, int64_t free_after) { changes[count++] = {g, free_after}; }
+  };
+  // For each candidate, sum over typical shapes of count x (fragment before - fragment after), in
+  // milli-GPU: positive = fragmentation shrinks. No allocation; at most kMaxGpusPerNode candidates.
+  void deltas(const Node& n, const Candidate* cands, int ncand, int64_t* out) const;
+  // Count-weighted fragment of the node as it is.
+  int64_t fragment(const Node& n) const;
+
+ private:
+  std::vector<TypicalShape> shapes_;
+  int64_t total_ = 0;
+};
+
+}  // namespace tessera::policies

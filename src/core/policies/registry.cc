@@ -1,0 +1,39 @@
+// The policy registry behind make_policy() / policy_names().
+#include <functional>
+#include <utility>
+
+#include "core/policies/policies.h"
+
+namespace tessera {
+namespace {
+
+using Factory = std::unique_ptr<ScoringPolicy> (*)();
+// Listed in the order the CLI reports them: the FGD paper's baselines, then ours.
+constexpr std::pair<std::string_view, Factory> kPolicies[] = {
+    {"random", policies::make_random},
+    {"dotprod", policies::make_dotprod},
+    {"gpu-clustering", policies::make_gpu_clustering},
+    {"gpu-packing", policies::make_gpu_packing},
+    {"best-fit", policies::make_best_fit},
+    {"fgd", policies::make_fgd},
+    {"spread", policies::make_spread},
+    {"tessera", policies::make_tessera},
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ScoringPolicy>> make_policy(std::string_view name) {
+  for (const auto& [n, f] : kPolicies)
+    if (n == name) return f();
+  std::string known;
+  for (const auto& [n, f] : kPolicies) known += (known.empty() ? "" : ", ") + std::string(n);
+  return invalid_argument("unknown policy \"" + std::string(name) + "\"; known policies: " + known);
+}
+
+std::vector<std::string> policy_names() {
+  std::vector<std::string> out;
+  for (const auto& [n, f] : kPolicies) out.emplace_back(n);
+  return out;
+}
+
+}  // namespace tessera
