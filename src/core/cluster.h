@@ -76,6 +76,9 @@ struct Node {
   const std::string* label(const std::string& key) const;
 };
 
+// A MIG instance's GPU share for accounting: its compute slices over the model's, in milli-GPU.
+int64_t mig_milli(const GpuModel& model, int profile_id);
+
 // How a node is declared.
 struct NodeSpec {
   std::string name;
@@ -95,7 +98,7 @@ enum class GrantKind : uint8_t { kWhole, kShare, kMig };
 struct GpuGrant {
   uint16_t gpu = 0;
   GrantKind kind = GrantKind::kWhole;
-  MilliGpu milli{0};    // kShare
+  MilliGpu milli{0};    // kShare: the share; kMig: the instance's compute fraction (mig_milli)
   MiB memory{0};        // kShare
   int mig_profile = -1; // kMig: GI profile id
   uint8_t mig_start = 0;

@@ -47,7 +47,10 @@ class PlacementEngine {
 
  private:
   struct Impl;
+  bool score_node(const Node& n, const TaskRequest& t, size_t shape, bool from_cluster, NodeChoice& out);
+  uint32_t rank(NodeId id) const;
   const ScoringPolicy* policy_;
+  std::vector<uint32_t> node_rank_;
   Rng rng_;
   std::unique_ptr<Impl> impl_;
 };

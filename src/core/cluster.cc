@@ -1,0 +1,329 @@
+#include "core/cluster.h"
+
+#include <algorithm>
+#include <string>
+
+namespace tessera {
+
+int task_class(const TaskRequest& r) {
+  if (r.mig()) return 9;
+  if (r.gpu_share()) return 0;
+  if (r.gpu_count >= 1 && r.gpu_count <= 8) return r.gpu_count;
+  return r.gpu_count > 8 ? 9 : 0;
+}
+
+const std::string* Node::label(const std::string& key) const {
+  auto it = std::lower_bound(labels.begin(), labels.end(), key,
+                             [](const auto& kv, const std::string& k) { return kv.first < k; });
+  return it != labels.end() && it->first == key ? &it->second : nullptr;
+}
+
+ClusterState::ClusterState(const GpuCatalog& catalog, NetworkLevels levels)
+    : catalog_(&catalog), levels_(std::move(levels)) {}
+
+Result<NodeId> ClusterState::add_node(NodeSpec spec) {
+  const std::string where = "node '" + spec.name + "': ";
+  if (spec.name.empty()) return invalid_argument("node.name: must not be empty");
+  if (find_node(spec.name).ok()) return invalid_argument(where + "name: already defined");
+  if (spec.cpu.v < 0) return invalid_argument(where + "cpu: must be >= 0 milli-CPU");
+  if (spec.memory.v < 0) return invalid_argument(where + "memory: must be >= 0 MiB");
+  if (spec.gpu_count < 0 || spec.gpu_count > 16)
+    return invalid_argument(where + "gpus: must be in 0..16, got " + std::to_string(spec.gpu_count));
+  if (int(spec.path.size()) != levels_.count())
+    return invalid_argument(where + "path: needs one domain per network level (" + std::to_string(levels_.count()) +
+                            "), got " + std::to_string(spec.path.size()));
+  Node n;
+  n.id = NodeId(uint32_t(nodes_.size()));
+  n.name = spec.name;
+  n.cpu_capacity = spec.cpu;
+  n.memory_capacity = spec.memory;
+  n.labels = std::move(spec.labels);
+  std::sort(n.labels.begin(), n.labels.end());
+  n.pool = spec.pool;
+  for (int l = 0; l < levels_.count(); ++l) n.path.push_back(levels_.intern(l, spec.path[l]));
+  if (spec.gpu_count > 0) {
+    auto model = catalog_->find(spec.gpu_model);
+    if (!model.ok()) return invalid_argument(where + "gpu_model: " + model.error().message);
+    for (int i = 0; i < spec.gpu_count; ++i) {
+      Gpu g;
+      g.index = uint16_t(i);
+      g.model = *model;
+      g.mig = MigLayout(*model);
+      n.gpus.push_back(std::move(g));
+    }
+    for (int i : spec.mig_gpus) {
+      if (i < 0 || i >= spec.gpu_count)
+        return invalid_argument(where + "mig_gpus: index " + std::to_string(i) + " is not a GPU of this node");
+      if (!(*model)->mig_capable())
+        return invalid_argument(where + "mig_gpus: " + (*model)->name + " does not support MIG");
+      n.gpus[i].mig_enabled = true;
+    }
+    if (spec.topology) {
+      if (spec.topology->gpu_count() != spec.gpu_count)
+        return invalid_argument(where + "topology: describes " + std::to_string(spec.topology->gpu_count()) +
+                                " GPUs but the node has " + std::to_string(spec.gpu_count));
+      n.topology = std::move(spec.topology);
+    } else if ((*model)->nvlink_generation > 0 && spec.gpu_count > 1) {
+      n.topology = std::make_shared<NodeTopology>(NodeTopology::nvswitch(spec.gpu_count, 12));
+    } else {
+      n.topology = std::make_shared<NodeTopology>(NodeTopology::pcie(spec.gpu_count));
+    }
+  } else if (!spec.mig_gpus.empty()) {
+    return invalid_argument(where + "mig_gpus: node has no GPUs");
+  }
+  refresh_derived(n);
+  n.generation = next_generation();
+  total_gpus_ += spec.gpu_count;
+  nodes_.push_back(std::move(n));
+  return nodes_.back().id;
+}
+
+Result<NodeId> ClusterState::find_node(const std::string& name) const {
+  for (const Node& n : nodes_)
+    if (n.name == name) return n.id;
+  return not_found("node '" + name + "' does not exist");
+}
+
+void ClusterState::refresh_derived(Node& n) {
+  n.idle_gpus = 0;
+  n.free_gpu_milli = 0;
+  for (const Gpu& g : n.gpus) {
+    n.idle_gpus += g.idle() ? 1 : 0;
+    n.free_gpu_milli += g.free_milli();
+  }
+}
+
+Status ClusterState::check_on(const Node& n, const TaskPlacement& p) {
+  const std::string where = "node '" + n.name + "': ";
+  if (p.cpu.v < 0 || p.memory.v < 0) return invalid_argument(where + "negative CPU or memory in placement");
+  if (n.cpu_used.v + p.cpu.v > n.cpu_capacity.v)
+    return Error{ErrorCode::kResourceExhausted, where + "CPU: needs " + std::to_string(p.cpu.v) + "m, free " +
+                                                    std::to_string(n.cpu_free().v) + "m"};
+  if (n.memory_used.v + p.memory.v > n.memory_capacity.v)
+    return Error{ErrorCode::kResourceExhausted, where + "memory: needs " + std::to_string(p.memory.v) +
+                                                    " MiB, free " + std::to_string(n.memory_free().v) + " MiB"};
+  for (size_t i = 0; i < p.gpus.size(); ++i) {
+    const GpuGrant& gr = p.gpus[i];
+    for (size_t j = 0; j < i; ++j)
+      if (p.gpus[j].gpu == gr.gpu) return invalid_argument(where + "GPU " + std::to_string(gr.gpu) + " granted twice");
+    if (gr.gpu >= n.gpus.size()) return invalid_argument(where + "GPU " + std::to_string(gr.gpu) + " does not exist");
+    const Gpu& g = n.gpus[gr.gpu];
+    const std::string gw = where + "GPU " + std::to_string(gr.gpu) + ": ";
+    if (g.health != GpuHealth::kHealthy) return failed_precondition(gw + "unhealthy");
+    switch (gr.kind) {
+      case GrantKind::kWhole:
+        if (!g.idle()) return Error{ErrorCode::kResourceExhausted, gw + "not idle"};
+        break;
+      case GrantKind::kShare:
+        if (g.mig_enabled || g.whole_held) return Error{ErrorCode::kResourceExhausted, gw + "not shareable now"};
+        if (gr.milli.v < 1 || gr.milli.v > 1000) return invalid_argument(gw + "share must be 1..1000 milli");
+        if (g.shared_milli.v + gr.milli.v > 1000)
+          return Error{ErrorCode::kResourceExhausted, gw + "share of " + std::to_string(gr.milli.v) +
+                                                          " milli exceeds the " + std::to_string(g.free_milli()) +
+                                                          " left"};
+        if (gr.memory.v < 0 || g.shared_memory.v + gr.memory.v > g.model->memory.v)
+          return Error{ErrorCode::kResourceExhausted, gw + "GPU memory share exceeds the GPU's memory"};
+        break;
+      case GrantKind::kMig: {
+        if (!g.mig_enabled) return failed_precondition(gw + "not in MIG mode");
+        const MigProfile* prof = g.model->find_profile_id(gr.mig_profile);
+        if (!prof) return invalid_argument(gw + "unknown MIG profile id " + std::to_string(gr.mig_profile));
+        if (gr.mig_create) {
+          if (!g.mig.can_create(*prof, gr.mig_start))
+            return Error{ErrorCode::kResourceExhausted, gw + prof->name + " cannot be created at slice " +
+                                                            std::to_string(gr.mig_start)};
+        } else {
+          auto it = std::find_if(g.mig.instances().begin(), g.mig.instances().end(),
+                                 [&](const MigInstance& m) { return m.start == gr.mig_start; });
+          if (it == g.mig.instances().end() || it->profile_id != gr.mig_profile || it->in_use)
+            return Error{ErrorCode::kResourceExhausted,
+                         gw + "no idle " + prof->name + " instance at slice " + std::to_string(gr.mig_start)};
+        }
+        break;
+      }
+    }
+  }
+  return {};
+}
+
+void ClusterState::apply_on(Node& n, const TaskPlacement& p) {
+  n.cpu_used += p.cpu;
+  n.memory_used += p.memory;
+  for (const GpuGrant& gr : p.gpus) {
+    Gpu& g = n.gpus[gr.gpu];
+    switch (gr.kind) {
+      case GrantKind::kWhole: g.whole_held = true; break;
+      case GrantKind::kShare:
+        g.shared_milli += gr.milli;
+        g.shared_memory += gr.memory;
+        ++g.share_count;
+        break;
+      case GrantKind::kMig: {
+        if (gr.mig_create) {
+          Status s = g.mig.create(*g.model->find_profile_id(gr.mig_profile), gr.mig_start);
+          assert(s.ok());
+          (void)s;
+        }
+        Status s = g.mig.set_in_use(gr.mig_start, true);
+        assert(s.ok());
+        (void)s;
+        break;
+      }
+    }
+  }
+  if (!p.gpus.empty()) ++n.task_classes[p.task_class];
+  refresh_derived(n);
+}
+
+void ClusterState::release_on(Node& n, const TaskPlacement& p) {
+  n.cpu_used -= p.cpu;
+  n.memory_used -= p.memory;
+  for (const GpuGrant& gr : p.gpus) {
+    Gpu& g = n.gpus[gr.gpu];
+    switch (gr.kind) {
+      case GrantKind::kWhole: g.whole_held = false; break;
+      case GrantKind::kShare:
+        g.shared_milli -= gr.milli;
+        g.shared_memory -= gr.memory;
+        --g.share_count;
+        break;
+      case GrantKind::kMig: {
+        Status s = g.mig.set_in_use(gr.mig_start, false);
+        assert(s.ok());
+        (void)s;
+        break;
+      }
+    }
+  }
+  if (!p.gpus.empty()) --n.task_classes[p.task_class];
+  refresh_derived(n);
+}
+
+int64_t mig_milli(const GpuModel& model, int profile_id) {
+  const MigProfile* p = model.find_profile_id(profile_id);
+  return p && model.compute_slices > 0 ? int64_t(p->compute_slices) * 1000 / model.compute_slices : 0;
+}
+
+namespace {
+int64_t placement_milli(const TaskPlacement& p) {
+  int64_t m = 0;
+  for (const GpuGrant& g : p.gpus) m += g.kind == GrantKind::kWhole ? 1000 : g.milli.v;
+  return m;
+}
+}  // namespace
+
+Status ClusterState::can_apply(const TaskPlacement& p) const {
+  if (p.node.value >= nodes_.size()) return invalid_argument("placement names a node that does not exist");
+  return check_on(nodes_[p.node.value], p);
+}
+
+Status ClusterState::apply(const TaskPlacement& p) {
+  if (Status s = can_apply(p); !s.ok()) return s;
+  Node& n = nodes_[p.node.value];
+  apply_on(n, p);
+  n.generation = next_generation();
+  allocated_milli_ += placement_milli(p);
+  return {};
+}
+
+Status ClusterState::apply_all(const std::vector<TaskPlacement>& ps) {
+  size_t done = 0;
+  for (; done < ps.size(); ++done) {
+    if (Status s = apply(ps[done]); !s.ok()) {
+      while (done > 0) {
+        --done;
+        Status r = release(ps[done]);
+        assert(r.ok());
+        (void)r;
+      }
+      return s;
+    }
+  }
+  return {};
+}
+
+Status ClusterState::release(const TaskPlacement& p) {
+  if (p.node.value >= nodes_.size()) return invalid_argument("placement names a node that does not exist");
+  Node& n = nodes_[p.node.value];
+  if (p.cpu.v > n.cpu_used.v || p.memory.v > n.memory_used.v)
+    return failed_precondition("node '" + n.name + "': release of more CPU/memory than is in use");
+  for (const GpuGrant& gr : p.gpus) {
+    if (gr.gpu >= n.gpus.size()) return invalid_argument("release names a GPU that does not exist");
+    const Gpu& g = n.gpus[gr.gpu];
+    bool held = gr.kind == GrantKind::kWhole   ? g.whole_held
+                : gr.kind == GrantKind::kShare ? g.shared_milli.v >= gr.milli.v && g.share_count > 0
+                                               : std::any_of(g.mig.instances().begin(), g.mig.instances().end(),
+                                                             [&](const MigInstance& m) {
+                                                               return m.start == gr.mig_start && m.in_use;
+                                                             });
+    if (!held)
+      return failed_precondition("node '" + n.name + "' GPU " + std::to_string(gr.gpu) +
+                                 ": release of a grant that is not held");
+  }
+  release_on(n, p);
+  n.generation = next_generation();
+  allocated_milli_ -= placement_milli(p);
+  return {};
+}
+
+Status ClusterState::set_health(GpuRef gpu, GpuHealth h) {
+  if (gpu.node.value >= nodes_.size() || gpu.index >= nodes_[gpu.node.value].gpus.size())
+    return invalid_argument("set_health: no such GPU");
+  Node& n = nodes_[gpu.node.value];
+  n.gpus[gpu.index].health = h;
+  refresh_derived(n);
+  n.generation = next_generation();
+  return {};
+}
+
+Status ClusterState::set_schedulable(NodeId id, bool schedulable) {
+  if (id.value >= nodes_.size()) return invalid_argument("set_schedulable: no such node");
+  nodes_[id.value].schedulable = schedulable;
+  nodes_[id.value].generation = next_generation();
+  return {};
+}
+
+Status ClusterState::destroy_mig_instance(GpuRef gpu, int start) {
+  if (gpu.node.value >= nodes_.size() || gpu.index >= nodes_[gpu.node.value].gpus.size())
+    return invalid_argument("destroy_mig_instance: no such GPU");
+  Node& n = nodes_[gpu.node.value];
+  if (Status s = n.gpus[gpu.index].mig.destroy(start); !s.ok()) return s;
+  n.generation = next_generation();
+  return {};
+}
+
+Status ClusterState::check_invariants() const {
+  int64_t milli = 0;
+  for (const Node& n : nodes_) {
+    const std::string where = "node '" + n.name + "': ";
+    if (n.cpu_used.v < 0 || n.cpu_used.v > n.cpu_capacity.v) return failed_precondition(where + "CPU over-allocated");
+    if (n.memory_used.v < 0 || n.memory_used.v > n.memory_capacity.v)
+      return failed_precondition(where + "memory over-allocated");
+    int idle = 0;
+    int64_t free = 0;
+    for (const Gpu& g : n.gpus) {
+      const std::string gw = where + "GPU " + std::to_string(g.index) + ": ";
+      if (g.shared_milli.v < 0 || g.shared_milli.v > 1000) return failed_precondition(gw + "shares exceed 1000 milli");
+      if (g.shared_memory.v < 0 || g.shared_memory.v > g.model->memory.v)
+        return failed_precondition(gw + "shares exceed the GPU's memory");
+      if ((g.share_count == 0) != (g.shared_milli.v == 0 && g.shared_memory.v == 0))
+        return failed_precondition(gw + "share count disagrees with shared amounts");
+      if (g.whole_held && (g.share_count > 0 || g.mig_enabled))
+        return failed_precondition(gw + "held whole while shared or in MIG mode");
+      if (g.mig_enabled && g.share_count > 0) return failed_precondition(gw + "shared while in MIG mode");
+      if (!g.mig_enabled && !g.mig.instances().empty())
+        return failed_precondition(gw + "MIG instances on a GPU not in MIG mode");
+      if (Status s = g.mig.check(); !s.ok()) return failed_precondition(gw + s.message());
+      idle += g.idle() ? 1 : 0;
+      free += g.free_milli();
+      milli += g.whole_held ? 1000 : g.shared_milli.v;
+      for (const MigInstance& m : g.mig.instances())
+        if (m.in_use) milli += mig_milli(*g.model, m.profile_id);
+    }
+    if (idle != n.idle_gpus || free != n.free_gpu_milli) return failed_precondition(where + "derived counters stale");
+  }
+  if (milli != allocated_milli_) return failed_precondition("cluster allocated GPU milli counter is stale");
+  return {};
+}
+
+}  // namespace tessera

@@ -1,0 +1,404 @@
+#include "core/placement/engine.h"
+
+#include <algorithm>
+#include <array>
+#include <cassert>
+#include <map>
+#include <string>
+#include <tuple>
+
+namespace tessera {
+
+const char* outcome_name(Outcome o) {
+  switch (o) {
+    case Outcome::kPlaced: return "placed";
+    case Outcome::kRetryLater: return "retry-later";
+    case Outcome::kNeverFits: return "never-fits";
+  }
+  return "?";
+}
+
+namespace {
+
+// Nodes changed by the gang being placed; everything else is read from the cluster.
+class ScratchView {
+ public:
+  explicit ScratchView(const ClusterState& c) : cluster_(&c) {}
+  void reset() { changed_.clear(); }
+  const Node& node(NodeId id) const {
+    for (const auto& n : changed_)
+      if (n.id == id) return n;
+    return cluster_->node(id);
+  }
+  bool changed(NodeId id) const {
+    return std::any_of(changed_.begin(), changed_.end(), [&](const Node& n) { return n.id == id; });
+  }
+  void apply(const TaskPlacement& p) {
+    Node* n = nullptr;
+    for (auto& c : changed_)
+      if (c.id == p.node) n = &c;
+    if (!n) {
+      changed_.push_back(cluster_->node(p.node));
+      n = &changed_.back();
+    }
+    ClusterState::apply_on(*n, p);
+    n->generation = 0;  // scratch nodes are never cached
+  }
+
+ private:
+  const ClusterState* cluster_;
+  std::vector<Node> changed_;
+};
+
+struct MisfitCounts {
+  std::array<int, kMisfitKinds> n{};
+  int declined = 0;  // fit, but the policy found no acceptable GPU choice
+  void add(Misfit m) { ++n[int(m)]; }
+  bool all_permanent(int total) const {
+    int perm = 0;
+    for (int i = 0; i < kMisfitKinds; ++i) perm += misfit_is_permanent(Misfit(i)) ? n[i] : 0;
+    return perm == total;
+  }
+  std::string describe() const {
+    std::vector<std::pair<int, int>> v;  // (count, kind), largest first, then kind
+    for (int i = 1; i < kMisfitKinds; ++i)
+      if (n[i] > 0) v.push_back({n[i], i});
+    std::sort(v.begin(), v.end(), [](auto a, auto b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+    std::string s;
+    for (auto [c, k] : v) {
+      if (!s.empty()) s += ", ";
+      s += std::to_string(c) + (c == 1 ? " node: " : " nodes: ") + misfit_name(Misfit(k)) +
+           (misfit_is_permanent(Misfit(k)) ? " (never)" : "");
+    }
+    if (declined > 0) s += (s.empty() ? "" : ", ") + std::to_string(declined) + " nodes: no suitable GPU choice";
+    return s;
+  }
+};
+
+std::string describe_task(const TaskRequest& t) {
+  std::string s;
+  if (t.mig()) s = "a MIG " + t.mig_profile + " instance";
+  else if (t.whole_gpus()) s = std::to_string(t.gpu_count) + (t.gpu_count == 1 ? " GPU" : " GPUs");
+  else if (t.gpu_share()) s = std::to_string(t.milli_per_gpu.v) + " milli-GPU share" + (t.gpu_count > 1 ? " x" + std::to_string(t.gpu_count) : "");
+  else s = "no GPU";
+  s += ", " + std::to_string(t.cpu.v) + "m CPU, " + std::to_string(t.memory.v) + " MiB";
+  if (!t.gpu_models.empty()) {
+    s += ", model ";
+    for (size_t i = 0; i < t.gpu_models.size(); ++i) s += (i ? "|" : "") + t.gpu_models[i];
+  }
+  return s;
+}
+
+// How many tasks like t an EMPTY node of this shape could hold (for never-fits decisions).
+int64_t empty_capacity(const Node& n, const TaskRequest& t) {
+  Node empty = n;
+  empty.cpu_used = MilliCpu(0);
+  empty.memory_used = MiB(0);
+  for (Gpu& g : empty.gpus) {
+    g.whole_held = false;
+    g.shared_milli = MilliGpu(0);
+    g.shared_memory = MiB(0);
+    g.share_count = 0;
+    if (g.mig_enabled) g.mig = MigLayout(g.model);
+    g.health = GpuHealth::kHealthy;
+  }
+  empty.schedulable = true;
+  ClusterState::refresh_derived(empty);
+  int64_t k = 0;
+  GpuPick pick;
+  while (k < 64 && check_fit(empty, t) == Misfit::kFits && pick_default(empty, t, pick)) {
+    ClusterState::apply_on(empty, make_placement(empty, t, pick));
+    ++k;
+    if (t.cpu.v == 0 && t.memory.v == 0 && t.cpu_only()) return 64;
+  }
+  return k;
+}
+
+}  // namespace
+
+struct PlacementEngine::Impl {
+  const ClusterState* cluster = nullptr;
+  struct Entry {
+    uint64_t generation = 0;  // 0 = empty
+    bool ok = false;
+    NodeChoice choice;
+  };
+  std::map<std::tuple<int64_t, int64_t, int, int64_t, int64_t, std::string, std::vector<std::string>>, size_t> shape_ids;
+  std::vector<std::vector<Entry>> cache;  // [shape][node]
+
+  size_t shape_id(const TaskRequest& t) {
+    auto key = std::make_tuple(t.cpu.v, t.memory.v, t.gpu_count, t.milli_per_gpu.v, t.gpu_memory.v, t.mig_profile,
+                               t.gpu_models);
+    auto [it, inserted] = shape_ids.emplace(std::move(key), cache.size());
+    if (inserted) cache.emplace_back();
+    return it->second;
+  }
+};
+
+PlacementEngine::PlacementEngine(const ScoringPolicy& policy, EngineOptions options)
+    : policy_(&policy), rng_(options.seed), impl_(std::make_unique<Impl>()) {
+  node_rank_ = std::move(options.node_rank);
+}
+
+PlacementEngine::~PlacementEngine() = default;
+
+void PlacementEngine::set_node_rank(std::vector<uint32_t> rank) { node_rank_ = std::move(rank); }
+
+namespace {
+struct Candidate {
+  bool valid = false;
+  bool gang_node = false;  // already holds a task of this gang
+  int64_t score = 0;
+  uint32_t rank = 0;
+  NodeId node;
+  GpuPick pick;
+};
+// Total order: gang node first (if the policy packs gangs), higher score, lower rank, lower id.
+bool better(const Candidate& a, const Candidate& b, bool packs) {
+  if (!b.valid) return a.valid;
+  if (!a.valid) return false;
+  if (packs && a.gang_node != b.gang_node) return a.gang_node;
+  if (a.score != b.score) return a.score > b.score;
+  if (a.rank != b.rank) return a.rank < b.rank;
+  return a.node < b.node;
+}
+}  // namespace
+
+// Scores one node (cached when the node is unchanged and the policy allows).
+bool PlacementEngine::score_node(const Node& n, const TaskRequest& t, size_t shape, bool from_cluster,
+                                 NodeChoice& out) {
+  if (from_cluster && policy_->cacheable()) {
+    auto& row = impl_->cache[shape];
+    if (row.size() < impl_->cluster->node_count()) row.resize(impl_->cluster->node_count());
+    auto& e = row[n.id.value];
+    if (e.generation == n.generation) {
+      out = e.choice;
+      return e.ok;
+    }
+    PolicyContext ctx{*impl_->cluster, rng_};
+    auto c = policy_->score(n, t, ctx);
+    e.generation = n.generation;
+    e.ok = c.has_value();
+    if (c) e.choice = *c;
+    if (c) out = *c;
+    return e.ok;
+  }
+  PolicyContext ctx{*impl_->cluster, rng_};
+  auto c = policy_->score(n, t, ctx);
+  if (c) out = *c;
+  return c.has_value();
+}
+
+uint32_t PlacementEngine::rank(NodeId id) const {
+  return node_rank_.empty() ? id.value : node_rank_[id.value];
+}
+
+PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& gang) {
+  PlacementResult r;
+  if (Status s = gang.validate(); !s.ok()) {
+    r.outcome = Outcome::kNeverFits;
+    r.reason = "invalid request: " + s.message();
+    return r;
+  }
+  if (impl_->cluster != &cluster) {
+    impl_->cluster = &cluster;
+    impl_->cache.assign(impl_->cache.size(), {});
+  }
+  if (!node_rank_.empty() && node_rank_.size() != cluster.node_count()) node_rank_.clear();
+  const TaskRequest& t = gang.task;
+  const size_t shape = impl_->shape_id(t);
+  const int required = gang.required_tasks();
+  const bool packs = policy_->packs_gangs();
+  ScratchView view(cluster);
+
+  // Best node for one more task among `nodes` (all nodes if null), on the scratch view.
+  auto best_in = [&](const std::vector<NodeId>* nodes, const std::vector<NodeId>& gang_nodes, MisfitCounts* why) {
+    Candidate best;
+    auto consider = [&](NodeId id) {
+      const bool changed = view.changed(id);
+      const Node& n = view.node(id);
+      const Misfit m = check_fit(n, t);
+      if (m != Misfit::kFits) {
+        if (why) why->add(m);
+        return;
+      }
+      NodeChoice c;
+      ++r.nodes_scored;
+      if (!score_node(n, t, shape, !changed, c)) {
+        if (why) ++why->declined;
+        return;
+      }
+      Candidate cand{true, false, c.score, rank(id), id, c.pick};
+      cand.gang_node = packs && std::find(gang_nodes.begin(), gang_nodes.end(), id) != gang_nodes.end();
+      if (better(cand, best, packs)) best = cand;
+    };
+    if (nodes) {
+      for (NodeId id : *nodes) consider(id);
+    } else {
+      for (const Node& n : cluster.nodes()) consider(n.id);
+    }
+    return best;
+  };
+
+  // Greedy: place up to gang.tasks tasks inside `nodes`; true if at least `required` placed.
+  auto fill = [&](const std::vector<NodeId>* nodes, MisfitCounts* why) {
+    std::vector<NodeId> gang_nodes;
+    r.tasks.clear();
+    view.reset();
+    while (int(r.tasks.size()) < gang.tasks) {
+      Candidate c = best_in(nodes, gang_nodes, r.tasks.empty() ? why : nullptr);
+      if (!c.valid) break;
+      TaskPlacement p = make_placement(view.node(c.node), t, c.pick);
+      view.apply(p);
+      r.tasks.push_back(std::move(p));
+      if (std::find(gang_nodes.begin(), gang_nodes.end(), c.node) == gang_nodes.end()) gang_nodes.push_back(c.node);
+    }
+    return int(r.tasks.size()) >= required;
+  };
+
+  // The topology levels to try, innermost (node) first; -1 = the whole cluster.
+  const NetworkLevels& net = cluster.network();
+  int outermost = -1;
+  if (gang.topology.mode == TopologyMode::kRequired) {
+    auto li = net.level_index(gang.topology.level);
+    if (!li.ok()) {
+      r.outcome = Outcome::kNeverFits;
+      r.reason = "invalid request: gang.topology.level: " + li.error().message;
+      return r;
+    }
+    outermost = *li;
+  }
+
+  // Never-fits check, run only when placement failed: could the gang fit at all on an empty
+  // cluster (inside one domain if required)? If not, sets the never-fits outcome.
+  auto never_fits = [&]() -> bool {
+    std::map<uint32_t, int64_t> cap_by_domain;
+    int64_t total_cap = 0;
+    for (const Node& n : cluster.nodes()) {
+      const Misfit m = check_fit(n, t);
+      if (misfit_is_permanent(m) && m != Misfit::kUnschedulable) continue;
+      const int64_t c = empty_capacity(n, t);
+      total_cap += c;
+      if (outermost >= 0) cap_by_domain[outermost == net.count() ? n.id.value : n.path[outermost]] += c;
+    }
+    int64_t best_domain = total_cap;
+    if (outermost >= 0) {
+      best_domain = 0;
+      for (auto& [d, c] : cap_by_domain) best_domain = std::max(best_domain, c);
+    }
+    if (best_domain < required) {
+      r.outcome = Outcome::kNeverFits;
+      const std::string where =
+          outermost >= 0 ? " inside one " + (outermost == net.count() ? std::string("node") : net.names()[outermost]) : "";
+      r.reason = "needs " + std::to_string(required) + " task(s) of " + describe_task(t) + where +
+                 "; even an empty cluster holds at most " + std::to_string(best_domain) +
+                 (outermost >= 0 ? " in any one domain" : "") + " - ask for less or for other GPU models";
+      return true;
+    }
+    return false;
+  };
+
+  MisfitCounts why;
+  if (required == 1 && gang.tasks == 1) {
+    if (fill(nullptr, &why)) {
+      r.outcome = Outcome::kPlaced;
+      return r;
+    }
+    if (never_fits()) return r;
+    r.outcome = Outcome::kRetryLater;
+    r.reason = "no node fits " + describe_task(t) + " now: " + why.describe();
+    return r;
+  }
+
+  // Gangs: span the lowest level possible. At each level, try domains best-fit first: the domain
+  // whose current room for this task is the smallest that still holds the gang, then domain id.
+  const int innermost = net.count();  // "node"
+  const int last = outermost >= 0 ? outermost : -1;
+  std::vector<int64_t> room(cluster.node_count(), 0);
+  for (const Node& n : cluster.nodes()) {
+    if (check_fit(n, t) != Misfit::kFits) continue;
+    if (t.whole_gpus()) {
+      int64_t k = n.idle_gpus / t.gpu_count;
+      if (t.cpu.v > 0) k = std::min<int64_t>(k, n.cpu_free().v / t.cpu.v);
+      if (t.memory.v > 0) k = std::min<int64_t>(k, n.memory_free().v / t.memory.v);
+      room[n.id.value] = k;
+    } else {
+      room[n.id.value] = 1;  // at least one; the greedy fill finds the exact number
+      if (t.gpu_share() || t.mig()) room[n.id.value] = std::max(1, gpu_count_fitting(n, t));
+    }
+  }
+  int64_t best_room_seen = 0;
+  std::string best_room_domain;
+  for (int level = innermost; level >= last; --level) {
+    if (level == innermost) {  // one node: no grouping needed
+      std::vector<std::tuple<int64_t, uint32_t, uint32_t>> nodes;  // (room, rank, id)
+      for (const Node& n : cluster.nodes()) {
+        const int64_t k = room[n.id.value];
+        if (level == last && k > best_room_seen) {
+          best_room_seen = k;
+          best_room_domain = n.name;
+        }
+        if (k >= required) nodes.push_back({k, rank(n.id), n.id.value});
+      }
+      std::sort(nodes.begin(), nodes.end());
+      for (auto& [k, rk, id] : nodes) {
+        std::vector<NodeId> one{NodeId(id)};
+        if (fill(&one, level == last ? &why : nullptr)) {
+          r.outcome = Outcome::kPlaced;
+          return r;
+        }
+      }
+      continue;
+    }
+    std::map<uint32_t, std::pair<int64_t, std::vector<NodeId>>> domains;
+    for (const Node& n : cluster.nodes()) {
+      if (room[n.id.value] == 0) continue;
+      const uint32_t d = level == innermost ? n.id.value : level < 0 ? 0 : n.path[level];
+      auto& e = domains[d];
+      e.first += room[n.id.value];
+      e.second.push_back(n.id);
+    }
+    std::vector<std::pair<int64_t, uint32_t>> order;
+    for (auto& [d, e] : domains) {
+      if (e.first > best_room_seen && level == last) {
+        best_room_seen = e.first;
+        best_room_domain = level == innermost ? cluster.node(NodeId(d)).name : level < 0 ? "the cluster" : net.domain_name(level, d);
+      }
+      if (e.first >= required) order.push_back({e.first, d});
+    }
+    std::sort(order.begin(), order.end());
+    for (auto& [cap, d] : order) {
+      if (fill(&domains[d].second, level == last ? &why : nullptr)) {
+        r.outcome = Outcome::kPlaced;
+        return r;
+      }
+    }
+  }
+  r.tasks.clear();
+  if (never_fits()) return r;
+  r.outcome = Outcome::kRetryLater;
+  const std::string scope =
+      last >= 0 ? " within one " + (last == innermost ? std::string("node") : net.names()[last]) : "";
+  r.reason = "needs " + std::to_string(required) + " tasks of " + describe_task(t) + scope + "; ";
+  if (last >= 0)
+    r.reason += best_room_seen > 0 ? "the most free room is " + std::to_string(best_room_seen) + " task(s) in " +
+                                         best_room_domain
+                                   : "no domain has room for even one task now";
+  else
+    r.reason += "the cluster has room for " + std::to_string(best_room_seen) + " now";
+  const std::string w = why.describe();
+  if (!w.empty()) r.reason += " (" + w + ")";
+  return r;
+}
+
+PlacementResult PlacementEngine::place_and_commit(ClusterState& cluster, const Gang& gang) {
+  PlacementResult r = place(cluster, gang);
+  if (r.outcome == Outcome::kPlaced) {
+    Status s = cluster.apply_all(r.tasks);
+    assert(s.ok() && "engine produced a placement the cluster rejects");
+    (void)s;
+  }
+  return r;
+}
+
+}  // namespace tessera

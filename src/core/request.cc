@@ -1,0 +1,48 @@
+#include "core/request.h"
+
+#include <string>
+
+namespace tessera {
+
+Status TaskRequest::validate() const {
+  if (cpu.v < 0) return invalid_argument("task.cpu: must be >= 0 milli-CPU, got " + std::to_string(cpu.v));
+  if (memory.v < 0) return invalid_argument("task.memory: must be >= 0 MiB, got " + std::to_string(memory.v));
+  if (gpu_count < 0) return invalid_argument("task.gpus: must be >= 0, got " + std::to_string(gpu_count));
+  if (gpu_count > 16)
+    return invalid_argument("task.gpus: at most 16 GPUs per task (one node); got " + std::to_string(gpu_count) +
+                            " - split the job into more tasks");
+  if (milli_per_gpu.v < 1 || milli_per_gpu.v > 1000)
+    return invalid_argument("task.gpu_milli: must be in 1..1000 (1000 = a whole GPU), got " +
+                            std::to_string(milli_per_gpu.v));
+  if (gpu_memory.v < 0) return invalid_argument("task.gpu_memory: must be >= 0 MiB");
+  if (mig() && gpu_count != 0)
+    return invalid_argument("task.mig_profile: a MIG request takes one instance; set gpus to 0 (got " +
+                            std::to_string(gpu_count) + ")");
+  if (mig() && (milli_per_gpu.v != 1000 || gpu_memory.v != 0))
+    return invalid_argument("task.mig_profile: cannot be combined with gpu_milli or gpu_memory shares");
+  if (gpu_count == 0 && !mig() && (milli_per_gpu.v != 1000 || gpu_memory.v != 0))
+    return invalid_argument("task.gpu_milli: a GPU share needs gpus >= 1");
+  return {};
+}
+
+Status Gang::validate() const {
+  if (tasks < 1) return invalid_argument("gang.tasks: must be >= 1, got " + std::to_string(tasks));
+  if (min_tasks < 0 || min_tasks > tasks)
+    return invalid_argument("gang.min_tasks: must be in 0..tasks (" + std::to_string(tasks) + "), got " +
+                            std::to_string(min_tasks));
+  if (topology.mode != TopologyMode::kNone && topology.level.empty())
+    return invalid_argument("gang.topology.level: required when a topology constraint is set");
+  return task.validate();
+}
+
+const char* job_kind_name(JobKind k) {
+  switch (k) {
+    case JobKind::kTraining: return "training";
+    case JobKind::kInference: return "inference";
+    case JobKind::kInteractive: return "interactive";
+    case JobKind::kBatch: return "batch";
+  }
+  return "?";
+}
+
+}  // namespace tessera

@@ -1,0 +1,135 @@
+#include "core/cluster.h"
+
+#include <gtest/gtest.h>
+
+#include "core/placement/fit.h"
+#include "test_cluster.h"
+
+namespace tessera {
+namespace {
+
+using namespace tessera::testing;
+
+TEST(ClusterState, AddNodeValidatesFields) {
+  ClusterState c;
+  auto bad_model = c.add_node(node_spec("n0", "B9000", 8));
+  ASSERT_FALSE(bad_model.ok());
+  EXPECT_NE(bad_model.error().message.find("gpu_model"), std::string::npos);
+  EXPECT_NE(bad_model.error().message.find("H100"), std::string::npos) << "error lists the known models";
+
+  ASSERT_TRUE(c.add_node(node_spec("n0", "A100-80GB", 8)).ok());
+  auto dup = c.add_node(node_spec("n0", "A100-80GB", 8));
+  ASSERT_FALSE(dup.ok());
+  EXPECT_NE(dup.error().message.find("already defined"), std::string::npos);
+
+  auto too_many = c.add_node(node_spec("n1", "T4", 17));
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.error().message.find("gpus"), std::string::npos);
+
+  NodeSpec no_mig = node_spec("n2", "T4", 2);
+  no_mig.mig_gpus = {0};
+  auto r = c.add_node(no_mig);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("does not support MIG"), std::string::npos);
+}
+
+TEST(ClusterState, PathMustMatchNetworkLevels) {
+  ClusterState c(GpuCatalog::builtin(), NetworkLevels({"spine", "leaf"}));
+  EXPECT_FALSE(c.add_node(node_spec("n0", "H100-80GB-SXM", 8, {"s0"})).ok());
+  auto ok = c.add_node(node_spec("n0", "H100-80GB-SXM", 8, {"s0", "l0"}));
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(c.node(*ok).path.size(), 2u);
+}
+
+TEST(ClusterState, NvlinkModelsDefaultToNvswitchTopology) {
+  ClusterState c;
+  auto a = c.add_node(node_spec("dgx", "H100-80GB-SXM", 8));
+  auto b = c.add_node(node_spec("t4", "T4", 4));
+  EXPECT_EQ(c.node(*a).topology->kind_name(), "nvswitch");
+  EXPECT_EQ(c.node(*b).topology->kind_name(), "pcie");
+}
+
+TEST(ClusterState, SharesNeverExceedOneGpu) {
+  ClusterState c;
+  NodeId n = *c.add_node(node_spec("n0", "T4", 1));
+  GpuPick pick;
+  const Node& node = c.node(n);
+  ASSERT_TRUE(pick_default(node, share(600), pick));
+  ASSERT_TRUE(c.apply(make_placement(c.node(n), share(600), pick)).ok());
+  EXPECT_EQ(c.node(n).free_gpu_milli, 400);
+  EXPECT_EQ(check_fit(c.node(n), share(500)), Misfit::kGpus);
+  TaskPlacement over = make_placement(c.node(n), share(500), pick);
+  Status s = c.apply(over);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("exceeds"), std::string::npos);
+  EXPECT_TRUE(c.check_invariants().ok());
+  EXPECT_EQ(c.allocated_gpu_milli(), 600);
+}
+
+TEST(ClusterState, WholeGpuCannotBeSharedAndReleaseRestores) {
+  ClusterState c;
+  NodeId n = *c.add_node(node_spec("n0", "A100-80GB", 2));
+  GpuPick pick;
+  ASSERT_TRUE(pick_default(c.node(n), whole(2), pick));
+  TaskPlacement p = make_placement(c.node(n), whole(2), pick);
+  const uint64_t gen = c.node(n).generation;
+  ASSERT_TRUE(c.apply(p).ok());
+  EXPECT_NE(c.node(n).generation, gen);
+  EXPECT_EQ(c.node(n).idle_gpus, 0);
+  EXPECT_EQ(check_fit(c.node(n), share(100)), Misfit::kGpus);
+  EXPECT_EQ(c.node(n).task_classes[2], 1);
+  ASSERT_TRUE(c.release(p).ok());
+  EXPECT_EQ(c.node(n).idle_gpus, 2);
+  EXPECT_EQ(c.node(n).task_classes[2], 0);
+  EXPECT_FALSE(c.release(p).ok()) << "double release is refused";
+  EXPECT_TRUE(c.check_invariants().ok());
+}
+
+TEST(ClusterState, CpuAndMemoryAreNeverOverAllocated) {
+  ClusterState c;
+  NodeId n = *c.add_node(node_spec("n0", "", 0, {}, 4000, 8192));
+  TaskRequest t = whole(0, 3000, 4096);
+  GpuPick pick;
+  ASSERT_TRUE(c.apply(make_placement(c.node(n), t, pick)).ok());
+  EXPECT_EQ(check_fit(c.node(n), t), Misfit::kCpu);
+  Status s = c.apply(make_placement(c.node(n), t, pick));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("CPU"), std::string::npos);
+  EXPECT_EQ(check_fit(c.node(n), whole(0, 5000, 1)), Misfit::kNeverCpu);
+}
+
+TEST(ClusterState, MigInstancesAreCreatedOnApplyAndStayIdleOnRelease) {
+  ClusterState c;
+  NodeSpec s = node_spec("n0", "A100-40GB", 1);
+  s.mig_gpus = {0};
+  NodeId n = *c.add_node(s);
+  GpuPick pick;
+  ASSERT_TRUE(pick_default(c.node(n), mig("3g"), pick));
+  EXPECT_TRUE(pick.mig_create);
+  TaskPlacement p = make_placement(c.node(n), mig("3g"), pick);
+  ASSERT_TRUE(c.apply(p).ok());
+  EXPECT_EQ(c.node(n).gpus[0].mig.instances().size(), 1u);
+  EXPECT_EQ(c.allocated_gpu_milli(), 3 * 1000 / 7);
+  ASSERT_TRUE(c.release(p).ok());
+  ASSERT_EQ(c.node(n).gpus[0].mig.instances().size(), 1u);
+  EXPECT_FALSE(c.node(n).gpus[0].mig.instances()[0].in_use);
+  // The idle instance is reused, not created again.
+  ASSERT_TRUE(pick_default(c.node(n), mig("3g"), pick));
+  EXPECT_FALSE(pick.mig_create);
+  EXPECT_EQ(pick.mig_start, p.gpus[0].mig_start);
+  // Whole GPUs and shares never land on a MIG GPU.
+  EXPECT_EQ(check_fit(c.node(n), whole(1)), Misfit::kNeverGpus);
+  EXPECT_TRUE(c.check_invariants().ok());
+}
+
+TEST(ClusterState, UnhealthyGpusAreNotOffered) {
+  ClusterState c;
+  NodeId n = *c.add_node(node_spec("n0", "L4", 2));
+  ASSERT_TRUE(c.set_health(GpuRef{n, 0}, GpuHealth::kUnhealthy).ok());
+  EXPECT_EQ(c.node(n).idle_gpus, 1);
+  EXPECT_EQ(check_fit(c.node(n), whole(2)), Misfit::kGpus);
+  EXPECT_EQ(check_fit(c.node(n), whole(1)), Misfit::kFits);
+}
+
+}  // namespace
+}  // namespace tessera
