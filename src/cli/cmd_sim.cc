@@ -1,5 +1,198 @@
+// `tessera sim alloc`: the FGD allocation experiment (see sim/alloc_experiment.h) for one or more
+// policies over a range of seeds, on an openb trace or the built-in synthetic workload.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
 #include "cli/commands.h"
+#include "core/placement/policy.h"
+#include "sim/alloc_experiment.h"
 
 namespace tessera::cli {
-void register_sim(CLI::App& app) { app.add_subcommand("sim", "Simulations and experiments"); }
+namespace {
+
+struct AllocArgs {
+  std::string nodes, pods, policy, seeds = "42-51", json, expected;
+  std::string inflate = "1.3";
+};
+
+[[noreturn]] void fail(const std::string& msg, int code) {
+  std::cerr << "tessera sim alloc: " << msg << "\n";
+  throw CLI::RuntimeError(code);
+}
+
+bool parse_u64(const std::string& s, uint64_t& out) {
+  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 18) return false;
+  out = std::stoull(s);
+  return true;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, sep);) out.push_back(item);
+  return out;
+}
+
+std::vector<uint64_t> parse_seeds(const std::string& s) {
+  const std::string err = "--seeds: expected A-B or a comma list of integers, got \"" + s + "\"";
+  std::vector<uint64_t> out;
+  if (const size_t dash = s.find('-'); dash != std::string::npos) {
+    uint64_t a, b;
+    if (!parse_u64(s.substr(0, dash), a) || !parse_u64(s.substr(dash + 1), b) || a > b) fail(err, 2);
+    if (b - a >= 10000) fail("--seeds: at most 10000 seeds, got \"" + s + "\"", 2);
+    for (uint64_t x = a; x <= b; ++x) out.push_back(x);
+    return out;
+  }
+  for (const std::string& item : split(s, ',')) {
+    uint64_t x;
+    if (!parse_u64(item, x)) fail(err, 2);
+    out.push_back(x);
+  }
+  if (out.empty()) fail(err, 2);
+  return out;
+}
+
+std::vector<std::string> parse_policies(const std::string& s) {
+  if (s == "all") return policy_names();
+  std::vector<std::string> out;
+  for (const std::string& p : split(s, ',')) {
+    if (auto r = make_policy(p); !r) fail("--policy: " + r.error().message, 2);
+    out.push_back(p);
+  }
+  if (out.empty()) fail("--policy: expected a policy name, a comma list or \"all\"", 2);
+  return out;
+}
+
+std::string stem(const std::string& path) {
+  std::string base = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
+  return base.substr(0, base.rfind('.'));
+}
+
+std::string fmt(double x, const char* f = "%7.2f") {
+  char buf[32];
+  if (std::isnan(x)) return "     --";
+  std::snprintf(buf, sizeof buf, f, x);
+  return buf;
+}
+
+void run_alloc_command(const AllocArgs& a) {
+  if (a.nodes.empty() != a.pods.empty())
+    fail(a.nodes.empty() ? "--nodes: required with --pods" : "--pods: required with --nodes", 2);
+  const std::vector<std::string> policies = parse_policies(a.policy);
+  const std::vector<uint64_t> seeds = parse_seeds(a.seeds);
+  char* end = nullptr;
+  const double inflate = std::strtod(a.inflate.c_str(), &end);
+  if (a.inflate.empty() || *end || !(inflate > 0 && inflate <= 10))
+    fail("--inflate: expected a number in (0, 10], got \"" + a.inflate + "\"", 2);
+
+  sim::AllocWorkload w;
+  if (a.nodes.empty()) {
+    w = sim::synthetic_workload();
+  } else {
+    auto nodes = sim::load_openb_nodes(a.nodes);
+    if (!nodes) fail("--nodes: " + nodes.error().message, 1);
+    auto pods = sim::load_openb_pods(a.pods);
+    if (!pods) fail("--pods: " + pods.error().message, 1);
+    w = sim::AllocWorkload{stem(a.pods), std::move(*nodes), std::move(*pods)};
+  }
+  std::vector<sim::PublishedCurve> published;
+  if (!a.expected.empty()) {
+    auto r = sim::load_published_curves(a.expected);
+    if (!r) fail("--expected: " + r.error().message, 1);
+    published = std::move(*r);
+  }
+
+  // With --json -, stdout carries only JSON; the table goes to stderr.
+  std::ostream& out = a.json == "-" ? std::cerr : std::cout;
+  out << "workload: " << w.name
+      << (a.nodes.empty() ? " (built-in synthetic openb-like workload; give --nodes/--pods for a trace)" : "")
+      << ": " << w.cluster.node_count() << " nodes, " << w.cluster.total_gpus() << " GPUs, " << w.pods.size()
+      << " pods; inflate " << inflate << "; seeds " << a.seeds << "\n";
+
+  const bool tty = isatty(fileno(stderr));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto res = sim::run_alloc_matrix(w, policies, seeds, inflate, 0, [&](int done, int total) {
+    if (tty) std::fprintf(stderr, "\r[%d/%d runs]%s", done, total, done == total ? "\n" : "");
+  });
+  if (!res) fail(res.error().message, 1);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  const int pcts[] = {80, 100, 120, 130};
+  bool any_pub = false;
+  std::vector<std::vector<double>> pubs;
+  for (const auto& s : *res) {
+    pubs.push_back(sim::published_mean(published, w.name, s.policy, seeds));
+    any_pub |= !pubs.back().empty();
+  }
+  char line[256];
+  std::snprintf(line, sizeof line, "%-15s", "policy");
+  out << line;
+  for (int p : pcts) {
+    std::snprintf(line, sizeof line, any_pub ? "  %4d%% ours    pub   diff" : " %6d%%", p);
+    out << line;
+  }
+  out << "   run-s\n";
+  for (size_t i = 0; i < res->size(); ++i) {
+    const auto& s = (*res)[i];
+    std::snprintf(line, sizeof line, "%-15s", s.policy.c_str());
+    out << line;
+    for (int p : pcts) {
+      out << " " << fmt(s.mean_curve[p]);
+      if (any_pub) {
+        const bool has = int(pubs[i].size()) > p && !std::isnan(pubs[i][p]);
+        out << (has ? fmt(pubs[i][p]) + fmt(s.mean_curve[p] - pubs[i][p], "%+7.2f") : fmt(NAN) + fmt(NAN));
+      }
+    }
+    std::snprintf(line, sizeof line, " %7.1f\n", s.elapsed_s);
+    out << line;
+  }
+  std::snprintf(line, sizeof line, "%zu runs in %.1f s wall (%u threads); allocation %% of GPU capacity at arrived %% of capacity\n",
+                res->size() * seeds.size(), wall, std::max(1u, std::thread::hardware_concurrency()));
+  out << line;
+
+  if (!a.json.empty()) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& s : *res) {
+      nlohmann::json curve = nlohmann::json::array();
+      for (int p = 0; p <= 130; ++p) {
+        const double v = s.mean_curve[p];
+        curve.push_back({{"arrived_pct", p}, {"allocated_pct", std::isnan(v) ? nlohmann::json() : nlohmann::json(std::round(v * 100) / 100)}});
+      }
+      arr.push_back({{"policy", s.policy}, {"seeds", s.seeds}, {"curve", curve}, {"elapsed_s", s.elapsed_s}});
+    }
+    if (a.json == "-") {
+      std::cout << arr.dump(2) << "\n";
+    } else {
+      std::ofstream f(a.json);
+      if (!f) fail("--json: cannot write " + a.json, 1);
+      f << arr.dump(2) << "\n";
+    }
+  }
+}
+
+}  // namespace
+
+void register_sim(CLI::App& app) {
+  CLI::App* sim = app.add_subcommand("sim", "Simulations and experiments");
+  sim->require_subcommand(1);
+  auto args = std::make_shared<AllocArgs>();
+  CLI::App* alloc = sim->add_subcommand("alloc", "FGD allocation experiment: allocated GPU % as demand arrives");
+  alloc->add_option("--nodes", args->nodes, "openb node list CSV (sn,cpu_milli,memory_mib,gpu,model)");
+  alloc->add_option("--pods", args->pods, "openb pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec])");
+  alloc->add_option("--policy", args->policy, "policy name, comma list, or 'all'")->required();
+  alloc->add_option("--seeds", args->seeds, "seeds: A-B or a comma list (default 42-51)");
+  alloc->add_option("--inflate", args->inflate, "arrived demand as a multiple of GPU capacity (default 1.3)");
+  alloc->add_option("--json", args->json, "write the seed-mean curves as JSON to PATH ('-' = stdout)");
+  alloc->add_option("--expected", args->expected, "fgd_expected_allocation.csv: show the published seed means");
+  alloc->callback([args] { run_alloc_command(*args); });
+}
+
 }  // namespace tessera::cli

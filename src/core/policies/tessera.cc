@@ -1,0 +1,227 @@
+// Tessera's own policy. Non-MIG tasks: FGD's fragmentation measure (expected GPU capacity the
+// workload's typical tasks could not use), computed exactly in integers, then a packing tie-break
+// toward nodes already in use; whole-GPU sets chosen for NVLink connectivity. MIG tasks: reuse an
+// idle instance, else create where the workload's MIG profiles stay most creatable.
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "core/policies/policies.h"
+#include "core/policies/policy_util.h"
+
+namespace tessera::policies {
+namespace {
+
+struct Variant {
+  int mode = 0;  // experiment knob
+};
+
+class TesseraPolicy final : public ScoringPolicy {
+ public:
+  explicit TesseraPolicy(Variant v = {}) : v_(v) {}
+  std::string_view name() const override { return "tessera"; }
+  bool packs_gangs() const override { return true; }
+  void prepare(const WorkloadProfile& profile) override {
+    model_.build(profile);
+    mig_counts_.clear();
+    for (const WorkloadShape& s : profile.shapes)
+      if (s.task.mig()) mig_counts_[s.task.mig_profile] += s.count;
+  }
+
+  std::optional<NodeChoice> score(const Node& n, const TaskRequest& t, PolicyContext&) const override {
+    if (t.mig()) return score_mig(n, t);
+    std::array<FragModel::Candidate, kMaxGpusPerNode> cands;
+    int ncand = 0;
+    GpuPick base;
+    const int64_t cpu = score_cpu(t);
+    if (t.gpu_share() && t.gpu_count == 1) {
+      for (const Gpu& g : n.gpus) {
+        if (g.index >= kMaxGpusPerNode || !gpu_fits_share(g, t)) continue;
+        FragModel::Candidate& c = cands[ncand++];
+        c.cpu = cpu;
+        c.set(g.index, g.free_milli() - t.milli_per_gpu.v);
+      }
+      if (ncand == 0) return std::nullopt;
+    } else {
+      if (t.whole_gpus()) {
+        if (!pick_connected(n, t.gpu_count, base)) return std::nullopt;
+      } else if (!t.cpu_only() && !pick_default(n, t, base)) {
+        return std::nullopt;
+      }
+      FragModel::Candidate& c = cands[ncand++];
+      c.cpu = cpu;
+      for (int k = 0; k < base.count; ++k) c.set(base.gpus[k], n.gpus[base.gpus[k]].free_milli() - t.milli_per_gpu.v);
+    }
+    std::array<int64_t, kMaxGpusPerNode> delta{};
+    model_.deltas(n, cands.data(), ncand, delta.data());
+    // Best candidate: most fragmentation removed, then the tightest GPU, then the lowest index.
+    int best = 0;
+    for (int c = 1; c < ncand; ++c) {
+      if (delta[c] != delta[best] ? delta[c] > delta[best]
+                                  : cands[c].changes[0].free_after < cands[best].changes[0].free_after)
+        best = c;
+    }
+    NodeChoice out;
+    if (t.gpu_share() && t.gpu_count == 1) out.pick.add(cands[best].changes[0].gpu);
+    else out.pick = base;
+    out.score = combine(n, t, delta[best]);
+    return out;
+  }
+
+ private:
+  // Node score from the fragmentation change (count-weighted milli) and a packing tie-break.
+  int64_t combine(const Node& n, const TaskRequest& t, int64_t delta) const {
+    const int64_t total = std::max<int64_t>(model_.total(), 1);
+    const int64_t gpu_left = n.free_gpu_milli - gpu_ask_milli(n, t);  // after placement
+    const double x = double(delta) / double(total) / 1000.0;
+    switch (v_.mode) {
+      case 0: {  // FGD's quantised score, then least GPU left on the node
+        const int64_t q = int64_t(100.0 * (1.0 / (1.0 + std::exp(-x))));
+        return q * (int64_t(1) << 32) - gpu_left;
+      }
+      case 1: {  // FGD's quantised score, then node in use
+        const int64_t q = int64_t(100.0 * (1.0 / (1.0 + std::exp(-x))));
+        const bool used = n.free_gpu_milli < int64_t(n.gpus.size()) * 1000 || n.cpu_used.v > 0;
+        return q * 2 + (used ? 1 : 0);
+      }
+      case 2:  // exact delta (milli-GPU x 1000 per average task)
+        return delta * 1000 / total;
+      case 3: {  // exact delta, then least GPU left
+        return (delta * 1000 / total) * (int64_t(1) << 20) - gpu_left;
+      }
+      default: {  // delta binned at mode milli-GPU, then least GPU left
+        const int64_t bin = int64_t(std::floor(double(delta) / double(total) / double(v_.mode)));
+        return bin * (int64_t(1) << 32) - gpu_left;
+      }
+    }
+  }
+
+  // k idle GPUs with the best links among themselves (worst link, then sum), then leaving the
+  // best-connected idle GPUs behind, then the lowest indices.
+  static bool pick_connected(const Node& n, int k, GpuPick& out) {
+    out = GpuPick{};
+    std::array<uint16_t, kMaxGpusPerNode> idle{};
+    int m = 0;
+    for (const Gpu& g : n.gpus)
+      if (g.idle() && g.index < kMaxGpusPerNode) idle[m++] = g.index;
+    if (m < k || k <= 0) return false;
+    const NodeTopology* topo = n.topology.get();
+    if (m == k || !topo || topo->gpu_count() < int(n.gpus.size())) {
+      for (int i = 0; i < k; ++i) out.add(idle[i]);
+      return true;
+    }
+    // Enumerate k-subsets of the m idle GPUs as bitmasks in lexicographic order (bounded: m <= 16).
+    auto links = [&](uint32_t mask, int& worst, int& sum) {
+      worst = 1 << 30;
+      sum = 0;
+      for (int a = 0; a < m; ++a)
+        if (mask >> a & 1)
+          for (int b = a + 1; b < m; ++b)
+            if (mask >> b & 1) {
+              const int s = topo->link_score(idle[a], idle[b]);
+              worst = std::min(worst, s);
+              sum += s;
+            }
+    };
+    const uint32_t all = (uint32_t(1) << m) - 1;
+    std::array<int, 3> best_key{};
+    uint32_t best_mask = 0;
+    int evaluated = 0;
+    std::array<int, kMaxGpusPerNode> sel{};
+    for (int i = 0; i < k; ++i) sel[i] = i;
+    while (true) {
+      uint32_t mask = 0;
+      for (int i = 0; i < k; ++i) mask |= uint32_t(1) << sel[i];
+      int worst, sum, lw, left_sum;
+      links(mask, worst, sum);
+      links(all & ~mask, lw, left_sum);
+      const std::array<int, 3> key{k > 1 ? worst : 0, sum, left_sum};
+      if (evaluated++ == 0 || key > best_key) best_key = key, best_mask = mask;
+      if (evaluated >= 4096) break;  // C(16,8) is 12870: stop early, keep the best so far
+      int i = k - 1;
+      while (i >= 0 && sel[i] == m - k + i) --i;
+      if (i < 0) break;
+      ++sel[i];
+      for (int j = i + 1; j < k; ++j) sel[j] = sel[j - 1] + 1;
+    }
+    for (int a = 0; a < m; ++a)
+      if (best_mask >> a & 1) out.add(idle[a]);
+    return true;
+  }
+
+  // MIG: reuse an idle instance of the profile (tightest GPU), else create where the workload's
+  // MIG profiles lose the least creatable count, on the GPU with the fewest free slices left.
+  std::optional<NodeChoice> score_mig(const Node& n, const TaskRequest& t) const {
+    const MigProfile* p = resolve_mig_profile(n, t);
+    const GpuModel* model = n.gpu_model();
+    if (!p || !model) return std::nullopt;
+    // Weights of the profiles to keep creatable: the workload's MIG shapes on this model, or
+    // every profile of the model alike when the workload names none.
+    std::array<std::pair<const MigProfile*, int64_t>, 16> keep{};
+    int nkeep = 0;
+    for (const auto& [name, count] : mig_counts_)
+      if (const MigProfile* q = model->find_profile(name); q && nkeep < 16) keep[nkeep++] = {q, count};
+    if (nkeep == 0)
+      for (const MigProfile& q : model->mig_profiles)
+        if (nkeep < 16) keep[nkeep++] = {&q, 1};
+
+    struct Key {
+      int reuse = 0;
+      int64_t loss = 0;      // weighted creatable instances lost (lower is better)
+      int free_after = 0;    // free memory slices left on the GPU (lower is better: packing)
+    };
+    auto better = [](const Key& a, const Key& b) {
+      if (a.reuse != b.reuse) return a.reuse > b.reuse;
+      if (a.loss != b.loss) return a.loss < b.loss;
+      return a.free_after < b.free_after;
+    };
+    bool found = false;
+    Key best;
+    NodeChoice out;
+    for (const Gpu& g : n.gpus) {
+      if (!g.mig_enabled || g.health != GpuHealth::kHealthy) continue;
+      for (const MigInstance& inst : g.mig.instances()) {
+        if (inst.in_use || inst.profile_id != p->id) continue;
+        const Key k{1, 0, g.mig.free_memory_slices()};
+        if (!found || better(k, best)) {
+          found = true, best = k;
+          out.pick = GpuPick{};
+          out.pick.add(g.index);
+          out.pick.mig_start = int8_t(inst.start);
+          out.pick.mig_create = false;
+        }
+      }
+      std::array<int, 16> before{};
+      for (int i = 0; i < nkeep; ++i) before[i] = g.mig.creatable_count(*keep[i].first);
+      for (int start : g.mig.feasible_starts(*p)) {
+        MigLayout trial = g.mig;
+        if (!trial.create(*p, start).ok()) continue;
+        Key k{0, 0, trial.free_memory_slices()};
+        for (int i = 0; i < nkeep; ++i)
+          k.loss += keep[i].second * (before[i] - trial.creatable_count(*keep[i].first));
+        if (!found || better(k, best)) {
+          found = true, best = k;
+          out.pick = GpuPick{};
+          out.pick.add(g.index);
+          out.pick.mig_start = int8_t(start);
+          out.pick.mig_create = true;
+        }
+      }
+    }
+    if (!found) return std::nullopt;
+    const int64_t loss = std::min<int64_t>(best.loss, (int64_t(1) << 30) - 1);
+    out.score = (best.reuse ? int64_t(1) << 50 : 0) - loss * 64 - best.free_after;
+    return out;
+  }
+
+  Variant v_;
+  FragModel model_;
+  std::map<std::string, int64_t> mig_counts_;
+};
+
+}  // namespace
+
+std::unique_ptr<ScoringPolicy> make_tessera() { return std::make_unique<TesseraPolicy>(); }
+std::unique_ptr<ScoringPolicy> make_tessera_variant(int mode) { return std::make_unique<TesseraPolicy>(Variant{mode}); }
+
+}  // namespace tessera::policies

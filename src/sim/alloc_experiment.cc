@@ -1,0 +1,365 @@
+#include "sim/alloc_experiment.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <tuple>
+
+#include "core/placement/engine.h"
+
+namespace tessera::sim {
+
+int64_t round_half_even(double x) { return int64_t(std::nearbyint(x)); }
+
+double round2(double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f", x);  // glibc rounds the exact binary value, ties to even
+  return std::strtod(buf, nullptr);
+}
+
+int64_t pod_demand_milli(const TaskRequest& t) { return t.cpu_only() ? 0 : t.gpu_demand_milli(); }
+int64_t pod_milli_per_gpu(const TaskRequest& t) { return t.cpu_only() ? 0 : t.milli_per_gpu.v; }
+
+std::vector<uint32_t> plan_arrivals(const std::vector<OpenbPod>& sorted, int64_t capacity_milli, double inflate,
+                                    Rng& rng) {
+  const uint32_t n = uint32_t(sorted.size());
+  std::vector<uint32_t> order(n);
+  for (uint32_t i = 0; i < n; ++i) order[i] = i;
+  rng.shuffle(order);
+  if (n == 0) return order;
+  int64_t demand = 0;
+  for (const OpenbPod& p : sorted) demand += pod_demand_milli(p.task);
+  const double target = inflate * double(capacity_milli);
+  if (double(demand) > target) {
+    // Tune down: drop pods at random positions of the shuffled list.
+    while (double(demand) > target && !order.empty()) {
+      const size_t at = rng.uniform(order.size());
+      demand -= pod_demand_milli(sorted[order[at]].task);
+      order.erase(order.begin() + at);
+    }
+  } else if (double(demand) < target) {
+    // Tune up: extra copies drawn with replacement; the stop test adds the per-GPU milli (fact 3).
+    while (true) {
+      const uint32_t i = uint32_t(rng.uniform(n));
+      if (double(demand + pod_milli_per_gpu(sorted[i].task)) > target) break;
+      demand += pod_demand_milli(sorted[i].task);
+      order.push_back(i);
+    }
+  }
+  return order;
+}
+
+std::vector<double> alloc_curve(const std::vector<AllocRow>& rows, int64_t total_gpus, int max_pct) {
+  // Per rounded arrived %: sum and count of the allocated % rounded to 2 decimals.
+  std::vector<double> sum(max_pct + 2, 0.0);
+  std::vector<int64_t> cnt(max_pct + 2, 0);
+  const double per_pct = double(total_gpus) * 10.0;
+  for (const AllocRow& r : rows) {
+    const int64_t p = round_half_even(double(r.arrived_milli) / per_pct);
+    if (p < 0 || p > max_pct + 1) continue;
+    sum[p] += round2(double(r.allocated_milli) / per_pct);
+    ++cnt[p];
+  }
+  std::vector<double> curve(max_pct + 1, std::nan(""));
+  for (int p = 0; p <= max_pct; ++p) {
+    double s = sum[p];
+    int64_t c = cnt[p];
+    if (c == 0)
+      for (int q = std::max(0, p - 1); q <= p + 1; ++q) s += sum[q], c += cnt[q];
+    if (c > 0) curve[p] = round2(s / double(c));
+  }
+  return curve;
+}
+
+WorkloadProfile workload_profile(const std::vector<OpenbPod>& pods) {
+  using Key = std::tuple<int64_t, int64_t, int, int64_t, int64_t, std::string, std::vector<std::string>>;
+  std::map<Key, size_t> index;
+  WorkloadProfile prof;
+  for (const OpenbPod& p : pods) {
+    const TaskRequest& t = p.task;
+    Key k{t.cpu.v, t.memory.v, t.gpu_count, t.milli_per_gpu.v, t.gpu_memory.v, t.mig_profile, t.gpu_models};
+    auto [it, fresh] = index.try_emplace(std::move(k), prof.shapes.size());
+    if (fresh) prof.shapes.push_back({t, 0});
+    ++prof.shapes[it->second].count;
+  }
+  return prof;
+}
+
+namespace {
+
+std::vector<OpenbPod> sorted_by_name(const std::vector<OpenbPod>& pods) {
+  std::vector<OpenbPod> s = pods;
+  std::stable_sort(s.begin(), s.end(), [](const OpenbPod& a, const OpenbPod& b) { return a.name < b.name; });
+  return s;
+}
+
+Result<AllocRun> run_sorted(const AllocWorkload& w, const std::vector<OpenbPod>& sorted, const WorkloadProfile& prof,
+                            const std::string& policy_name, uint64_t seed, double inflate) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto policy = make_policy(policy_name);
+  if (!policy) return policy.error();
+  (*policy)->prepare(prof);
+  ClusterState cluster = w.cluster;
+  const int64_t capacity = cluster.total_gpus() * 1000;
+  Rng rng(seed);
+  const std::vector<uint32_t> order = plan_arrivals(sorted, capacity, inflate, rng);
+  EngineOptions opt;
+  opt.node_rank = rng.permutation(uint32_t(cluster.node_count()));
+  opt.seed = rng.next();
+  PlacementEngine engine(**policy, std::move(opt));
+
+  AllocRun run;
+  run.policy = policy_name;
+  run.seed = seed;
+  std::vector<AllocRow> rows;
+  rows.reserve(order.size());
+  Gang g;
+  int64_t arrived = 0;
+  for (uint32_t i : order) {
+    g.id = JobId(uint32_t(rows.size()));
+    g.task = sorted[i].task;
+    arrived += pod_demand_milli(g.task);  // counted before placement, failures too
+    const PlacementResult r = engine.place_and_commit(cluster, g);
+    run.placed += r.outcome == Outcome::kPlaced;
+    rows.push_back({arrived, cluster.allocated_gpu_milli()});
+  }
+  run.arrivals = int64_t(rows.size());
+  run.curve = alloc_curve(rows, cluster.total_gpus());
+  run.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return run;
+}
+
+}  // namespace
+
+Result<AllocRun> run_alloc(const AllocWorkload& w, const std::string& policy, uint64_t seed, double inflate) {
+  return run_sorted(w, sorted_by_name(w.pods), workload_profile(w.pods), policy, seed, inflate);
+}
+
+Result<std::vector<AllocSummary>> run_alloc_matrix(const AllocWorkload& w, const std::vector<std::string>& policies,
+                                                   const std::vector<uint64_t>& seeds, double inflate, int threads,
+                                                   const std::function<void(int, int)>& progress) {
+  for (const std::string& p : policies)
+    if (auto r = make_policy(p); !r) return r.error();
+  const std::vector<OpenbPod> sorted = sorted_by_name(w.pods);
+  const WorkloadProfile prof = workload_profile(w.pods);
+  const int total = int(policies.size() * seeds.size());
+  std::vector<std::optional<Result<AllocRun>>> results(total);
+  std::atomic<int> next{0};
+  int done = 0;
+  std::mutex mu;
+  std::condition_variable cv;
+  if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  threads = std::min(threads, std::max(total, 1));
+  std::vector<std::thread> pool;
+  for (int k = 0; k < threads; ++k)
+    pool.emplace_back([&] {
+      for (int j; (j = next.fetch_add(1)) < total;) {
+        auto r = run_sorted(w, sorted, prof, policies[j / seeds.size()], seeds[j % seeds.size()], inflate);
+        std::lock_guard lock(mu);
+        results[j] = std::move(r);
+        ++done;
+        cv.notify_one();
+      }
+    });
+  for (int reported = 0; reported < total;) {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return done > reported; });
+    reported = done;
+    lock.unlock();
+    if (progress) progress(reported, total);
+  }
+  for (auto& t : pool) t.join();
+
+  std::vector<AllocSummary> out;
+  for (size_t pi = 0; pi < policies.size(); ++pi) {
+    AllocSummary s;
+    s.policy = policies[pi];
+    s.seeds = seeds;
+    std::vector<double> sum(131, 0.0);
+    std::vector<int> cnt(131, 0);
+    for (size_t si = 0; si < seeds.size(); ++si) {
+      const Result<AllocRun>& r = *results[pi * seeds.size() + si];
+      if (!r) return r.error();
+      s.elapsed_s += r->elapsed_s;
+      for (int p = 0; p <= 130 && p < int(r->curve.size()); ++p)
+        if (!std::isnan(r->curve[p])) sum[p] += r->curve[p], ++cnt[p];
+    }
+    s.mean_curve.assign(131, std::nan(""));
+    for (int p = 0; p <= 130; ++p)
+      if (cnt[p] > 0) s.mean_curve[p] = sum[p] / cnt[p];
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// ---- synthetic openb-like workload ----
+
+namespace {
+
+template <class T>
+struct Weighted {
+  T value;
+  int weight;
+};
+
+template <class T, size_t N>
+const T& draw(Rng& rng, const Weighted<T> (&table)[N]) {
+  int total = 0;
+  for (const auto& e : table) total += e.weight;
+  int x = int(rng.uniform(uint64_t(total)));
+  for (const auto& e : table) {
+    if (x < e.weight) return e.value;
+    x -= e.weight;
+  }
+  return table[N - 1].value;
+}
+
+struct NodeShape {
+  int64_t cpu, mem;
+  int gpus;
+  const char* model;
+};
+// The openb GPU-node mix (per mille of nodes).
+constexpr Weighted<NodeShape> kNodeShapes[] = {
+    {{96000, 393216, 8, "G2"}, 453},      {{104000, 524288, 2, "T4"}, 319},   {{16000, 122880, 2, "P100"}, 88},
+    {{128000, 786432, 8, "G3"}, 32},      {{32000, 131072, 4, "V100M16"}, 23}, {{64000, 262144, 2, "P100"}, 18},
+    {{96000, 786432, 8, "V100M32"}, 17},  {{8000, 32768, 1, "V100M16"}, 16},   {{96000, 393216, 4, "T4"}, 14},
+    {{48000, 376832, 4, "V100M32"}, 7},   {{64000, 262144, 8, "V100M16"}, 6},  {{8000, 61440, 1, "P100"}, 3},
+    {{128000, 1048576, 1, "A10"}, 2},     {{8000, 61440, 2, "P100"}, 2},
+};
+constexpr Weighted<int64_t> kCpuOnlyCpu[] = {{12500, 34}, {32000, 27}, {8000, 17}, {15400, 11}, {16500, 9}, {4000, 2}};
+constexpr Weighted<int64_t> kShareCpu[] = {{3152, 36}, {11908, 20}, {4000, 17}, {8000, 16}, {4152, 5}, {6000, 5}, {1000, 1}};
+constexpr Weighted<int64_t> kShareMilli[] = {{810, 35}, {470, 24}, {320, 11}, {650, 8}, {230, 5}, {460, 4}, {590, 3},
+                                             {160, 3},  {550, 2},  {220, 2},  {370, 2}, {110, 1}, {50, 1}};
+constexpr Weighted<int64_t> kOneGpuCpu[] = {{11300, 22}, {11400, 15}, {3152, 12}, {12000, 8}, {18708, 7}, {9810, 5},
+                                            {8000, 4},   {4000, 4},   {16000, 8}, {6000, 8},  {24000, 5}, {32000, 2}};
+constexpr Weighted<int> kMultiGpus[] = {{2, 20}, {4, 20}, {8, 60}};
+
+}  // namespace
+
+AllocWorkload synthetic_workload(uint64_t seed, int nodes) {
+  Rng rng(seed);
+  AllocWorkload w{"synthetic", ClusterState(GpuCatalog::builtin()), {}};
+  char name[32];
+  for (int i = 0; i < nodes; ++i) {
+    const NodeShape& s = draw(rng, kNodeShapes);
+    NodeSpec spec;
+    std::snprintf(name, sizeof name, "syn-node-%04d", i);
+    spec.name = name;
+    spec.cpu = MilliCpu(s.cpu);
+    spec.memory = MiB(s.mem);
+    spec.gpu_model = s.model;
+    spec.gpu_count = s.gpus;
+    auto r = w.cluster.add_node(std::move(spec));
+    (void)r;  // the table only holds valid shapes
+  }
+  // About as many pods per GPU as openb's default list (8152 pods on 6212 GPUs).
+  const int64_t pods = w.cluster.total_gpus() * 8152 / 6212;
+  for (int64_t i = 0; i < pods; ++i) {
+    OpenbPod p;
+    std::snprintf(name, sizeof name, "syn-pod-%05lld", static_cast<long long>(i));
+    p.name = name;
+    TaskRequest& t = p.task;
+    const int64_t cls = int64_t(rng.uniform(100));
+    if (cls < 13) {
+      t.cpu = MilliCpu(draw(rng, kCpuOnlyCpu));
+    } else if (cls < 51) {
+      t.cpu = MilliCpu(draw(rng, kShareCpu));
+      t.gpu_count = 1;
+      t.milli_per_gpu = MilliGpu(draw(rng, kShareMilli));
+    } else if (cls < 99) {
+      t.cpu = MilliCpu(draw(rng, kOneGpuCpu));
+      t.gpu_count = 1;
+    } else {
+      t.gpu_count = draw(rng, kMultiGpus);
+      t.cpu = MilliCpu(8000 * t.gpu_count + 200);
+    }
+    t.memory = MiB(t.cpu.v / 1000 * 4096 + 1024);
+    w.pods.push_back(std::move(p));
+  }
+  return w;
+}
+
+}  // namespace tessera::sim
+
+namespace tessera::sim {
+
+std::string artifact_policy_name(const std::string& policy) {
+  static const std::pair<const char*, const char*> kNames[] = {
+      {"random", "01-Random"},       {"dotprod", "02-DotProd"}, {"gpu-clustering", "03-GpuClustering"},
+      {"gpu-packing", "04-GpuPacking"}, {"best-fit", "05-BestFit"}, {"fgd", "06-FGD"}};
+  for (auto [ours, theirs] : kNames)
+    if (policy == ours) return theirs;
+  return "";
+}
+
+Result<std::vector<PublishedCurve>> load_published_curves(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return invalid_argument(path + ": cannot open file");
+  std::string line;
+  if (!std::getline(in, line)) return invalid_argument(path + ": empty file, expected a header line");
+  auto cells = [](const std::string& l) {
+    std::vector<std::string> v;
+    size_t s = 0;
+    for (size_t p; (p = l.find(',', s)) != std::string::npos; s = p + 1) v.push_back(l.substr(s, p - s));
+    v.push_back(l.substr(s));
+    for (auto& c : v)
+      while (!c.empty() && (c.back() == '\r' || c.back() == ' ')) c.pop_back();
+    return v;
+  };
+  const std::vector<std::string> head = cells(line);
+  auto col = [&](const std::string& name) {
+    for (size_t i = 0; i < head.size(); ++i)
+      if (head[i] == name) return int(i);
+    return -1;
+  };
+  const int cw = col("workload"), cp = col("sc_policy"), cs = col("seed"), c0 = col("0");
+  if (cw < 0 || cp < 0 || cs < 0 || c0 < 0)
+    return invalid_argument(path + ":1: expected columns workload, sc_policy, seed and 0..130");
+  std::vector<PublishedCurve> out;
+  for (int line_no = 2; std::getline(in, line); ++line_no) {
+    if (line.empty() || line == "\r") continue;
+    const std::vector<std::string> v = cells(line);
+    if (v.size() < head.size())
+      return invalid_argument(path + ":" + std::to_string(line_no) + ": has " + std::to_string(v.size()) +
+                              " fields, the header has " + std::to_string(head.size()));
+    PublishedCurve c{v[cw], v[cp], 0, {}};
+    char* end = nullptr;
+    c.seed = std::strtoull(v[cs].c_str(), &end, 10);
+    if (v[cs].empty() || *end) return invalid_argument(path + ":" + std::to_string(line_no) + ": field 'seed': expected an integer, got \"" + v[cs] + "\"");
+    for (size_t i = size_t(c0); i < head.size(); ++i) {
+      const double x = v[i].empty() ? std::nan("") : std::strtod(v[i].c_str(), &end);
+      if (!v[i].empty() && *end)
+        return invalid_argument(path + ":" + std::to_string(line_no) + ": field '" + head[i] + "': expected a number, got \"" + v[i] + "\"");
+      c.curve.push_back(x);
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::vector<double> published_mean(const std::vector<PublishedCurve>& all, const std::string& workload,
+                                   const std::string& policy, const std::vector<uint64_t>& seeds) {
+  const std::string theirs = artifact_policy_name(policy);
+  std::vector<double> sum;
+  std::vector<int> cnt;
+  for (const PublishedCurve& c : all) {
+    if (c.workload != workload || c.policy != theirs) continue;
+    if (std::find(seeds.begin(), seeds.end(), c.seed) == seeds.end()) continue;
+    if (sum.size() < c.curve.size()) sum.resize(c.curve.size(), 0.0), cnt.resize(c.curve.size(), 0);
+    for (size_t p = 0; p < c.curve.size(); ++p)
+      if (!std::isnan(c.curve[p])) sum[p] += c.curve[p], ++cnt[p];
+  }
+  for (size_t p = 0; p < sum.size(); ++p) sum[p] = cnt[p] ? sum[p] / cnt[p] : std::nan("");
+  return sum;
+}
+
+}  // namespace tessera::sim

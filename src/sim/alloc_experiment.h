@@ -1,0 +1,99 @@
+// The FGD allocation experiment (ATC'23 artifact protocol, ../shared/data/openb/PROTOCOL.md):
+// a pod list inflated to 1.3x the cluster's GPU capacity arrives one pod at a time onto an empty
+// cluster, nothing leaves, and after each arrival the arrived and allocated GPU milli are recorded;
+// the curve is the allocated % at each integer arrived %. One seed drives a run (shuffle, tuning,
+// node rank, Random's draws). Runs are independent: run_alloc_matrix runs them on std::threads.
+// A built-in synthetic openb-like workload is generated when no trace is given.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/cluster.h"
+#include "core/placement/policy.h"
+#include "core/rng.h"
+#include "core/status.h"
+#include "sim/openb.h"
+
+namespace tessera::sim {
+
+struct AllocWorkload {
+  std::string name;             // e.g. "openb_pod_list_default", or "synthetic"
+  ClusterState cluster;         // empty; copied for each run
+  std::vector<OpenbPod> pods;   // the original list; sorted by name on use
+};
+
+// Python's round(x): nearest integer, ties to even.
+int64_t round_half_even(double x);
+// Python's round(x, 2): the decimal nearest the exact binary value, ties to even.
+double round2(double x);
+
+// GPU milli a pod asks for (num_gpu x gpu_milli; 0 for CPU-only), and its per-GPU milli.
+int64_t pod_demand_milli(const TaskRequest& t);
+int64_t pod_milli_per_gpu(const TaskRequest& t);
+
+// Arrival order of one run (facts 2-5) as indices into `sorted` (the name-sorted list): the
+// shuffled originals (tuned down at random positions if above target), then the extra draws.
+// Draws from `rng` in that order.
+std::vector<uint32_t> plan_arrivals(const std::vector<OpenbPod>& sorted, int64_t capacity_milli, double inflate,
+                                    Rng& rng);
+
+// One data row per arrival (fact 7).
+struct AllocRow {
+  int64_t arrived_milli = 0;
+  int64_t allocated_milli = 0;
+};
+// The curve at p = 0..max_pct (fact 8); NaN where no row lies within p +- 1.
+std::vector<double> alloc_curve(const std::vector<AllocRow>& rows, int64_t total_gpus, int max_pct = 130);
+
+// The workload's shapes with counts (what FGD-like policies get through prepare()).
+WorkloadProfile workload_profile(const std::vector<OpenbPod>& pods);
+
+struct AllocRun {
+  std::string policy;
+  uint64_t seed = 0;
+  std::vector<double> curve;  // 0..130
+  int64_t arrivals = 0, placed = 0;
+  double elapsed_s = 0;
+};
+Result<AllocRun> run_alloc(const AllocWorkload& w, const std::string& policy, uint64_t seed, double inflate = 1.3);
+
+struct AllocSummary {
+  std::string policy;
+  std::vector<uint64_t> seeds;
+  std::vector<double> mean_curve;  // seed mean at 0..130 (over seeds that reach p; NaN if none)
+  double elapsed_s = 0;            // sum of this policy's run times
+};
+// Every policy x seed, on `threads` threads (0 = hardware concurrency). `progress(done, total)` is
+// called on the calling thread after each finished run. Fails on the first bad policy name.
+Result<std::vector<AllocSummary>> run_alloc_matrix(const AllocWorkload& w, const std::vector<std::string>& policies,
+                                                   const std::vector<uint64_t>& seeds, double inflate = 1.3,
+                                                   int threads = 0,
+                                                   const std::function<void(int, int)>& progress = {});
+
+// An openb-like cluster and pod list generated from `seed` (same GPU model mix and node shapes,
+// pods 13% CPU-only, 38% GPU-sharing, 48% one GPU, 1% multi-GPU), about `nodes` GPU nodes.
+AllocWorkload synthetic_workload(uint64_t seed = 1, int nodes = 1200);
+
+}  // namespace tessera::sim
+
+namespace tessera::sim {
+
+// The FGD artifact's published curves (fgd_expected_allocation.csv): one per workload/policy/seed.
+struct PublishedCurve {
+  std::string workload;  // e.g. "openb_pod_list_default"
+  std::string policy;    // e.g. "06-FGD"
+  uint64_t seed = 0;
+  std::vector<double> curve;  // index = arrived %
+};
+Result<std::vector<PublishedCurve>> load_published_curves(const std::string& path);
+// The artifact's name for one of our policies ("fgd" -> "06-FGD"); empty if it has none.
+std::string artifact_policy_name(const std::string& policy);
+// Seed mean of the published curves for (workload, our policy name, seeds); empty if none match.
+// Seeds missing from the file are ignored.
+std::vector<double> published_mean(const std::vector<PublishedCurve>& all, const std::string& workload,
+                                   const std::string& policy, const std::vector<uint64_t>& seeds);
+
+}  // namespace tessera::sim
