@@ -4,6 +4,7 @@
 #include <array>
 #include <cassert>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 
@@ -138,6 +139,7 @@ struct PlacementEngine::Impl {
 PlacementEngine::PlacementEngine(const ScoringPolicy& policy, EngineOptions options)
     : policy_(&policy), rng_(options.seed), impl_(std::make_unique<Impl>()) {
   node_rank_ = std::move(options.node_rank);
+  max_scored_nodes_ = options.max_scored_nodes;
 }
 
 PlacementEngine::~PlacementEngine() = default;
@@ -212,7 +214,8 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
   ScratchView view(cluster);
 
   // Best node for one more task among `nodes` (all nodes if null), on the scratch view.
-  auto best_in = [&](const std::vector<NodeId>* nodes, const std::vector<NodeId>& gang_nodes, MisfitCounts* why) {
+  auto best_in = [&](const std::vector<NodeId>* nodes, const std::vector<NodeId>& gang_nodes, MisfitCounts* why,
+                     bool capped) {
     Candidate best;
     auto consider = [&](NodeId id) {
       const bool changed = view.changed(id);
@@ -234,6 +237,23 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
     };
     if (nodes) {
       for (NodeId id : *nodes) consider(id);
+    } else if (capped && (t.whole_gpus() || t.gpu_share())) {
+      // Tightest candidates first, capped (see EngineOptions::max_scored_nodes).
+      const int before = r.nodes_scored;
+      auto visit = [&](const std::set<uint32_t>& bucket) {
+        for (uint32_t id : bucket) {
+          if (r.nodes_scored - before >= max_scored_nodes_) return false;
+          consider(NodeId(id));
+        }
+        return r.nodes_scored - before < max_scored_nodes_;
+      };
+      if (t.whole_gpus()) {
+        for (int k = t.gpu_count; k <= 16; ++k)
+          if (!visit(cluster.by_idle(k))) break;
+      } else {
+        for (int b = int(t.milli_per_gpu.v / 10); b <= 100; ++b)
+          if (!visit(cluster.by_max_share(b))) break;
+      }
     } else {
       for (const Node& n : cluster.nodes()) consider(n.id);
     }
@@ -241,12 +261,12 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
   };
 
   // Greedy: place up to gang.tasks tasks inside `nodes`; true if at least `required` placed.
-  auto fill = [&](const std::vector<NodeId>* nodes, MisfitCounts* why) {
+  auto fill = [&](const std::vector<NodeId>* nodes, MisfitCounts* why, bool capped = false) {
     std::vector<NodeId> gang_nodes;
     r.tasks.clear();
     view.reset();
     while (int(r.tasks.size()) < gang.tasks) {
-      Candidate c = best_in(nodes, gang_nodes, r.tasks.empty() ? why : nullptr);
+      Candidate c = best_in(nodes, gang_nodes, r.tasks.empty() ? why : nullptr, capped);
       if (!c.valid) break;
       TaskPlacement p = make_placement(view.node(c.node), t, c.pick);
       view.apply(p);
@@ -300,6 +320,10 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
 
   MisfitCounts why;
   if (required == 1 && gang.tasks == 1) {
+    if (max_scored_nodes_ > 0 && fill(nullptr, nullptr, true)) {  // capped, indexed search first
+      r.outcome = Outcome::kPlaced;
+      return r;
+    }
     if (fill(nullptr, &why)) {
       r.outcome = Outcome::kPlaced;
       return r;
