@@ -40,11 +40,15 @@ struct GpuModel {
   std::vector<MigProfile> mig_profiles;  // ordered by id as nvidia-smi lists them
 
   bool mig_capable() const { return memory_slices > 0; }
-  // Profile by name ("3g.40gb") or by short compute form ("3g" = the non-+me profile with 3 compute
-  // slices and the most memory, i.e. the usual one). nullptr if none.
+  // Profile by name, case-insensitive ("3g.40gb"), or by short compute form "Ng": the non-+me profile
+  // with N compute slices and the FEWEST memory slices (first listed on a tie). So on A100-40GB "1g" is
+  // 1g.5gb (not 1g.10gb), "3g" is 3g.20gb; on A30 "2g" is 2g.12gb. nullptr if none.
   const MigProfile* find_profile(std::string_view name_or_short) const;
   const MigProfile* find_profile_id(int id) const;
 };
+
+// "{0,2,4}": the memory slices whose bits are set in `mask`, ascending. For error messages.
+std::string slice_set_string(uint8_t mask);
 
 class GpuCatalog {
  public:
@@ -53,7 +57,9 @@ class GpuCatalog {
   static const GpuCatalog& builtin();
 
   GpuCatalog() = default;
-  // Adds a model declared in config; error if the name or an alias is already known or fields are bad.
+  // Adds a model declared in config; error if the name or an alias is already known (case-insensitive) or
+  // fields are bad: empty name, memory_slices not in {0,4,8}, compute_slices not in 1..memory_slices
+  // (0 for non-MIG), profiles with a start + size past the axis, duplicate profile ids/names, etc.
   Status add(GpuModel model);
   // By canonical name or alias (case-insensitive). Error lists the known names and says how to declare one.
   Result<const GpuModel*> find(std::string_view name) const;

@@ -1,7 +1,8 @@
 // MIG layout of one GPU: which GPU instances exist at which memory-slice intervals.
 // Placement is interval allocation on the memory-slice axis with the profile's aligned starts
 // (hardware.md §1.3/§6). A layout never holds overlapping intervals, more than a profile's
-// max_instances, or more than one "+me" instance. Value type; thread-compatible.
+// max_instances, more than one "+me" instance, or more compute slices than the model has.
+// Rule violations are returned as errors, never thrown. Value type; thread-compatible.
 #pragma once
 
 #include <cstdint>
@@ -38,8 +39,16 @@ class MigLayout {
   std::vector<int> feasible_starts(const MigProfile& profile) const;
   // Creates the instance; error names the rule that forbids it.
   Status create(const MigProfile& profile, int start);
-  // Creates at the lowest feasible start, as `nvidia-smi mig -cgi <id>` does; returns the start used.
+  // Creates at the first feasible start in NVIDIA's placement order (start_order), as
+  // `nvidia-smi mig -cgi <id>` does; returns the start used.
   Result<int> create_first_fit(const MigProfile& profile);
+  // The order in which the driver tries starts when no placement is given: the upper half of the axis
+  // first, then the lower half, each ascending ({4,5,6,7,0,1,2,3} on 8 slices, {2,3,0,1} on A30).
+  // Inferred from published nvidia-smi output: GI ids follow placements ([4,8)=1, [0,4)=2, 2-slice
+  // 4,6,0,2 = 3..6, 1-slice 4..7,0..3 = 7..14) and -cgi takes the lowest free id. This reproduces the
+  // MIG guide's example: -cgi 9,19,14,19 gives 3g@4, 1g@0, 2g@2, 1g@1, while -cgi 19,19,14,9 puts the
+  // 1g's at 4 and 5 and the 2g at 0, so the 3g fails. The A30 order is by analogy [unverified].
+  static std::vector<int> start_order(int memory_slices);
   Status destroy(int start);  // the instance starting there must exist and be idle
   Status set_in_use(int start, bool in_use);
   // Number of instances of `profile` that could still be created (greedy, given the current layout).
@@ -48,6 +57,13 @@ class MigLayout {
   Status check() const;
 
  private:
+  enum class Rule { kOk, kNoModel, kForeignProfile, kOutOfRange, kUnaligned, kOverlap, kMaxInstances,
+                    kMediaExtension, kCompute };
+  // The model's own copy of `profile` (matched by id and name), or nullptr.
+  const MigProfile* own(const MigProfile& profile) const;
+  Rule violated(const MigProfile& profile, int start) const;
+  Error explain(Rule rule, const MigProfile& profile, int start) const;
+
   const GpuModel* model_ = nullptr;
   uint8_t occupied_ = 0;
   std::vector<MigInstance> instances_;
