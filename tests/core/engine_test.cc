@@ -94,11 +94,17 @@ TEST(PlacementEngine, RequiredLevelIsHonouredAndExplained) {
   // Room in a leaf is 0 for 8-GPU tasks now.
   EXPECT_NE(r.reason.find("no domain has room"), std::string::npos) << r.reason;
 
-  Gang g3 = gang(3, whole(6));
+  Gang g3 = gang(3, whole(4));
   g3.topology = {TopologyMode::kRequired, "leaf"};
   auto r3 = e.place(c, g3);
   EXPECT_EQ(r3.outcome, Outcome::kRetryLater);
   EXPECT_NE(r3.reason.find("the most free room is 2 task(s) in leaf"), std::string::npos) << r3.reason;
+
+  Gang never = gang(3, whole(6));
+  never.topology = {TopologyMode::kRequired, "leaf"};
+  auto rn = e.place(c, never);
+  EXPECT_EQ(rn.outcome, Outcome::kNeverFits);
+  EXPECT_NE(rn.reason.find("inside one leaf; even an empty cluster holds at most 2"), std::string::npos) << rn.reason;
 
   Gang g2 = gang(2, whole(6));
   g2.topology = {TopologyMode::kRequired, "leaf"};

@@ -115,6 +115,36 @@ int64_t empty_capacity(const Node& n, const TaskRequest& t) {
   return k;
 }
 
+// How many tasks like t fit on n now (exact for whole GPUs and CPU-only, an upper bound for shares
+// and MIG; the greedy fill finds the exact number).
+int64_t room_for(const Node& n, const TaskRequest& t) {
+  int64_t k = 64;
+  if (t.cpu.v > 0) k = std::min<int64_t>(k, n.cpu_free().v / t.cpu.v);
+  if (t.memory.v > 0) k = std::min<int64_t>(k, n.memory_free().v / t.memory.v);
+  if (t.whole_gpus()) return std::min<int64_t>(k, n.idle_gpus / t.gpu_count);
+  int64_t units = 0;
+  if (t.mig()) {
+    const MigProfile* p = resolve_mig_profile(n, t);
+    if (!p) return 0;
+    for (const Gpu& g : n.gpus) {
+      if (!g.mig_enabled || g.health != GpuHealth::kHealthy) continue;
+      for (const MigInstance& m : g.mig.instances()) units += !m.in_use && m.profile_id == p->id;
+      units += g.mig.creatable_count(*p);
+    }
+    return std::min(k, units);
+  }
+  if (t.gpu_share()) {
+    for (const Gpu& g : n.gpus) {
+      if (!gpu_fits_share(g, t)) continue;
+      int64_t u = g.free_milli() / t.milli_per_gpu.v;
+      if (t.gpu_memory.v > 0) u = std::min<int64_t>(u, g.free_memory().v / t.gpu_memory.v);
+      units += u;
+    }
+    return std::min(k, units / t.gpu_count);
+  }
+  return k;
+}
+
 }  // namespace
 
 struct PlacementEngine::Impl {
@@ -339,18 +369,8 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
   const int innermost = net.count();  // "node"
   const int last = outermost >= 0 ? outermost : -1;
   std::vector<int64_t> room(cluster.node_count(), 0);
-  for (const Node& n : cluster.nodes()) {
-    if (check_fit(n, t) != Misfit::kFits) continue;
-    if (t.whole_gpus()) {
-      int64_t k = n.idle_gpus / t.gpu_count;
-      if (t.cpu.v > 0) k = std::min<int64_t>(k, n.cpu_free().v / t.cpu.v);
-      if (t.memory.v > 0) k = std::min<int64_t>(k, n.memory_free().v / t.memory.v);
-      room[n.id.value] = k;
-    } else {
-      room[n.id.value] = 1;  // at least one; the greedy fill finds the exact number
-      if (t.gpu_share() || t.mig()) room[n.id.value] = std::max(1, gpu_count_fitting(n, t));
-    }
-  }
+  for (const Node& n : cluster.nodes())
+    if (check_fit(n, t) == Misfit::kFits) room[n.id.value] = room_for(n, t);
   int64_t best_room_seen = 0;
   std::string best_room_domain;
   for (int level = innermost; level >= last; --level) {
