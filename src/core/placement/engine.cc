@@ -371,8 +371,15 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
   std::vector<int64_t> room(cluster.node_count(), 0);
   for (const Node& n : cluster.nodes())
     if (check_fit(n, t) == Misfit::kFits) room[n.id.value] = room_for(n, t);
-  int64_t best_room_seen = 0;
-  std::string best_room_domain;
+  // For the reason: the domain (at the outermost level tried) with the most room, and the most idle
+  // GPUs of an allowed model in one domain.
+  int64_t best_room_seen = 0, best_free_gpus = 0;
+  std::string best_room_domain, best_free_domain;
+  std::map<uint32_t, int64_t> free_gpus;
+  auto note_free = [&](uint32_t d, int64_t g, const std::string& name) {
+    if (g > best_free_gpus) best_free_gpus = g, best_free_domain = name;
+    (void)d;
+  };
   for (int level = innermost; level >= last; --level) {
     if (level == innermost) {  // one node: no grouping needed
       std::vector<std::tuple<int64_t, uint32_t, uint32_t>> nodes;  // (room, rank, id)
@@ -382,6 +389,8 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
           best_room_seen = k;
           best_room_domain = n.name;
         }
+        if (level == last && t.whole_gpus() && n.schedulable && check_fit(n, t) != Misfit::kGpuModel)
+          note_free(n.id.value, n.idle_gpus, n.name);
         if (k >= required) nodes.push_back({k, rank(n.id), n.id.value});
       }
       std::sort(nodes.begin(), nodes.end());
@@ -401,6 +410,12 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
       auto& e = domains[d];
       e.first += room[n.id.value];
       e.second.push_back(n.id);
+    }
+    if (level == last && t.whole_gpus()) {
+      free_gpus.clear();
+      for (const Node& n : cluster.nodes())
+        if (n.schedulable && check_fit(n, t) != Misfit::kGpuModel) free_gpus[level < 0 ? 0 : n.path[level]] += n.idle_gpus;
+      for (auto& [d, g] : free_gpus) note_free(d, g, level < 0 ? "the cluster" : net.domain_name(level, d));
     }
     std::vector<std::pair<int64_t, uint32_t>> order;
     for (auto& [d, e] : domains) {
@@ -423,13 +438,16 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
   r.outcome = Outcome::kRetryLater;
   const std::string scope =
       last >= 0 ? " within one " + (last == innermost ? std::string("node") : net.names()[last]) : "";
-  r.reason = "needs " + std::to_string(required) + " tasks of " + describe_task(t) + scope + "; ";
-  if (last >= 0)
-    r.reason += best_room_seen > 0 ? "the most free room is " + std::to_string(best_room_seen) + " task(s) in " +
-                                         best_room_domain
-                                   : "no domain has room for even one task now";
+  r.reason = "needs ";
+  if (t.whole_gpus())
+    r.reason += std::to_string(int64_t(required) * t.gpu_count) + " GPUs (" + std::to_string(required) + " tasks of " +
+                describe_task(t) + ")" + scope + "; the largest free block is " + std::to_string(best_free_gpus) +
+                " GPUs" + (best_free_domain.empty() ? "" : " in " + best_free_domain) + ", room for " +
+                std::to_string(best_room_seen) + (best_room_seen == 1 ? " task" : " tasks");
   else
-    r.reason += "the cluster has room for " + std::to_string(best_room_seen) + " now";
+    r.reason += std::to_string(required) + " tasks of " + describe_task(t) + scope + "; the most room is " +
+                std::to_string(best_room_seen) + (best_room_seen == 1 ? " task" : " tasks") +
+                (best_room_domain.empty() ? "" : " in " + best_room_domain);
   const std::string w = why.describe();
   if (!w.empty()) r.reason += " (" + w + ")";
   return r;
