@@ -75,6 +75,7 @@ Result<NodeId> ClusterState::add_node(NodeSpec spec) {
   n.generation = next_generation();
   total_gpus_ += spec.gpu_count;
   nodes_.push_back(std::move(n));
+  reindex(nodes_.back(), false);
   return nodes_.back().id;
 }
 
@@ -82,6 +83,25 @@ Result<NodeId> ClusterState::find_node(const std::string& name) const {
   for (const Node& n : nodes_)
     if (n.name == name) return n.id;
   return not_found("node '" + name + "' does not exist");
+}
+
+void ClusterState::reindex(Node& n, bool remove_old) {
+  if (index_keys_.size() <= n.id.value) index_keys_.resize(n.id.value + 1, {-1, -1});
+  auto& [idle_key, share_key] = index_keys_[n.id.value];
+  if (remove_old) {
+    if (idle_key >= 0) by_idle_[idle_key].erase(n.id.value);
+    if (share_key >= 0) by_max_share_[share_key].erase(n.id.value);
+  }
+  idle_key = share_key = -1;
+  if (!n.schedulable) return;
+  idle_key = int8_t(std::min(n.idle_gpus, 16));
+  by_idle_[idle_key].insert(n.id.value);
+  int64_t best = -1;
+  for (const Gpu& g : n.gpus)
+    if (!g.idle() && g.free_milli() > 0) best = std::max(best, g.free_milli());
+  if (n.idle_gpus > 0) share_key = 100;
+  else if (best > 0) share_key = int8_t(best / 10);
+  if (share_key >= 0) by_max_share_[share_key].insert(n.id.value);
 }
 
 void ClusterState::refresh_derived(Node& n) {
@@ -222,6 +242,7 @@ Status ClusterState::apply(const TaskPlacement& p) {
   Node& n = nodes_[p.node.value];
   apply_on(n, p);
   n.generation = next_generation();
+  reindex(n, true);
   allocated_milli_ += placement_milli(p);
   return {};
 }
@@ -262,6 +283,7 @@ Status ClusterState::release(const TaskPlacement& p) {
   }
   release_on(n, p);
   n.generation = next_generation();
+  reindex(n, true);
   allocated_milli_ -= placement_milli(p);
   return {};
 }
@@ -273,6 +295,7 @@ Status ClusterState::set_health(GpuRef gpu, GpuHealth h) {
   n.gpus[gpu.index].health = h;
   refresh_derived(n);
   n.generation = next_generation();
+  reindex(n, true);
   return {};
 }
 
@@ -280,6 +303,7 @@ Status ClusterState::set_schedulable(NodeId id, bool schedulable) {
   if (id.value >= nodes_.size()) return invalid_argument("set_schedulable: no such node");
   nodes_[id.value].schedulable = schedulable;
   nodes_[id.value].generation = next_generation();
+  reindex(nodes_[id.value], true);
   return {};
 }
 
@@ -321,6 +345,10 @@ Status ClusterState::check_invariants() const {
         if (m.in_use) milli += mig_milli(*g.model, m.profile_id);
     }
     if (idle != n.idle_gpus || free != n.free_gpu_milli) return failed_precondition(where + "derived counters stale");
+    const auto [ik, sk] = index_keys_[n.id.value];
+    if (n.schedulable != (ik >= 0) || (ik >= 0 && (ik != std::min(n.idle_gpus, 16) || !by_idle_[ik].count(n.id.value))) ||
+        (sk >= 0 && !by_max_share_[sk].count(n.id.value)))
+      return failed_precondition(where + "candidate index stale");
   }
   if (milli != allocated_milli_) return failed_precondition("cluster allocated GPU milli counter is stale");
   return {};

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -151,13 +152,26 @@ class ClusterState {
   static void refresh_derived(Node& n);
   uint64_t next_generation() { return ++generation_counter_; }
 
+  // Candidate index for large clusters: schedulable nodes grouped by how much GPU they can still
+  // give, so that the engine can visit the tightest candidates first.
+  // by_idle(k): nodes with exactly k idle GPUs (k = 0..16).
+  // by_max_share(b): nodes whose largest free non-idle GPU share is in [10b, 10b+9] milli (b = 0..99);
+  // b = 100: nodes that have an idle GPU.
+  const std::set<uint32_t>& by_idle(int k) const { return by_idle_[k]; }
+  const std::set<uint32_t>& by_max_share(int b) const { return by_max_share_[b]; }
+
  private:
+  void reindex(Node& n, bool remove_old);
+
   const GpuCatalog* catalog_;
   NetworkLevels levels_;
   std::vector<Node> nodes_;
   int64_t total_gpus_ = 0;
   int64_t allocated_milli_ = 0;
   uint64_t generation_counter_ = 0;
+  std::array<std::set<uint32_t>, 17> by_idle_;
+  std::array<std::set<uint32_t>, 101> by_max_share_;
+  std::vector<std::pair<int8_t, int8_t>> index_keys_;  // per node: (idle bucket, share bucket), -1 = none
 };
 
 }  // namespace tessera

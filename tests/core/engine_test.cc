@@ -91,14 +91,22 @@ TEST(PlacementEngine, RequiredLevelIsHonouredAndExplained) {
   auto r = e.place(c, g);
   EXPECT_EQ(r.outcome, Outcome::kRetryLater);
   EXPECT_NE(r.reason.find("within one leaf"), std::string::npos) << r.reason;
-  // Room in a leaf is 0 for 8-GPU tasks now.
-  EXPECT_NE(r.reason.find("no domain has room"), std::string::npos) << r.reason;
+  // Room in a leaf is 0 for 8-GPU tasks now; leaf1..3 have 12 idle GPUs each (6 + 6), leaf0 has 8.
+  EXPECT_NE(r.reason.find("needs 16 GPUs (2 tasks of 8 GPUs"), std::string::npos) << r.reason;
+  EXPECT_NE(r.reason.find("the largest free block is 12 GPUs in leaf1, room for 0 tasks"), std::string::npos)
+      << r.reason;
 
-  Gang g3 = gang(3, whole(6));
+  Gang g3 = gang(3, whole(4));
   g3.topology = {TopologyMode::kRequired, "leaf"};
   auto r3 = e.place(c, g3);
   EXPECT_EQ(r3.outcome, Outcome::kRetryLater);
-  EXPECT_NE(r3.reason.find("the most free room is 2 task(s) in leaf"), std::string::npos) << r3.reason;
+  EXPECT_NE(r3.reason.find("room for 2 tasks"), std::string::npos) << r3.reason;
+
+  Gang never = gang(3, whole(6));
+  never.topology = {TopologyMode::kRequired, "leaf"};
+  auto rn = e.place(c, never);
+  EXPECT_EQ(rn.outcome, Outcome::kNeverFits);
+  EXPECT_NE(rn.reason.find("inside one leaf; even an empty cluster holds at most 2"), std::string::npos) << rn.reason;
 
   Gang g2 = gang(2, whole(6));
   g2.topology = {TopologyMode::kRequired, "leaf"};

@@ -44,7 +44,9 @@ TEST(Property, RandomAllocateReleaseKeepsInvariants) {
           if (rng.uniform(2)) s.mig_gpus.push_back(g);
       ASSERT_TRUE(c.add_node(s).ok());
     }
-    PlacementEngine e(ff, {seed});
+    EngineOptions opts;
+    opts.seed = seed;
+    PlacementEngine e(ff, opts);
     std::vector<std::vector<TaskPlacement>> live;
     for (int step = 0; step < 150; ++step) {
       if (!live.empty() && rng.uniform(3) == 0) {

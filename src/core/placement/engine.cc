@@ -4,6 +4,7 @@
 #include <array>
 #include <cassert>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 
@@ -114,6 +115,36 @@ int64_t empty_capacity(const Node& n, const TaskRequest& t) {
   return k;
 }
 
+// How many tasks like t fit on n now (exact for whole GPUs and CPU-only, an upper bound for shares
+// and MIG; the greedy fill finds the exact number).
+int64_t room_for(const Node& n, const TaskRequest& t) {
+  int64_t k = 64;
+  if (t.cpu.v > 0) k = std::min<int64_t>(k, n.cpu_free().v / t.cpu.v);
+  if (t.memory.v > 0) k = std::min<int64_t>(k, n.memory_free().v / t.memory.v);
+  if (t.whole_gpus()) return std::min<int64_t>(k, n.idle_gpus / t.gpu_count);
+  int64_t units = 0;
+  if (t.mig()) {
+    const MigProfile* p = resolve_mig_profile(n, t);
+    if (!p) return 0;
+    for (const Gpu& g : n.gpus) {
+      if (!g.mig_enabled || g.health != GpuHealth::kHealthy) continue;
+      for (const MigInstance& m : g.mig.instances()) units += !m.in_use && m.profile_id == p->id;
+      units += g.mig.creatable_count(*p);
+    }
+    return std::min(k, units);
+  }
+  if (t.gpu_share()) {
+    for (const Gpu& g : n.gpus) {
+      if (!gpu_fits_share(g, t)) continue;
+      int64_t u = g.free_milli() / t.milli_per_gpu.v;
+      if (t.gpu_memory.v > 0) u = std::min<int64_t>(u, g.free_memory().v / t.gpu_memory.v);
+      units += u;
+    }
+    return std::min(k, units / t.gpu_count);
+  }
+  return k;
+}
+
 }  // namespace
 
 struct PlacementEngine::Impl {
@@ -138,6 +169,7 @@ struct PlacementEngine::Impl {
 PlacementEngine::PlacementEngine(const ScoringPolicy& policy, EngineOptions options)
     : policy_(&policy), rng_(options.seed), impl_(std::make_unique<Impl>()) {
   node_rank_ = std::move(options.node_rank);
+  max_scored_nodes_ = options.max_scored_nodes;
 }
 
 PlacementEngine::~PlacementEngine() = default;
@@ -212,7 +244,8 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
   ScratchView view(cluster);
 
   // Best node for one more task among `nodes` (all nodes if null), on the scratch view.
-  auto best_in = [&](const std::vector<NodeId>* nodes, const std::vector<NodeId>& gang_nodes, MisfitCounts* why) {
+  auto best_in = [&](const std::vector<NodeId>* nodes, const std::vector<NodeId>& gang_nodes, MisfitCounts* why,
+                     bool capped) {
     Candidate best;
     auto consider = [&](NodeId id) {
       const bool changed = view.changed(id);
@@ -234,6 +267,23 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
     };
     if (nodes) {
       for (NodeId id : *nodes) consider(id);
+    } else if (capped && (t.whole_gpus() || t.gpu_share())) {
+      // Tightest candidates first, capped (see EngineOptions::max_scored_nodes).
+      const int before = r.nodes_scored;
+      auto visit = [&](const std::set<uint32_t>& bucket) {
+        for (uint32_t id : bucket) {
+          if (r.nodes_scored - before >= max_scored_nodes_) return false;
+          consider(NodeId(id));
+        }
+        return r.nodes_scored - before < max_scored_nodes_;
+      };
+      if (t.whole_gpus()) {
+        for (int k = t.gpu_count; k <= 16; ++k)
+          if (!visit(cluster.by_idle(k))) break;
+      } else {
+        for (int b = int(t.milli_per_gpu.v / 10); b <= 100; ++b)
+          if (!visit(cluster.by_max_share(b))) break;
+      }
     } else {
       for (const Node& n : cluster.nodes()) consider(n.id);
     }
@@ -241,12 +291,12 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
   };
 
   // Greedy: place up to gang.tasks tasks inside `nodes`; true if at least `required` placed.
-  auto fill = [&](const std::vector<NodeId>* nodes, MisfitCounts* why) {
+  auto fill = [&](const std::vector<NodeId>* nodes, MisfitCounts* why, bool capped = false) {
     std::vector<NodeId> gang_nodes;
     r.tasks.clear();
     view.reset();
     while (int(r.tasks.size()) < gang.tasks) {
-      Candidate c = best_in(nodes, gang_nodes, r.tasks.empty() ? why : nullptr);
+      Candidate c = best_in(nodes, gang_nodes, r.tasks.empty() ? why : nullptr, capped);
       if (!c.valid) break;
       TaskPlacement p = make_placement(view.node(c.node), t, c.pick);
       view.apply(p);
@@ -300,6 +350,10 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
 
   MisfitCounts why;
   if (required == 1 && gang.tasks == 1) {
+    if (max_scored_nodes_ > 0 && fill(nullptr, nullptr, true)) {  // capped, indexed search first
+      r.outcome = Outcome::kPlaced;
+      return r;
+    }
     if (fill(nullptr, &why)) {
       r.outcome = Outcome::kPlaced;
       return r;
@@ -315,20 +369,17 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
   const int innermost = net.count();  // "node"
   const int last = outermost >= 0 ? outermost : -1;
   std::vector<int64_t> room(cluster.node_count(), 0);
-  for (const Node& n : cluster.nodes()) {
-    if (check_fit(n, t) != Misfit::kFits) continue;
-    if (t.whole_gpus()) {
-      int64_t k = n.idle_gpus / t.gpu_count;
-      if (t.cpu.v > 0) k = std::min<int64_t>(k, n.cpu_free().v / t.cpu.v);
-      if (t.memory.v > 0) k = std::min<int64_t>(k, n.memory_free().v / t.memory.v);
-      room[n.id.value] = k;
-    } else {
-      room[n.id.value] = 1;  // at least one; the greedy fill finds the exact number
-      if (t.gpu_share() || t.mig()) room[n.id.value] = std::max(1, gpu_count_fitting(n, t));
-    }
-  }
-  int64_t best_room_seen = 0;
-  std::string best_room_domain;
+  for (const Node& n : cluster.nodes())
+    if (check_fit(n, t) == Misfit::kFits) room[n.id.value] = room_for(n, t);
+  // For the reason: the domain (at the outermost level tried) with the most room, and the most idle
+  // GPUs of an allowed model in one domain.
+  int64_t best_room_seen = 0, best_free_gpus = 0;
+  std::string best_room_domain, best_free_domain;
+  std::map<uint32_t, int64_t> free_gpus;
+  auto note_free = [&](uint32_t d, int64_t g, const std::string& name) {
+    if (g > best_free_gpus) best_free_gpus = g, best_free_domain = name;
+    (void)d;
+  };
   for (int level = innermost; level >= last; --level) {
     if (level == innermost) {  // one node: no grouping needed
       std::vector<std::tuple<int64_t, uint32_t, uint32_t>> nodes;  // (room, rank, id)
@@ -338,6 +389,8 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
           best_room_seen = k;
           best_room_domain = n.name;
         }
+        if (level == last && t.whole_gpus() && n.schedulable && check_fit(n, t) != Misfit::kGpuModel)
+          note_free(n.id.value, n.idle_gpus, n.name);
         if (k >= required) nodes.push_back({k, rank(n.id), n.id.value});
       }
       std::sort(nodes.begin(), nodes.end());
@@ -357,6 +410,12 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
       auto& e = domains[d];
       e.first += room[n.id.value];
       e.second.push_back(n.id);
+    }
+    if (level == last && t.whole_gpus()) {
+      free_gpus.clear();
+      for (const Node& n : cluster.nodes())
+        if (n.schedulable && check_fit(n, t) != Misfit::kGpuModel) free_gpus[level < 0 ? 0 : n.path[level]] += n.idle_gpus;
+      for (auto& [d, g] : free_gpus) note_free(d, g, level < 0 ? "the cluster" : net.domain_name(level, d));
     }
     std::vector<std::pair<int64_t, uint32_t>> order;
     for (auto& [d, e] : domains) {
@@ -379,13 +438,16 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
   r.outcome = Outcome::kRetryLater;
   const std::string scope =
       last >= 0 ? " within one " + (last == innermost ? std::string("node") : net.names()[last]) : "";
-  r.reason = "needs " + std::to_string(required) + " tasks of " + describe_task(t) + scope + "; ";
-  if (last >= 0)
-    r.reason += best_room_seen > 0 ? "the most free room is " + std::to_string(best_room_seen) + " task(s) in " +
-                                         best_room_domain
-                                   : "no domain has room for even one task now";
+  r.reason = "needs ";
+  if (t.whole_gpus())
+    r.reason += std::to_string(int64_t(required) * t.gpu_count) + " GPUs (" + std::to_string(required) + " tasks of " +
+                describe_task(t) + ")" + scope + "; the largest free block is " + std::to_string(best_free_gpus) +
+                " GPUs" + (best_free_domain.empty() ? "" : " in " + best_free_domain) + ", room for " +
+                std::to_string(best_room_seen) + (best_room_seen == 1 ? " task" : " tasks");
   else
-    r.reason += "the cluster has room for " + std::to_string(best_room_seen) + " now";
+    r.reason += std::to_string(required) + " tasks of " + describe_task(t) + scope + "; the most room is " +
+                std::to_string(best_room_seen) + (best_room_seen == 1 ? " task" : " tasks") +
+                (best_room_domain.empty() ? "" : " in " + best_room_domain);
   const std::string w = why.describe();
   if (!w.empty()) r.reason += " (" + w + ")";
   return r;

@@ -30,6 +30,10 @@ struct EngineOptions {
   uint64_t seed = 0;
   // Tie-break order: rank[node id] (lower wins). Empty = node id order.
   std::vector<uint32_t> node_rank;
+  // 0: score every fitting node. N > 0: for whole-GPU and share requests, visit nodes tightest
+  // first (fewest idle GPUs / smallest sufficient free share, via the cluster's candidate index) and
+  // stop after N fitting nodes were scored - Kubernetes' percentageOfNodesToScore, made best-fit.
+  int max_scored_nodes = 0;
 };
 
 class PlacementEngine {
@@ -51,6 +55,7 @@ class PlacementEngine {
   uint32_t rank(NodeId id) const;
   const ScoringPolicy* policy_;
   std::vector<uint32_t> node_rank_;
+  int max_scored_nodes_ = 0;
   Rng rng_;
   std::unique_ptr<Impl> impl_;
 };
