@@ -24,11 +24,10 @@ bool model_allowed(const Node& n, const std::vector<std::string>& models) {
 }
 
 void FragModel::build(const WorkloadProfile& profile, int coverage_pct) {
-  shapes_.clear();
-  total_ = 0;
+  *this = FragModel();
   // Group by FGD's key; memory is not part of it.
   using Key = std::tuple<int64_t, int64_t, int, std::string, std::string>;
-  std::map<Key, TypicalShape> groups;
+  std::map<Key, TypicalShape> keyed;
   int64_t all = 0;
   for (const WorkloadShape& ws : profile.shapes) {
     if (ws.count <= 0) continue;
@@ -41,11 +40,11 @@ void FragModel::build(const WorkloadProfile& profile, int coverage_pct) {
     s.mig_profile = t.mig_profile;
     std::string model_key;
     for (const std::string& m : t.gpu_models) model_key += (model_key.empty() ? "" : "|") + m;
-    auto [it, fresh] = groups.try_emplace(Key{s.cpu, s.milli, s.gpus, model_key, s.mig_profile}, s);
+    auto [it, fresh] = keyed.try_emplace(Key{s.cpu, s.milli, s.gpus, model_key, s.mig_profile}, s);
     it->second.count += ws.count;
     all += ws.count;
   }
-  std::vector<std::pair<Key, TypicalShape>> order(groups.begin(), groups.end());
+  std::vector<std::pair<Key, TypicalShape>> order(keyed.begin(), keyed.end());
   // Most frequent first; ties: larger CPU, larger milli, more GPUs, model string descending.
   std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
     if (a.second.count != b.second.count) return a.second.count > b.second.count;
@@ -54,8 +53,32 @@ void FragModel::build(const WorkloadProfile& profile, int coverage_pct) {
   for (auto& [key, shape] : order) {
     if (total_ * 100 >= all * coverage_pct) break;
     total_ += shape.count;
+    for (const std::string& m : shape.models) {
+      auto it = std::find(model_names_.begin(), model_names_.end(), m);
+      if (it == model_names_.end() && model_names_.size() < 64) it = model_names_.insert(model_names_.end(), m);
+      if (it != model_names_.end()) shape.model_mask |= uint64_t(1) << (it - model_names_.begin());
+    }
     shapes_.push_back(std::move(shape));
   }
+  for (uint32_t i = 0; i < shapes_.size(); ++i) {
+    if (shapes_[i].gpus == 0 || !shapes_[i].mig_profile.empty()) always_all_ += shapes_[i].count;
+    else by_milli_.push_back(i);
+  }
+  std::stable_sort(by_milli_.begin(), by_milli_.end(),
+                   [&](uint32_t a, uint32_t b) { return shapes_[a].milli < shapes_[b].milli; });
+  for (uint32_t k = 0; k < by_milli_.size(); ++k) {
+    const int64_t m = shapes_[by_milli_[k]].milli;
+    if (groups_.empty() || groups_.back().milli != m) groups_.push_back({m, k, k});
+    groups_.back().end = k + 1;
+  }
+}
+
+uint64_t FragModel::model_bit(const Node& n) const {
+  const GpuModel* m = n.gpu_model();
+  if (!m) return 0;
+  for (size_t i = 0; i < model_names_.size(); ++i)
+    if (model_names_[i] == m->name) return uint64_t(1) << i;
+  return 0;
 }
 
 namespace {
@@ -73,12 +96,11 @@ struct NodeGpus {
   }
 };
 
-// Fragment seen by shape s (fact 15) from aggregates: GPUs with >= s.milli free, the free milli
-// on the others, all free milli, and whether CPU fits.
+// Fragment seen by a GPU shape (fact 15): the free milli on GPUs below its per-GPU ask if it fits
+// (model, CPU, enough GPUs with room), else all free milli.
 inline int64_t shape_fragment(const TypicalShape& s, bool usable, int fitting, int64_t below, int64_t total,
                               bool cpu_fits) {
-  if (!usable || !cpu_fits || fitting < s.gpus) return total;
-  return below;
+  return usable && cpu_fits && fitting >= s.gpus ? below : total;
 }
 
 }  // namespace
@@ -86,34 +108,42 @@ inline int64_t shape_fragment(const TypicalShape& s, bool usable, int fitting, i
 void FragModel::deltas(const Node& n, const Candidate* cands, int ncand, int64_t* out) const {
   const NodeGpus g(n);
   const int64_t cpu_free = n.cpu_free().v;
-  for (int c = 0; c < ncand; ++c) out[c] = 0;
-  for (const TypicalShape& s : shapes_) {
-    const bool usable = s.gpus > 0 && s.mig_profile.empty() && model_allowed(n, s.models);
+  const uint64_t node_bit = model_bit(n);
+  std::array<int64_t, kMaxGpusPerNode> tot{};
+  for (int c = 0; c < ncand; ++c) {
+    tot[c] = g.total;
+    for (int k = 0; k < cands[c].count; ++k) tot[c] += cands[c].changes[k].free_after - g.free[cands[c].changes[k].gpu];
+    out[c] = always_all_ * (g.total - tot[c]);  // CPU-only and MIG shapes count all idle milli
+  }
+  std::array<int, kMaxGpusPerNode> fit{};
+  std::array<int64_t, kMaxGpusPerNode> below{};
+  for (const Group& grp : groups_) {
+    const int64_t m = grp.milli;
     int fitting = 0;
-    int64_t below = 0;
-    if (usable) {
-      for (int i = 0; i < g.count; ++i) {
-        if (g.free[i] >= s.milli) ++fitting;
-        else below += g.free[i];
+    int64_t below0 = 0;
+    for (int i = 0; i < g.count; ++i) {
+      if (g.free[i] >= m) ++fitting;
+      else below0 += g.free[i];
+    }
+    for (int c = 0; c < ncand; ++c) {
+      fit[c] = fitting;
+      below[c] = below0;
+      for (int k = 0; k < cands[c].count; ++k) {
+        const int64_t fb = g.free[cands[c].changes[k].gpu], fa = cands[c].changes[k].free_after;
+        if (fb >= m) --fit[c];
+        else below[c] -= fb;
+        if (fa >= m) ++fit[c];
+        else below[c] += fa;
       }
     }
-    const int64_t before = shape_fragment(s, usable, fitting, below, g.total, cpu_free >= s.cpu);
-    for (int c = 0; c < ncand; ++c) {
-      const Candidate& cd = cands[c];
-      int f = fitting;
-      int64_t b = below, tot = g.total;
-      for (int k = 0; k < cd.count; ++k) {
-        const int64_t fb = g.free[cd.changes[k].gpu], fa = cd.changes[k].free_after;
-        tot += fa - fb;
-        if (usable) {
-          if (fb >= s.milli) --f;
-          else b -= fb;
-          if (fa >= s.milli) ++f;
-          else b += fa;
-        }
+    for (uint32_t k = grp.begin; k < grp.end; ++k) {
+      const TypicalShape& s = shapes_[by_milli_[k]];
+      const bool usable = s.models.empty() || (s.model_mask & node_bit) != 0;
+      const int64_t before = shape_fragment(s, usable, fitting, below0, g.total, cpu_free >= s.cpu);
+      for (int c = 0; c < ncand; ++c) {
+        const int64_t after = shape_fragment(s, usable, fit[c], below[c], tot[c], cpu_free - cands[c].cpu >= s.cpu);
+        out[c] += s.count * (before - after);
       }
-      const int64_t after = shape_fragment(s, usable, f, b, tot, cpu_free - cd.cpu >= s.cpu);
-      out[c] += s.count * (before - after);
     }
   }
 }
@@ -121,17 +151,20 @@ void FragModel::deltas(const Node& n, const Candidate* cands, int ncand, int64_t
 int64_t FragModel::fragment(const Node& n) const {
   const NodeGpus g(n);
   const int64_t cpu_free = n.cpu_free().v;
-  int64_t sum = 0;
-  for (const TypicalShape& s : shapes_) {
-    const bool usable = s.gpus > 0 && s.mig_profile.empty() && model_allowed(n, s.models);
+  const uint64_t node_bit = model_bit(n);
+  int64_t sum = always_all_ * g.total;
+  for (const Group& grp : groups_) {
     int fitting = 0;
     int64_t below = 0;
-    if (usable)
-      for (int i = 0; i < g.count; ++i) {
-        if (g.free[i] >= s.milli) ++fitting;
-        else below += g.free[i];
-      }
-    sum += s.count * shape_fragment(s, usable, fitting, below, g.total, cpu_free >= s.cpu);
+    for (int i = 0; i < g.count; ++i) {
+      if (g.free[i] >= grp.milli) ++fitting;
+      else below += g.free[i];
+    }
+    for (uint32_t k = grp.begin; k < grp.end; ++k) {
+      const TypicalShape& s = shapes_[by_milli_[k]];
+      const bool usable = s.models.empty() || (s.model_mask & node_bit) != 0;
+      sum += s.count * shape_fragment(s, usable, fitting, below, g.total, cpu_free >= s.cpu);
+    }
   }
   return sum;
 }

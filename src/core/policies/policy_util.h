@@ -33,17 +33,19 @@ struct TypicalShape {
   int64_t cpu = 0;    // score CPU (0 -> 100)
   int64_t milli = 0;  // per GPU; 0 for CPU-only, 1000 for whole GPUs
   int gpus = 0;
-  std::vector<std::string> models;
-  std::string mig_profile;  // MIG shapes: never fit plain GPU capacity
-  int64_t count = 0;        // occurrences in the original workload
+  std::vector<std::string> models;  // allowed GPU models; empty = any
+  std::string mig_profile;          // MIG shapes never fit plain GPU capacity
+  int64_t count = 0;                // occurrences in the original workload
+  uint64_t model_mask = 0;          // bits of the allowed models in FragModel's model table
 };
 
-// The typical set: the most frequent shapes covering `coverage_pct` % of all tasks (fact 14), and the
-// fragmentation measure of fact 15 over them, weighted by count (divide by total() for FGD's weights).
+// The typical set: the most frequent shapes covering `coverage_pct` % of all tasks (fact 14), and
+// the fragmentation measure of fact 15 over them, weighted by count (divide by total() for FGD's
+// frequencies). Shapes are grouped by milli so that a node's GPUs are scanned once per group.
 class FragModel {
  public:
   void build(const WorkloadProfile& profile, int coverage_pct = 95);
-  const std::vector<TypicalShape>& shapes() const { return shapes_; }
+  const std::vector<TypicalShape>& shapes() const { return shapes_; }  // most frequent first
   int64_t total() const { return total_; }  // sum of the selected counts
   bool empty() const { return shapes_.empty(); }
 
@@ -61,11 +63,23 @@ class FragModel {
   // For each candidate, sum over typical shapes of count x (fragment before - fragment after), in
   // milli-GPU: positive = fragmentation shrinks. No allocation; at most kMaxGpusPerNode candidates.
   void deltas(const Node& n, const Candidate* cands, int ncand, int64_t* out) const;
+  // True if some typical shape is restricted to GPU models that include this node's.
+  bool model_in_demand(const Node& n) const { return model_bit(n) != 0; }
   // Count-weighted fragment of the node as it is.
   int64_t fragment(const Node& n) const;
 
  private:
+  struct Group {
+    int64_t milli = 0;
+    uint32_t begin = 0, end = 0;  // range in by_milli_
+  };
+  uint64_t model_bit(const Node& n) const;
+
   std::vector<TypicalShape> shapes_;
+  std::vector<uint32_t> by_milli_;  // GPU shapes, grouped by milli
+  std::vector<Group> groups_;
+  int64_t always_all_ = 0;          // count of shapes that always count all idle milli (CPU-only, MIG)
+  std::vector<std::string> model_names_;  // at most 64
   int64_t total_ = 0;
 };
 

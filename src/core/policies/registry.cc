@@ -1,5 +1,5 @@
 // The policy registry behind make_policy() / policy_names().
-#include <functional>
+#include <string>
 #include <utility>
 
 #include "core/policies/policies.h"

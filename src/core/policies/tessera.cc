@@ -1,7 +1,14 @@
-// Tessera's own policy. Non-MIG tasks: FGD's fragmentation measure (expected GPU capacity the
-// workload's typical tasks could not use), computed exactly in integers, then a packing tie-break
-// toward nodes already in use; whole-GPU sets chosen for NVLink connectivity. MIG tasks: reuse an
-// idle instance, else create where the workload's MIG profiles stay most creatable.
+// Tessera's own policy.
+// Non-MIG tasks: the node score is FGD's (int(100 x sigmoid(fragmentation removed / 1000)) over the
+// workload's typical shapes; the fragment sums are exact integers). Its 100 levels are kept on
+// purpose: finer resolution (the exact delta) spreads tasks by tiny differences and loses ~1 pp on
+// openb. Ties, before the engine's node rank: a CPU-only task prefers the node with the least free
+// GPU milli (its CPU strands no GPU there); a GPU task prefers a node already running tasks of its
+// class (like with like, leaving whole nodes free), except on GPU models that model-restricted
+// typical tasks need. A sharing task takes the GPU removing the most fragmentation, then the
+// tightest; whole GPUs are chosen for NVLink connectivity among themselves, then for what they leave.
+// MIG tasks: reuse an idle instance of the profile, else create where the workload's MIG profiles
+// stay most creatable. Gangs are packed onto as few nodes as possible.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -12,13 +19,8 @@
 namespace tessera::policies {
 namespace {
 
-struct Variant {
-  int mode = 0;  // experiment knob
-};
-
 class TesseraPolicy final : public ScoringPolicy {
  public:
-  explicit TesseraPolicy(Variant v = {}) : v_(v) {}
   std::string_view name() const override { return "tessera"; }
   bool packs_gangs() const override { return true; }
   void prepare(const WorkloadProfile& profile) override {
@@ -69,35 +71,19 @@ class TesseraPolicy final : public ScoringPolicy {
   }
 
  private:
-  // Node score from the fragmentation change (count-weighted milli) and a packing tie-break.
+  // Node score: FGD's quantised score from the fragmentation removed (count-weighted milli), then
+  // the tie-break described at the top.
   int64_t combine(const Node& n, const TaskRequest& t, int64_t delta) const {
-    const int64_t total = std::max<int64_t>(model_.total(), 1);
-    const int64_t gpu_left = n.free_gpu_milli - gpu_ask_milli(n, t);  // after placement
-    const double x = double(delta) / double(total) / 1000.0;
-    switch (v_.mode) {
-      case 0: {  // FGD's quantised score, then least GPU left on the node
-        const int64_t q = int64_t(100.0 * (1.0 / (1.0 + std::exp(-x))));
-        return q * (int64_t(1) << 32) - gpu_left;
-      }
-      case 1: {  // FGD's quantised score, then node in use
-        const int64_t q = int64_t(100.0 * (1.0 / (1.0 + std::exp(-x))));
-        const bool used = n.free_gpu_milli < int64_t(n.gpus.size()) * 1000 || n.cpu_used.v > 0;
-        return q * 2 + (used ? 1 : 0);
-      }
-      case 2:  // exact delta (milli-GPU x 1000 per average task)
-        return delta * 1000 / total;
-      case 3: {  // exact delta, then least GPU left
-        return (delta * 1000 / total) * (int64_t(1) << 20) - gpu_left;
-      }
-      default: {  // delta binned at mode milli-GPU, then least GPU left
-        const int64_t bin = int64_t(std::floor(double(delta) / double(total) / double(v_.mode)));
-        return bin * (int64_t(1) << 32) - gpu_left;
-      }
-    }
+    const double x = double(delta) / double(std::max<int64_t>(model_.total(), 1)) / 1000.0;
+    const int64_t frag = int64_t(100.0 * (1.0 / (1.0 + std::exp(-x))));
+    int64_t tie = 0;
+    if (t.cpu_only()) tie = -n.free_gpu_milli;
+    else if (n.task_classes[task_class(t)] > 0 && !model_.model_in_demand(n)) tie = 1;
+    return frag * (int64_t(1) << 32) + tie;
   }
 
   // k idle GPUs with the best links among themselves (worst link, then sum), then leaving the
-  // best-connected idle GPUs behind, then the lowest indices.
+  // best-connected idle GPUs behind (sum of their links), then the lowest indices.
   static bool pick_connected(const Node& n, int k, GpuPick& out) {
     out = GpuPick{};
     std::array<uint16_t, kMaxGpusPerNode> idle{};
@@ -106,46 +92,45 @@ class TesseraPolicy final : public ScoringPolicy {
       if (g.idle() && g.index < kMaxGpusPerNode) idle[m++] = g.index;
     if (m < k || k <= 0) return false;
     const NodeTopology* topo = n.topology.get();
-    if (m == k || !topo || topo->gpu_count() < int(n.gpus.size())) {
+    // Link scores among the idle GPUs; if they are all alike, any choice is as good.
+    std::array<std::array<int, kMaxGpusPerNode>, kMaxGpusPerNode> link{};
+    std::array<int, kMaxGpusPerNode> row{};
+    int lo = 1 << 30, hi = -1, total = 0;
+    if (topo && topo->gpu_count() >= int(n.gpus.size()))
+      for (int a = 0; a < m; ++a)
+        for (int b = a + 1; b < m; ++b) {
+          const int s = topo->link_score(idle[a], idle[b]);
+          link[a][b] = link[b][a] = s;
+          row[a] += s, row[b] += s, total += s;
+          lo = std::min(lo, s), hi = std::max(hi, s);
+        }
+    if (m == k || hi <= lo) {
       for (int i = 0; i < k; ++i) out.add(idle[i]);
       return true;
     }
-    // Enumerate k-subsets of the m idle GPUs as bitmasks in lexicographic order (bounded: m <= 16).
-    auto links = [&](uint32_t mask, int& worst, int& sum) {
-      worst = 1 << 30;
-      sum = 0;
-      for (int a = 0; a < m; ++a)
-        if (mask >> a & 1)
-          for (int b = a + 1; b < m; ++b)
-            if (mask >> b & 1) {
-              const int s = topo->link_score(idle[a], idle[b]);
-              worst = std::min(worst, s);
-              sum += s;
-            }
-    };
-    const uint32_t all = (uint32_t(1) << m) - 1;
-    std::array<int, 3> best_key{};
-    uint32_t best_mask = 0;
-    int evaluated = 0;
+    // Enumerate k-subsets in lexicographic order (C(16,8) = 12870 at most; stop after 4096).
     std::array<int, kMaxGpusPerNode> sel{};
     for (int i = 0; i < k; ++i) sel[i] = i;
-    while (true) {
-      uint32_t mask = 0;
-      for (int i = 0; i < k; ++i) mask |= uint32_t(1) << sel[i];
-      int worst, sum, lw, left_sum;
-      links(mask, worst, sum);
-      links(all & ~mask, lw, left_sum);
-      const std::array<int, 3> key{k > 1 ? worst : 0, sum, left_sum};
-      if (evaluated++ == 0 || key > best_key) best_key = key, best_mask = mask;
-      if (evaluated >= 4096) break;  // C(16,8) is 12870: stop early, keep the best so far
+    std::array<int, 3> best_key{};
+    std::array<int, kMaxGpusPerNode> best_sel{};
+    for (int evaluated = 0; evaluated < 4096; ++evaluated) {
+      int worst = k > 1 ? 1 << 30 : 0, inner = 0, rows = 0;
+      for (int i = 0; i < k; ++i) {
+        rows += row[sel[i]];
+        for (int j = i + 1; j < k; ++j) {
+          inner += link[sel[i]][sel[j]];
+          worst = std::min(worst, link[sel[i]][sel[j]]);
+        }
+      }
+      const std::array<int, 3> key{worst, inner, total - rows + inner};  // last: links left among the rest
+      if (evaluated == 0 || key > best_key) best_key = key, best_sel = sel;
       int i = k - 1;
       while (i >= 0 && sel[i] == m - k + i) --i;
       if (i < 0) break;
       ++sel[i];
       for (int j = i + 1; j < k; ++j) sel[j] = sel[j - 1] + 1;
     }
-    for (int a = 0; a < m; ++a)
-      if (best_mask >> a & 1) out.add(idle[a]);
+    for (int i = 0; i < k; ++i) out.add(idle[best_sel[i]]);
     return true;
   }
 
@@ -214,7 +199,6 @@ class TesseraPolicy final : public ScoringPolicy {
     return out;
   }
 
-  Variant v_;
   FragModel model_;
   std::map<std::string, int64_t> mig_counts_;
 };
@@ -222,6 +206,5 @@ class TesseraPolicy final : public ScoringPolicy {
 }  // namespace
 
 std::unique_ptr<ScoringPolicy> make_tessera() { return std::make_unique<TesseraPolicy>(); }
-std::unique_ptr<ScoringPolicy> make_tessera_variant(int mode) { return std::make_unique<TesseraPolicy>(Variant{mode}); }
 
 }  // namespace tessera::policies
