@@ -63,8 +63,6 @@ class FragModel {
   // For each candidate, sum over typical shapes of count x (fragment before - fragment after), in
   // milli-GPU: positive = fragmentation shrinks. No allocation; at most kMaxGpusPerNode candidates.
   void deltas(const Node& n, const Candidate* cands, int ncand, int64_t* out) const;
-  // True if some typical shape is restricted to GPU models that include this node's.
-  bool model_in_demand(const Node& n) const { return model_bit(n) != 0; }
   // Count-weighted fragment of the node as it is.
   int64_t fragment(const Node& n) const;
 

@@ -2,11 +2,10 @@
 // Non-MIG tasks: the node score is FGD's (int(100 x sigmoid(fragmentation removed / 1000)) over the
 // workload's typical shapes; the fragment sums are exact integers). Its 100 levels are kept on
 // purpose: finer resolution (the exact delta) spreads tasks by tiny differences and loses ~1 pp on
-// openb. Ties, before the engine's node rank: a CPU-only task prefers the node with the least free
-// GPU milli (its CPU strands no GPU there); a GPU task prefers a node already running tasks of its
-// class (like with like, leaving whole nodes free), except on GPU models that model-restricted
-// typical tasks need. A sharing task takes the GPU removing the most fragmentation, then the
-// tightest; whole GPUs are chosen for NVLink connectivity among themselves, then for what they leave.
+// openb, while equal scores broken by the fixed node rank pack like first fit. One tie-break comes
+// before the rank: a CPU-only task prefers the node with the least free GPU milli (its CPU strands
+// no GPU there). A sharing task takes the GPU removing the most fragmentation, then the tightest;
+// whole GPUs are chosen for NVLink connectivity among themselves, then for what they leave.
 // MIG tasks: reuse an idle instance of the profile, else create where the workload's MIG profiles
 // stay most creatable. Gangs are packed onto as few nodes as possible.
 #include <algorithm>
@@ -72,13 +71,12 @@ class TesseraPolicy final : public ScoringPolicy {
 
  private:
   // Node score: FGD's quantised score from the fragmentation removed (count-weighted milli), then
-  // the tie-break described at the top.
+  // the tie-break described at the top (in the low 32 bits).
   int64_t combine(const Node& n, const TaskRequest& t, int64_t delta) const {
     const double x = double(delta) / double(std::max<int64_t>(model_.total(), 1)) / 1000.0;
     const int64_t frag = int64_t(100.0 * (1.0 / (1.0 + std::exp(-x))));
-    int64_t tie = 0;
-    if (t.cpu_only()) tie = -n.free_gpu_milli;
-    else if (n.task_classes[task_class(t)] > 0 && !model_.model_in_demand(n)) tie = 1;
+    // A CPU-only task goes where the fewest GPU milli are free: its CPU strands no GPU there.
+    const int64_t tie = t.cpu_only() ? -n.free_gpu_milli : 0;
     return frag * (int64_t(1) << 32) + tie;
   }
 
