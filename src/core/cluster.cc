@@ -74,14 +74,15 @@ Result<NodeId> ClusterState::add_node(NodeSpec spec) {
   refresh_derived(n);
   n.generation = next_generation();
   total_gpus_ += spec.gpu_count;
+  by_name_.emplace(n.name, n.id);
   nodes_.push_back(std::move(n));
   reindex(nodes_.back(), false);
+  ++capacity_generation_;
   return nodes_.back().id;
 }
 
 Result<NodeId> ClusterState::find_node(const std::string& name) const {
-  for (const Node& n : nodes_)
-    if (n.name == name) return n.id;
+  if (auto it = by_name_.find(name); it != by_name_.end()) return it->second;
   return not_found("node '" + name + "' does not exist");
 }
 
@@ -93,7 +94,20 @@ void ClusterState::reindex(Node& n, bool remove_old) {
     if (share_key >= 0) by_max_share_[share_key].erase(n.id.value);
   }
   idle_key = share_key = -1;
+  if (mig_keys_.size() <= n.id.value) mig_keys_.resize(n.id.value + 1, -1);
+  int8_t& mig_key = mig_keys_[n.id.value];
+  if (mig_key >= 0) by_mig_free_[mig_key].erase(n.id.value);
+  with_idle_mig_.erase(n.id.value);
+  mig_key = -1;
   if (!n.schedulable) return;
+  bool idle_instance = false;
+  for (const Gpu& g : n.gpus) {
+    if (!g.mig_enabled || g.health != GpuHealth::kHealthy) continue;
+    mig_key = std::max<int8_t>(mig_key, int8_t(g.mig.free_memory_slices()));
+    for (const MigInstance& m : g.mig.instances()) idle_instance |= !m.in_use;
+  }
+  if (mig_key >= 0) by_mig_free_[mig_key].insert(n.id.value);
+  if (idle_instance) with_idle_mig_.insert(n.id.value);
   idle_key = int8_t(std::min(n.idle_gpus, 16));
   by_idle_[idle_key].insert(n.id.value);
   int64_t best = -1;
@@ -293,6 +307,7 @@ Status ClusterState::set_health(GpuRef gpu, GpuHealth h) {
     return invalid_argument("set_health: no such GPU");
   Node& n = nodes_[gpu.node.value];
   n.gpus[gpu.index].health = h;
+  ++capacity_generation_;
   refresh_derived(n);
   n.generation = next_generation();
   reindex(n, true);
@@ -302,6 +317,7 @@ Status ClusterState::set_health(GpuRef gpu, GpuHealth h) {
 Status ClusterState::set_schedulable(NodeId id, bool schedulable) {
   if (id.value >= nodes_.size()) return invalid_argument("set_schedulable: no such node");
   nodes_[id.value].schedulable = schedulable;
+  ++capacity_generation_;
   nodes_[id.value].generation = next_generation();
   reindex(nodes_[id.value], true);
   return {};
@@ -313,6 +329,7 @@ Status ClusterState::destroy_mig_instance(GpuRef gpu, int start) {
   Node& n = nodes_[gpu.node.value];
   if (Status s = n.gpus[gpu.index].mig.destroy(start); !s.ok()) return s;
   n.generation = next_generation();
+  reindex(n, true);
   return {};
 }
 
@@ -349,6 +366,8 @@ Status ClusterState::check_invariants() const {
     if (n.schedulable != (ik >= 0) || (ik >= 0 && (ik != std::min(n.idle_gpus, 16) || !by_idle_[ik].count(n.id.value))) ||
         (sk >= 0 && !by_max_share_[sk].count(n.id.value)))
       return failed_precondition(where + "candidate index stale");
+    if (mig_keys_[n.id.value] >= 0 && !by_mig_free_[mig_keys_[n.id.value]].count(n.id.value))
+      return failed_precondition(where + "MIG candidate index stale");
   }
   if (milli != allocated_milli_) return failed_precondition("cluster allocated GPU milli counter is stale");
   return {};

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <map>
 #include <cstdint>
 #include <memory>
 #include <set>
@@ -159,6 +160,14 @@ class ClusterState {
   // b = 100: nodes that have an idle GPU.
   const std::set<uint32_t>& by_idle(int k) const { return by_idle_[k]; }
   const std::set<uint32_t>& by_max_share(int b) const { return by_max_share_[b]; }
+  // by_mig_free(k): schedulable nodes whose MIG GPUs' largest run of unoccupied memory slices... is
+  // approximated by the most unoccupied slices on one MIG GPU, k = 0..8.
+  const std::set<uint32_t>& by_mig_free(int k) const { return by_mig_free_[k]; }
+  // Schedulable nodes holding an idle (created, unused) MIG instance.
+  const std::set<uint32_t>& with_idle_mig() const { return with_idle_mig_; }
+  // Changes whenever what the cluster could hold when empty changes (nodes added, health,
+  // schedulability, MIG mode): "can this ever fit" answers may be cached by it.
+  uint64_t capacity_generation() const { return capacity_generation_; }
 
  private:
   void reindex(Node& n, bool remove_old);
@@ -166,11 +175,16 @@ class ClusterState {
   const GpuCatalog* catalog_;
   NetworkLevels levels_;
   std::vector<Node> nodes_;
+  std::map<std::string, NodeId, std::less<>> by_name_;
   int64_t total_gpus_ = 0;
   int64_t allocated_milli_ = 0;
   uint64_t generation_counter_ = 0;
   std::array<std::set<uint32_t>, 17> by_idle_;
   std::array<std::set<uint32_t>, 101> by_max_share_;
+  std::array<std::set<uint32_t>, 9> by_mig_free_;
+  std::set<uint32_t> with_idle_mig_;
+  std::vector<int8_t> mig_keys_;  // per node: by_mig_free bucket, -1 = none
+  uint64_t capacity_generation_ = 0;
   std::vector<std::pair<int8_t, int8_t>> index_keys_;  // per node: (idle bucket, share bucket), -1 = none
 };
 

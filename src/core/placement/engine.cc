@@ -156,6 +156,8 @@ struct PlacementEngine::Impl {
   };
   std::map<std::tuple<int64_t, int64_t, int, int64_t, int64_t, std::string, std::vector<std::string>>, size_t> shape_ids;
   std::vector<std::vector<Entry>> cache;  // [shape][node]
+  // (shape, required level) -> (capacity generation + 1, tasks an empty cluster holds).
+  std::map<std::pair<size_t, int>, std::pair<uint64_t, int64_t>> never_fits_memo;
 
   size_t shape_id(const TaskRequest& t) {
     auto key = std::make_tuple(t.cpu.v, t.memory.v, t.gpu_count, t.milli_per_gpu.v, t.gpu_memory.v, t.mig_profile,
@@ -235,6 +237,7 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
   if (impl_->cluster != &cluster) {
     impl_->cluster = &cluster;
     impl_->cache.assign(impl_->cache.size(), {});
+    impl_->never_fits_memo.clear();
   }
   if (!node_rank_.empty() && node_rank_.size() != cluster.node_count()) node_rank_.clear();
   const TaskRequest& t = gang.task;
@@ -267,7 +270,7 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
     };
     if (nodes) {
       for (NodeId id : *nodes) consider(id);
-    } else if (capped && (t.whole_gpus() || t.gpu_share())) {
+    } else if (capped && !t.cpu_only()) {
       // Tightest candidates first, capped (see EngineOptions::max_scored_nodes).
       const int before = r.nodes_scored;
       auto visit = [&](const std::set<uint32_t>& bucket) {
@@ -280,6 +283,17 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
       if (t.whole_gpus()) {
         for (int k = t.gpu_count; k <= 16; ++k)
           if (!visit(cluster.by_idle(k))) break;
+      } else if (t.mig()) {
+        // Idle instances first (no reconfiguration), then nodes by fewest free slices that could fit.
+        int size = 1;
+        for (const Node& any : cluster.nodes())
+          if (const MigProfile* p = resolve_mig_profile(any, t)) {
+            size = p->memory_slices;
+            break;
+          }
+        if (visit(cluster.with_idle_mig()))
+          for (int k = size; k <= 8; ++k)
+            if (!visit(cluster.by_mig_free(k))) break;
       } else {
         for (int b = int(t.milli_per_gpu.v / 10); b <= 100; ++b)
           if (!visit(cluster.by_max_share(b))) break;
@@ -319,9 +333,8 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
     outermost = *li;
   }
 
-  // Never-fits check, run only when placement failed: could the gang fit at all on an empty
-  // cluster (inside one domain if required)? If not, sets the never-fits outcome.
-  auto never_fits = [&]() -> bool {
+  // How many tasks an empty cluster could hold (in its best domain, for a required level).
+  auto empty_cluster_room = [&]() -> int64_t {
     std::map<uint32_t, int64_t> cap_by_domain;
     int64_t total_cap = 0;
     for (const Node& n : cluster.nodes()) {
@@ -331,21 +344,25 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
       total_cap += c;
       if (outermost >= 0) cap_by_domain[outermost == net.count() ? n.id.value : n.path[outermost]] += c;
     }
-    int64_t best_domain = total_cap;
-    if (outermost >= 0) {
-      best_domain = 0;
-      for (auto& [d, c] : cap_by_domain) best_domain = std::max(best_domain, c);
-    }
-    if (best_domain < required) {
-      r.outcome = Outcome::kNeverFits;
-      const std::string where =
-          outermost >= 0 ? " inside one " + (outermost == net.count() ? std::string("node") : net.names()[outermost]) : "";
-      r.reason = "needs " + std::to_string(required) + " task(s) of " + describe_task(t) + where +
-                 "; even an empty cluster holds at most " + std::to_string(best_domain) +
-                 (outermost >= 0 ? " in any one domain" : "") + " - ask for less or for other GPU models";
-      return true;
-    }
-    return false;
+    if (outermost < 0) return total_cap;
+    int64_t best_domain = 0;
+    for (auto& [d, c] : cap_by_domain) best_domain = std::max(best_domain, c);
+    return best_domain;
+  };
+  // Run only when placement failed: could the gang fit at all on an empty cluster (inside one
+  // domain if required)? If not, sets the never-fits outcome. Cached per capacity generation.
+  auto never_fits = [&]() -> bool {
+    auto& memo = impl_->never_fits_memo[{shape, outermost}];
+    if (memo.first != cluster.capacity_generation() + 1) memo = {cluster.capacity_generation() + 1, empty_cluster_room()};
+    const int64_t best_domain = memo.second;
+    if (best_domain >= required) return false;
+    r.outcome = Outcome::kNeverFits;
+    const std::string where =
+        outermost >= 0 ? " inside one " + (outermost == net.count() ? std::string("node") : net.names()[outermost]) : "";
+    r.reason = "needs " + std::to_string(required) + " task(s) of " + describe_task(t) + where +
+               "; even an empty cluster holds at most " + std::to_string(best_domain) +
+               (outermost >= 0 ? " in any one domain" : "") + " - ask for less or for other GPU models";
+    return true;
   };
 
   MisfitCounts why;
