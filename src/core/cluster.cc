@@ -94,20 +94,34 @@ void ClusterState::reindex(Node& n, bool remove_old) {
     if (share_key >= 0) by_max_share_[share_key].erase(n.id.value);
   }
   idle_key = share_key = -1;
-  if (mig_keys_.size() <= n.id.value) mig_keys_.resize(n.id.value + 1, -1);
-  int8_t& mig_key = mig_keys_[n.id.value];
-  if (mig_key >= 0) by_mig_free_[mig_key].erase(n.id.value);
-  with_idle_mig_.erase(n.id.value);
-  mig_key = -1;
+  if (mig_keys_.size() <= n.id.value) {
+    mig_keys_.resize(n.id.value + 1);
+    mig_idle_keys_.resize(n.id.value + 1);
+  }
+  auto& mkeys = mig_keys_[n.id.value];
+  auto& ikeys = mig_idle_keys_[n.id.value];
+  for (auto [shape, k] : mkeys) mig_creatable_[shape][k].erase(n.id.value);
+  for (uint8_t shape : ikeys) mig_idle_[shape].erase(n.id.value);
+  mkeys.clear();
+  ikeys.clear();
   if (!n.schedulable) return;
-  bool idle_instance = false;
   for (const Gpu& g : n.gpus) {
     if (!g.mig_enabled || g.health != GpuHealth::kHealthy) continue;
-    mig_key = std::max<int8_t>(mig_key, int8_t(g.mig.free_memory_slices()));
-    for (const MigInstance& m : g.mig.instances()) idle_instance |= !m.in_use;
+    for (const MigProfile& p : g.model->mig_profiles) {
+      if (!g.mig.can_create_anywhere(p)) continue;
+      const uint8_t shape = uint8_t(mig_shape(p)), k = uint8_t(g.mig.free_memory_slices());
+      auto it = std::find_if(mkeys.begin(), mkeys.end(), [&](auto& e) { return e.first == shape; });
+      if (it == mkeys.end()) mkeys.push_back({shape, k});
+      else it->second = std::min(it->second, k);
+    }
+    for (const MigInstance& m : g.mig.instances()) {
+      if (m.in_use) continue;
+      const uint8_t shape = uint8_t(mig_shape(*g.model->find_profile_id(m.profile_id)));
+      if (std::find(ikeys.begin(), ikeys.end(), shape) == ikeys.end()) ikeys.push_back(shape);
+    }
   }
-  if (mig_key >= 0) by_mig_free_[mig_key].insert(n.id.value);
-  if (idle_instance) with_idle_mig_.insert(n.id.value);
+  for (auto [shape, k] : mkeys) mig_creatable_[shape][k].insert(n.id.value);
+  for (uint8_t shape : ikeys) mig_idle_[shape].insert(n.id.value);
   idle_key = int8_t(std::min(n.idle_gpus, 16));
   by_idle_[idle_key].insert(n.id.value);
   int64_t best = -1;
@@ -366,8 +380,8 @@ Status ClusterState::check_invariants() const {
     if (n.schedulable != (ik >= 0) || (ik >= 0 && (ik != std::min(n.idle_gpus, 16) || !by_idle_[ik].count(n.id.value))) ||
         (sk >= 0 && !by_max_share_[sk].count(n.id.value)))
       return failed_precondition(where + "candidate index stale");
-    if (mig_keys_[n.id.value] >= 0 && !by_mig_free_[mig_keys_[n.id.value]].count(n.id.value))
-      return failed_precondition(where + "MIG candidate index stale");
+    for (auto [shape, k] : mig_keys_[n.id.value])
+      if (!mig_creatable_[shape][k].count(n.id.value)) return failed_precondition(where + "MIG candidate index stale");
   }
   if (milli != allocated_milli_) return failed_precondition("cluster allocated GPU milli counter is stale");
   return {};

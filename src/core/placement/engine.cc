@@ -156,6 +156,7 @@ struct PlacementEngine::Impl {
   };
   std::map<std::tuple<int64_t, int64_t, int, int64_t, int64_t, std::string, std::vector<std::string>>, size_t> shape_ids;
   std::vector<std::vector<Entry>> cache;  // [shape][node]
+  std::vector<std::vector<int>> mig_shapes;  // [shape] -> MIG profile shapes it resolves to
   // (shape, required level) -> (capacity generation + 1, tasks an empty cluster holds).
   std::map<std::pair<size_t, int>, std::pair<uint64_t, int64_t>> never_fits_memo;
 
@@ -223,6 +224,49 @@ bool PlacementEngine::score_node(const Node& n, const TaskRequest& t, size_t sha
   return c.has_value();
 }
 
+const std::vector<int>& PlacementEngine::mig_shapes(const ClusterState& cluster, const TaskRequest& t, size_t shape) {
+  auto& memo = impl_->mig_shapes;
+  if (memo.size() <= shape) memo.resize(shape + 1);
+  auto& v = memo[shape];
+  if (!v.empty()) return v;
+  for (const std::string& name : cluster.catalog().names()) {
+    const GpuModel* m = *cluster.catalog().find(name);
+    if (const MigProfile* p = m->find_profile(t.mig_profile)) {
+      const int sh = ClusterState::mig_shape(*p);
+      if (std::find(v.begin(), v.end(), sh) == v.end()) v.push_back(sh);
+    }
+  }
+  if (v.empty()) v.push_back(-1);  // no model has it: nothing to visit
+  return v;
+}
+
+template <class F>
+void PlacementEngine::visit_candidates(const ClusterState& cluster, const TaskRequest& t, size_t shape, F&& fn) {
+  auto visit = [&](const std::set<uint32_t>& bucket) {
+    for (uint32_t id : bucket)
+      if (!fn(id)) return false;
+    return true;
+  };
+  if (t.whole_gpus()) {
+    for (int k = t.gpu_count; k <= 16; ++k)
+      if (!visit(cluster.by_idle(k))) return;
+  } else if (t.mig()) {
+    // Idle instances first (no reconfiguration), then GPUs with the fewest free slices.
+    const auto& shapes = mig_shapes(cluster, t, shape);
+    for (int sh : shapes)
+      if (sh >= 0 && !visit(cluster.mig_idle(sh))) return;
+    for (int k = 0; k <= 8; ++k)
+      for (int sh : shapes)
+        if (sh >= 0 && !visit(cluster.mig_creatable(sh, k))) return;
+  } else if (t.gpu_share()) {
+    for (int b = int(t.milli_per_gpu.v / 10); b <= 100; ++b)
+      if (!visit(cluster.by_max_share(b))) return;
+  } else {
+    for (const Node& n : cluster.nodes())
+      if (!fn(n.id.value)) return;
+  }
+}
+
 uint32_t PlacementEngine::rank(NodeId id) const {
   return node_rank_.empty() ? id.value : node_rank_[id.value];
 }
@@ -270,34 +314,14 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
     };
     if (nodes) {
       for (NodeId id : *nodes) consider(id);
-    } else if (capped && !t.cpu_only()) {
-      // Tightest candidates first, capped (see EngineOptions::max_scored_nodes).
+    } else if (why == nullptr) {
+      // Only nodes that may fit, tightest first; capped if asked (EngineOptions::max_scored_nodes).
       const int before = r.nodes_scored;
-      auto visit = [&](const std::set<uint32_t>& bucket) {
-        for (uint32_t id : bucket) {
-          if (r.nodes_scored - before >= max_scored_nodes_) return false;
-          consider(NodeId(id));
-        }
-        return r.nodes_scored - before < max_scored_nodes_;
-      };
-      if (t.whole_gpus()) {
-        for (int k = t.gpu_count; k <= 16; ++k)
-          if (!visit(cluster.by_idle(k))) break;
-      } else if (t.mig()) {
-        // Idle instances first (no reconfiguration), then nodes by fewest free slices that could fit.
-        int size = 1;
-        for (const Node& any : cluster.nodes())
-          if (const MigProfile* p = resolve_mig_profile(any, t)) {
-            size = p->memory_slices;
-            break;
-          }
-        if (visit(cluster.with_idle_mig()))
-          for (int k = size; k <= 8; ++k)
-            if (!visit(cluster.by_mig_free(k))) break;
-      } else {
-        for (int b = int(t.milli_per_gpu.v / 10); b <= 100; ++b)
-          if (!visit(cluster.by_max_share(b))) break;
-      }
+      visit_candidates(cluster, t, shape, [&](uint32_t id) {
+        if (capped && r.nodes_scored - before >= max_scored_nodes_) return false;
+        consider(NodeId(id));
+        return true;
+      });
     } else {
       for (const Node& n : cluster.nodes()) consider(n.id);
     }
@@ -367,11 +391,11 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
 
   MisfitCounts why;
   if (required == 1 && gang.tasks == 1) {
-    if (max_scored_nodes_ > 0 && fill(nullptr, nullptr, true)) {  // capped, indexed search first
+    if (fill(nullptr, nullptr, max_scored_nodes_ > 0)) {  // indexed candidates
       r.outcome = Outcome::kPlaced;
       return r;
     }
-    if (fill(nullptr, &why)) {
+    if (fill(nullptr, &why)) {  // every node, counting why each does not fit
       r.outcome = Outcome::kPlaced;
       return r;
     }
@@ -386,8 +410,11 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
   const int innermost = net.count();  // "node"
   const int last = outermost >= 0 ? outermost : -1;
   std::vector<int64_t> room(cluster.node_count(), 0);
-  for (const Node& n : cluster.nodes())
-    if (check_fit(n, t) == Misfit::kFits) room[n.id.value] = room_for(n, t);
+  visit_candidates(cluster, t, shape, [&](uint32_t id) {
+    const Node& n = cluster.node(NodeId(id));
+    if (room[id] == 0 && check_fit(n, t) == Misfit::kFits) room[id] = room_for(n, t);
+    return true;
+  });
   // For the reason: the domain (at the outermost level tried) with the most room, and the most idle
   // GPUs of an allowed model in one domain.
   int64_t best_room_seen = 0, best_free_gpus = 0;

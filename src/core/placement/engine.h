@@ -54,6 +54,11 @@ class PlacementEngine {
   struct Impl;
   bool score_node(const Node& n, const TaskRequest& t, size_t shape, bool from_cluster, NodeChoice& out);
   uint32_t rank(NodeId id) const;
+  // Calls fn(node id) for every node that may fit t now (a superset: check_fit decides), tightest
+  // first, from the cluster's candidate index; stops when fn returns false.
+  template <class F>
+  void visit_candidates(const ClusterState& cluster, const TaskRequest& t, size_t shape, F&& fn);
+  const std::vector<int>& mig_shapes(const ClusterState& cluster, const TaskRequest& t, size_t shape);
   const ScoringPolicy* policy_;
   std::vector<uint32_t> node_rank_;
   int max_scored_nodes_ = 0;
