@@ -74,14 +74,15 @@ Result<NodeId> ClusterState::add_node(NodeSpec spec) {
   refresh_derived(n);
   n.generation = next_generation();
   total_gpus_ += spec.gpu_count;
+  by_name_.emplace(n.name, n.id);
   nodes_.push_back(std::move(n));
   reindex(nodes_.back(), false);
+  ++capacity_generation_;
   return nodes_.back().id;
 }
 
 Result<NodeId> ClusterState::find_node(const std::string& name) const {
-  for (const Node& n : nodes_)
-    if (n.name == name) return n.id;
+  if (auto it = by_name_.find(name); it != by_name_.end()) return it->second;
   return not_found("node '" + name + "' does not exist");
 }
 
@@ -93,7 +94,34 @@ void ClusterState::reindex(Node& n, bool remove_old) {
     if (share_key >= 0) by_max_share_[share_key].erase(n.id.value);
   }
   idle_key = share_key = -1;
+  if (mig_keys_.size() <= n.id.value) {
+    mig_keys_.resize(n.id.value + 1);
+    mig_idle_keys_.resize(n.id.value + 1);
+  }
+  auto& mkeys = mig_keys_[n.id.value];
+  auto& ikeys = mig_idle_keys_[n.id.value];
+  for (auto [shape, k] : mkeys) mig_creatable_[shape][k].erase(n.id.value);
+  for (uint8_t shape : ikeys) mig_idle_[shape].erase(n.id.value);
+  mkeys.clear();
+  ikeys.clear();
   if (!n.schedulable) return;
+  for (const Gpu& g : n.gpus) {
+    if (!g.mig_enabled || g.health != GpuHealth::kHealthy) continue;
+    for (const MigProfile& p : g.model->mig_profiles) {
+      if (!g.mig.can_create_anywhere(p)) continue;
+      const uint8_t shape = uint8_t(mig_shape(p)), k = uint8_t(g.mig.free_memory_slices());
+      auto it = std::find_if(mkeys.begin(), mkeys.end(), [&](auto& e) { return e.first == shape; });
+      if (it == mkeys.end()) mkeys.push_back({shape, k});
+      else it->second = std::min(it->second, k);
+    }
+    for (const MigInstance& m : g.mig.instances()) {
+      if (m.in_use) continue;
+      const uint8_t shape = uint8_t(mig_shape(*g.model->find_profile_id(m.profile_id)));
+      if (std::find(ikeys.begin(), ikeys.end(), shape) == ikeys.end()) ikeys.push_back(shape);
+    }
+  }
+  for (auto [shape, k] : mkeys) mig_creatable_[shape][k].insert(n.id.value);
+  for (uint8_t shape : ikeys) mig_idle_[shape].insert(n.id.value);
   idle_key = int8_t(std::min(n.idle_gpus, 16));
   by_idle_[idle_key].insert(n.id.value);
   int64_t best = -1;
@@ -293,6 +321,7 @@ Status ClusterState::set_health(GpuRef gpu, GpuHealth h) {
     return invalid_argument("set_health: no such GPU");
   Node& n = nodes_[gpu.node.value];
   n.gpus[gpu.index].health = h;
+  ++capacity_generation_;
   refresh_derived(n);
   n.generation = next_generation();
   reindex(n, true);
@@ -302,6 +331,7 @@ Status ClusterState::set_health(GpuRef gpu, GpuHealth h) {
 Status ClusterState::set_schedulable(NodeId id, bool schedulable) {
   if (id.value >= nodes_.size()) return invalid_argument("set_schedulable: no such node");
   nodes_[id.value].schedulable = schedulable;
+  ++capacity_generation_;
   nodes_[id.value].generation = next_generation();
   reindex(nodes_[id.value], true);
   return {};
@@ -313,6 +343,7 @@ Status ClusterState::destroy_mig_instance(GpuRef gpu, int start) {
   Node& n = nodes_[gpu.node.value];
   if (Status s = n.gpus[gpu.index].mig.destroy(start); !s.ok()) return s;
   n.generation = next_generation();
+  reindex(n, true);
   return {};
 }
 
@@ -349,6 +380,8 @@ Status ClusterState::check_invariants() const {
     if (n.schedulable != (ik >= 0) || (ik >= 0 && (ik != std::min(n.idle_gpus, 16) || !by_idle_[ik].count(n.id.value))) ||
         (sk >= 0 && !by_max_share_[sk].count(n.id.value)))
       return failed_precondition(where + "candidate index stale");
+    for (auto [shape, k] : mig_keys_[n.id.value])
+      if (!mig_creatable_[shape][k].count(n.id.value)) return failed_precondition(where + "MIG candidate index stale");
   }
   if (milli != allocated_milli_) return failed_precondition("cluster allocated GPU milli counter is stale");
   return {};

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <map>
 #include <cstdint>
 #include <memory>
 #include <set>
@@ -159,6 +160,16 @@ class ClusterState {
   // b = 100: nodes that have an idle GPU.
   const std::set<uint32_t>& by_idle(int k) const { return by_idle_[k]; }
   const std::set<uint32_t>& by_max_share(int b) const { return by_max_share_[b]; }
+  // MIG: profiles are indexed by shape (compute slices, memory slices), the same across models.
+  static int mig_shape(const MigProfile& p) { return p.compute_slices * 9 + p.memory_slices; }
+  // mig_creatable(shape, k): schedulable nodes where a profile of that shape can be created on some
+  // healthy MIG GPU, and k = the fewest unoccupied memory slices among such GPUs (0..8).
+  const std::set<uint32_t>& mig_creatable(int shape, int k) const { return mig_creatable_[shape][k]; }
+  // mig_idle(shape): schedulable nodes holding an idle (created, unused) instance of that shape.
+  const std::set<uint32_t>& mig_idle(int shape) const { return mig_idle_[shape]; }
+  // Changes whenever what the cluster could hold when empty changes (nodes added, health,
+  // schedulability, MIG mode): "can this ever fit" answers may be cached by it.
+  uint64_t capacity_generation() const { return capacity_generation_; }
 
  private:
   void reindex(Node& n, bool remove_old);
@@ -166,11 +177,19 @@ class ClusterState {
   const GpuCatalog* catalog_;
   NetworkLevels levels_;
   std::vector<Node> nodes_;
+  std::map<std::string, NodeId, std::less<>> by_name_;
   int64_t total_gpus_ = 0;
   int64_t allocated_milli_ = 0;
   uint64_t generation_counter_ = 0;
   std::array<std::set<uint32_t>, 17> by_idle_;
   std::array<std::set<uint32_t>, 101> by_max_share_;
+  static constexpr int kMigShapes = 81;
+  std::array<std::array<std::set<uint32_t>, 9>, kMigShapes> mig_creatable_;
+  std::array<std::set<uint32_t>, kMigShapes> mig_idle_;
+  // per node: the (shape, k) creatable keys and idle shapes it is filed under
+  std::vector<std::vector<std::pair<uint8_t, uint8_t>>> mig_keys_;
+  std::vector<std::vector<uint8_t>> mig_idle_keys_;
+  uint64_t capacity_generation_ = 0;
   std::vector<std::pair<int8_t, int8_t>> index_keys_;  // per node: (idle bucket, share bucket), -1 = none
 };
 

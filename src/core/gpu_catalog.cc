@@ -182,6 +182,17 @@ std::string slice_set_string(uint8_t mask) {
 }
 
 const MigProfile* GpuModel::find_profile(std::string_view name_or_short) const {
+  for (const MigProfile& p : mig_profiles) {  // fast path: exact spelling, no allocation
+    if (p.name == name_or_short) return &p;
+  }
+  if (name_or_short.size() == 2 && name_or_short[1] == 'g' && name_or_short[0] >= '1' && name_or_short[0] <= '9') {
+    const MigProfile* best = nullptr;  // short form, see below
+    for (const MigProfile& p : mig_profiles) {
+      if (p.media_extension || p.compute_slices != name_or_short[0] - '0') continue;
+      if (!best || p.memory_slices < best->memory_slices) best = &p;
+    }
+    return best;
+  }
   const std::string want = lower(trim(name_or_short));
   for (const MigProfile& p : mig_profiles) {
     if (lower(p.name) == want) return &p;

@@ -18,6 +18,10 @@ Error exhausted(std::string msg) { return {ErrorCode::kResourceExhausted, std::m
 
 }  // namespace
 
+// NVIDIA's placement order (upper half first), precomputed for the 8- and 4-slice axes.
+constexpr std::array<int, 8> kOrder8{4, 5, 6, 7, 0, 1, 2, 3};
+constexpr std::array<int, 4> kOrder4{2, 3, 0, 1};
+
 std::vector<int> MigLayout::start_order(int memory_slices) {
   std::vector<int> order;
   for (int i = 0; i < memory_slices; ++i) order.push_back((i + memory_slices / 2) % memory_slices);
@@ -28,17 +32,26 @@ int MigLayout::free_memory_slices() const {
   return model_ ? model_->memory_slices - std::popcount(occupied_) : 0;
 }
 
-int MigLayout::used_compute_slices() const {
-  if (!model_) return 0;
-  int used = 0;
+int MigLayout::used_compute_slices() const { return compute_used_; }
+
+void MigLayout::recount() {
+  compute_used_ = 0;
+  has_me_ = false;
+  count_by_id_.fill(0);
+  if (!model_) return;
   for (const MigInstance& in : instances_) {
-    if (const MigProfile* p = model_->find_profile_id(in.profile_id)) used += p->compute_slices;
+    if (const MigProfile* p = model_->find_profile_id(in.profile_id)) {
+      compute_used_ += p->compute_slices;
+      has_me_ = has_me_ || p->media_extension;
+    }
+    if (in.profile_id >= 0 && in.profile_id < 32) ++count_by_id_[in.profile_id];
   }
-  return used;
 }
 
 const MigProfile* MigLayout::own(const MigProfile& profile) const {
   if (!model_) return nullptr;
+  const auto& ps = model_->mig_profiles;
+  if (!ps.empty() && &profile >= &ps.front() && &profile <= &ps.back()) return &profile;  // fast path
   const MigProfile* p = model_->find_profile_id(profile.id);
   return p && p->name == profile.name ? p : nullptr;
 }
@@ -47,19 +60,19 @@ MigLayout::Rule MigLayout::violated(const MigProfile& profile, int start) const 
   if (!model_ || !model_->mig_capable()) return Rule::kNoModel;
   const MigProfile* p = own(profile);
   if (!p) return Rule::kForeignProfile;
+  const int same = p->id >= 0 && p->id < 32 ? count_by_id_[p->id] : 0;
+  return check_counts(*p, start, occupied_, same, has_me_, compute_used_);
+}
+
+MigLayout::Rule MigLayout::check_counts(const MigProfile& p, int start, uint8_t occupied, int same, bool has_me,
+                                        int compute) const {
   if (start < 0 || start >= model_->memory_slices) return Rule::kOutOfRange;
-  if (!(p->allowed_starts >> start & 1)) return Rule::kUnaligned;
-  if (occupied_ & interval_mask(start, p->memory_slices)) return Rule::kOverlap;
-  int same = 0;
-  bool has_me = false;
-  for (const MigInstance& in : instances_) {
-    same += in.profile_id == p->id;
-    const MigProfile* q = model_->find_profile_id(in.profile_id);
-    has_me = has_me || (q && q->media_extension);
-  }
-  if (same >= p->max_instances) return Rule::kMaxInstances;
-  if (p->media_extension && has_me) return Rule::kMediaExtension;
-  if (used_compute_slices() + p->compute_slices > model_->compute_slices) return Rule::kCompute;
+  if (!(p.allowed_starts >> start & 1)) return Rule::kUnaligned;
+  if (start + p.memory_slices > model_->memory_slices) return Rule::kOutOfRange;
+  if (occupied & interval_mask(start, p.memory_slices)) return Rule::kOverlap;
+  if (same >= p.max_instances) return Rule::kMaxInstances;
+  if (p.media_extension && has_me) return Rule::kMediaExtension;
+  if (compute + p.compute_slices > model_->compute_slices) return Rule::kCompute;
   return Rule::kOk;
 }
 
@@ -105,6 +118,13 @@ bool MigLayout::can_create(const MigProfile& profile, int start) const {
   return violated(profile, start) == Rule::kOk;
 }
 
+bool MigLayout::can_create_anywhere(const MigProfile& profile) const {
+  if (!model_) return false;
+  for (int s = 0; s < model_->memory_slices; ++s)
+    if ((profile.allowed_starts >> s & 1) && can_create(profile, s)) return true;
+  return false;
+}
+
 std::vector<int> MigLayout::feasible_starts(const MigProfile& profile) const {
   std::vector<int> out;
   if (!model_) return out;
@@ -122,12 +142,15 @@ Status MigLayout::create(const MigProfile& profile, int start) {
                          [&](const MigInstance& o) { return o.start > start; });
   instances_.insert(at, in);
   occupied_ |= interval_mask(start, p.memory_slices);
+  recount();
   return {};
 }
 
 Result<int> MigLayout::create_first_fit(const MigProfile& profile) {
   if (!model_ || !model_->mig_capable()) return explain(Rule::kNoModel, profile, 0);
-  for (int s : start_order(model_->memory_slices)) {
+  const int* order = model_->memory_slices == 4 ? kOrder4.data() : kOrder8.data();
+  for (int i = 0; i < model_->memory_slices; ++i) {
+    const int s = order[i];
     switch (const Rule r = violated(profile, s)) {
       case Rule::kOk:
         if (Status st = create(profile, s); !st.ok()) return st.error();
@@ -155,6 +178,7 @@ Status MigLayout::destroy(int start) {
   }
   occupied_ &= static_cast<uint8_t>(~interval_mask(it->start, it->size));
   instances_.erase(it);
+  recount();
   return {};
 }
 
@@ -169,9 +193,29 @@ Status MigLayout::set_in_use(int start, bool in_use) {
 }
 
 int MigLayout::creatable_count(const MigProfile& profile) const {
-  MigLayout copy = *this;
+  // Greedy first-fit in NVIDIA's order on counters only (no copy, no allocation).
+  if (!model_ || !model_->mig_capable()) return 0;
+  const MigProfile* p = own(profile);
+  if (!p) return 0;
+  uint8_t occupied = occupied_;
+  int same = p->id >= 0 && p->id < 32 ? count_by_id_[p->id] : 0;
+  bool has_me = has_me_;
+  int compute = compute_used_;
+  const int* order = model_->memory_slices == 4 ? kOrder4.data() : kOrder8.data();
   int n = 0;
-  while (copy.create_first_fit(profile).ok()) ++n;
+  for (bool placed = true; placed;) {
+    placed = false;
+    for (int i = 0; i < model_->memory_slices && !placed; ++i) {
+      const int s = order[i];
+      if (check_counts(*p, s, occupied, same, has_me, compute) != Rule::kOk) continue;
+      occupied |= interval_mask(s, p->memory_slices);
+      ++same;
+      has_me = has_me || p->media_extension;
+      compute += p->compute_slices;
+      ++n;
+      placed = true;
+    }
+  }
   return n;
 }
 

@@ -5,6 +5,7 @@
 // Rule violations are returned as errors, never thrown. Value type; thread-compatible.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -35,6 +36,8 @@ class MigLayout {
 
   // True if `profile` can be created at `start` now (aligned, free, under its max, +me rule, compute).
   bool can_create(const MigProfile& profile, int start) const;
+  // True if `profile` can be created somewhere now (no allocation).
+  bool can_create_anywhere(const MigProfile& profile) const;
   // Starts at which `profile` could be created now, ascending.
   std::vector<int> feasible_starts(const MigProfile& profile) const;
   // Creates the instance; error names the rule that forbids it.
@@ -64,9 +67,18 @@ class MigLayout {
   Rule violated(const MigProfile& profile, int start) const;
   Error explain(Rule rule, const MigProfile& profile, int start) const;
 
+  // Whether `p` (the model's own) fits at `start` given explicit counters; shared by violated()
+  // and the allocation-free creatable_count().
+  Rule check_counts(const MigProfile& p, int start, uint8_t occupied, int same, bool has_me, int compute) const;
+  void recount();
+
   const GpuModel* model_ = nullptr;
   uint8_t occupied_ = 0;
   std::vector<MigInstance> instances_;
+  // Derived from instances_ (recount()): compute slices used, a +me instance exists, count per profile id.
+  int compute_used_ = 0;
+  bool has_me_ = false;
+  std::array<uint8_t, 32> count_by_id_{};
 };
 
 }  // namespace tessera

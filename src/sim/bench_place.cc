@@ -68,7 +68,6 @@ Result<BenchPlaceResult> run_bench_place(const BenchPlaceOptions& o,
   if (!policy.ok()) return invalid_argument("--policy: " + policy.error().message);
 
   ClusterState cluster(GpuCatalog::builtin(), NetworkLevels({"spine", "leaf"}));
-  const int mig_gpus = std::max(1, o.gpus_per_node / 4);
   for (int i = 0; i < o.nodes; ++i) {
     NodeSpec s;
     s.name = "node-" + std::to_string(i);
@@ -76,7 +75,8 @@ Result<BenchPlaceResult> run_bench_place(const BenchPlaceOptions& o,
     s.memory = MiB(int64_t(o.gpus_per_node) * 131072);
     s.gpu_model = i % 2 ? "A100-80GB" : "H100-80GB-SXM";
     s.gpu_count = o.gpus_per_node;
-    for (int g = o.gpus_per_node - mig_gpus; g < o.gpus_per_node; ++g) s.mig_gpus.push_back(g);
+    if (i % 8 == 3 || i % 8 == 6)  // MIG on a quarter of the GPUs: two nodes in eight, all-MIG
+      for (int g = 0; g < o.gpus_per_node; ++g) s.mig_gpus.push_back(g);
     const int leaf = i / o.nodes_per_leaf;
     s.path = {"spine-" + std::to_string(leaf / o.leaves_per_spine), "leaf-" + std::to_string(leaf)};
     auto r = cluster.add_node(std::move(s));

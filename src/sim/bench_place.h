@@ -1,5 +1,5 @@
 // `tessera bench place`: placement speed on a large synthetic cluster (mixed H100/A100 nodes, MIG on
-// a quarter of the GPUs, a spine/leaf network) under a steady stream of mixed requests (shares, MIG,
+// a quarter of the GPUs (every fourth node), a spine/leaf network) under a steady stream of mixed requests (shares, MIG,
 // 1/2/4/8-GPU tasks, 4x8-GPU gangs) with departures keeping it about 75% full.
 // Single-threaded; measures wall time of PlacementEngine::place_and_commit only.
 #pragma once

@@ -156,6 +156,9 @@ struct PlacementEngine::Impl {
   };
   std::map<std::tuple<int64_t, int64_t, int, int64_t, int64_t, std::string, std::vector<std::string>>, size_t> shape_ids;
   std::vector<std::vector<Entry>> cache;  // [shape][node]
+  std::vector<std::vector<int>> mig_shapes;  // [shape] -> MIG profile shapes it resolves to
+  // (shape, required level) -> (capacity generation + 1, tasks an empty cluster holds).
+  std::map<std::pair<size_t, int>, std::pair<uint64_t, int64_t>> never_fits_memo;
 
   size_t shape_id(const TaskRequest& t) {
     auto key = std::make_tuple(t.cpu.v, t.memory.v, t.gpu_count, t.milli_per_gpu.v, t.gpu_memory.v, t.mig_profile,
@@ -221,6 +224,49 @@ bool PlacementEngine::score_node(const Node& n, const TaskRequest& t, size_t sha
   return c.has_value();
 }
 
+const std::vector<int>& PlacementEngine::mig_shapes(const ClusterState& cluster, const TaskRequest& t, size_t shape) {
+  auto& memo = impl_->mig_shapes;
+  if (memo.size() <= shape) memo.resize(shape + 1);
+  auto& v = memo[shape];
+  if (!v.empty()) return v;
+  for (const std::string& name : cluster.catalog().names()) {
+    const GpuModel* m = *cluster.catalog().find(name);
+    if (const MigProfile* p = m->find_profile(t.mig_profile)) {
+      const int sh = ClusterState::mig_shape(*p);
+      if (std::find(v.begin(), v.end(), sh) == v.end()) v.push_back(sh);
+    }
+  }
+  if (v.empty()) v.push_back(-1);  // no model has it: nothing to visit
+  return v;
+}
+
+template <class F>
+void PlacementEngine::visit_candidates(const ClusterState& cluster, const TaskRequest& t, size_t shape, F&& fn) {
+  auto visit = [&](const std::set<uint32_t>& bucket) {
+    for (uint32_t id : bucket)
+      if (!fn(id)) return false;
+    return true;
+  };
+  if (t.whole_gpus()) {
+    for (int k = t.gpu_count; k <= 16; ++k)
+      if (!visit(cluster.by_idle(k))) return;
+  } else if (t.mig()) {
+    // Idle instances first (no reconfiguration), then GPUs with the fewest free slices.
+    const auto& shapes = mig_shapes(cluster, t, shape);
+    for (int sh : shapes)
+      if (sh >= 0 && !visit(cluster.mig_idle(sh))) return;
+    for (int k = 0; k <= 8; ++k)
+      for (int sh : shapes)
+        if (sh >= 0 && !visit(cluster.mig_creatable(sh, k))) return;
+  } else if (t.gpu_share()) {
+    for (int b = int(t.milli_per_gpu.v / 10); b <= 100; ++b)
+      if (!visit(cluster.by_max_share(b))) return;
+  } else {
+    for (const Node& n : cluster.nodes())
+      if (!fn(n.id.value)) return;
+  }
+}
+
 uint32_t PlacementEngine::rank(NodeId id) const {
   return node_rank_.empty() ? id.value : node_rank_[id.value];
 }
@@ -235,6 +281,7 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
   if (impl_->cluster != &cluster) {
     impl_->cluster = &cluster;
     impl_->cache.assign(impl_->cache.size(), {});
+    impl_->never_fits_memo.clear();
   }
   if (!node_rank_.empty() && node_rank_.size() != cluster.node_count()) node_rank_.clear();
   const TaskRequest& t = gang.task;
@@ -267,23 +314,14 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
     };
     if (nodes) {
       for (NodeId id : *nodes) consider(id);
-    } else if (capped && (t.whole_gpus() || t.gpu_share())) {
-      // Tightest candidates first, capped (see EngineOptions::max_scored_nodes).
+    } else if (why == nullptr) {
+      // Only nodes that may fit, tightest first; capped if asked (EngineOptions::max_scored_nodes).
       const int before = r.nodes_scored;
-      auto visit = [&](const std::set<uint32_t>& bucket) {
-        for (uint32_t id : bucket) {
-          if (r.nodes_scored - before >= max_scored_nodes_) return false;
-          consider(NodeId(id));
-        }
-        return r.nodes_scored - before < max_scored_nodes_;
-      };
-      if (t.whole_gpus()) {
-        for (int k = t.gpu_count; k <= 16; ++k)
-          if (!visit(cluster.by_idle(k))) break;
-      } else {
-        for (int b = int(t.milli_per_gpu.v / 10); b <= 100; ++b)
-          if (!visit(cluster.by_max_share(b))) break;
-      }
+      visit_candidates(cluster, t, shape, [&](uint32_t id) {
+        if (capped && r.nodes_scored - before >= max_scored_nodes_) return false;
+        consider(NodeId(id));
+        return true;
+      });
     } else {
       for (const Node& n : cluster.nodes()) consider(n.id);
     }
@@ -319,9 +357,8 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
     outermost = *li;
   }
 
-  // Never-fits check, run only when placement failed: could the gang fit at all on an empty
-  // cluster (inside one domain if required)? If not, sets the never-fits outcome.
-  auto never_fits = [&]() -> bool {
+  // How many tasks an empty cluster could hold (in its best domain, for a required level).
+  auto empty_cluster_room = [&]() -> int64_t {
     std::map<uint32_t, int64_t> cap_by_domain;
     int64_t total_cap = 0;
     for (const Node& n : cluster.nodes()) {
@@ -331,30 +368,34 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
       total_cap += c;
       if (outermost >= 0) cap_by_domain[outermost == net.count() ? n.id.value : n.path[outermost]] += c;
     }
-    int64_t best_domain = total_cap;
-    if (outermost >= 0) {
-      best_domain = 0;
-      for (auto& [d, c] : cap_by_domain) best_domain = std::max(best_domain, c);
-    }
-    if (best_domain < required) {
-      r.outcome = Outcome::kNeverFits;
-      const std::string where =
-          outermost >= 0 ? " inside one " + (outermost == net.count() ? std::string("node") : net.names()[outermost]) : "";
-      r.reason = "needs " + std::to_string(required) + " task(s) of " + describe_task(t) + where +
-                 "; even an empty cluster holds at most " + std::to_string(best_domain) +
-                 (outermost >= 0 ? " in any one domain" : "") + " - ask for less or for other GPU models";
-      return true;
-    }
-    return false;
+    if (outermost < 0) return total_cap;
+    int64_t best_domain = 0;
+    for (auto& [d, c] : cap_by_domain) best_domain = std::max(best_domain, c);
+    return best_domain;
+  };
+  // Run only when placement failed: could the gang fit at all on an empty cluster (inside one
+  // domain if required)? If not, sets the never-fits outcome. Cached per capacity generation.
+  auto never_fits = [&]() -> bool {
+    auto& memo = impl_->never_fits_memo[{shape, outermost}];
+    if (memo.first != cluster.capacity_generation() + 1) memo = {cluster.capacity_generation() + 1, empty_cluster_room()};
+    const int64_t best_domain = memo.second;
+    if (best_domain >= required) return false;
+    r.outcome = Outcome::kNeverFits;
+    const std::string where =
+        outermost >= 0 ? " inside one " + (outermost == net.count() ? std::string("node") : net.names()[outermost]) : "";
+    r.reason = "needs " + std::to_string(required) + " task(s) of " + describe_task(t) + where +
+               "; even an empty cluster holds at most " + std::to_string(best_domain) +
+               (outermost >= 0 ? " in any one domain" : "") + " - ask for less or for other GPU models";
+    return true;
   };
 
   MisfitCounts why;
   if (required == 1 && gang.tasks == 1) {
-    if (max_scored_nodes_ > 0 && fill(nullptr, nullptr, true)) {  // capped, indexed search first
+    if (fill(nullptr, nullptr, max_scored_nodes_ > 0)) {  // indexed candidates
       r.outcome = Outcome::kPlaced;
       return r;
     }
-    if (fill(nullptr, &why)) {
+    if (fill(nullptr, &why)) {  // every node, counting why each does not fit
       r.outcome = Outcome::kPlaced;
       return r;
     }
@@ -369,8 +410,11 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
   const int innermost = net.count();  // "node"
   const int last = outermost >= 0 ? outermost : -1;
   std::vector<int64_t> room(cluster.node_count(), 0);
-  for (const Node& n : cluster.nodes())
-    if (check_fit(n, t) == Misfit::kFits) room[n.id.value] = room_for(n, t);
+  visit_candidates(cluster, t, shape, [&](uint32_t id) {
+    const Node& n = cluster.node(NodeId(id));
+    if (room[id] == 0 && check_fit(n, t) == Misfit::kFits) room[id] = room_for(n, t);
+    return true;
+  });
   // For the reason: the domain (at the outermost level tried) with the most room, and the most idle
   // GPUs of an allowed model in one domain.
   int64_t best_room_seen = 0, best_free_gpus = 0;

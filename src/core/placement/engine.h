@@ -30,9 +30,10 @@ struct EngineOptions {
   uint64_t seed = 0;
   // Tie-break order: rank[node id] (lower wins). Empty = node id order.
   std::vector<uint32_t> node_rank;
-  // 0: score every fitting node. N > 0: for whole-GPU and share requests, visit nodes tightest
-  // first (fewest idle GPUs / smallest sufficient free share, via the cluster's candidate index) and
+  // 0: score every fitting node. N > 0: for single GPU tasks, visit nodes tightest first (fewest
+  // idle GPUs / smallest sufficient free share / MIG nodes, via the cluster's candidate index) and
   // stop after N fitting nodes were scored - Kubernetes' percentageOfNodesToScore, made best-fit.
+  // If none fits, every node is checked before the answer is retry-later.
   int max_scored_nodes = 0;
 };
 
@@ -53,6 +54,11 @@ class PlacementEngine {
   struct Impl;
   bool score_node(const Node& n, const TaskRequest& t, size_t shape, bool from_cluster, NodeChoice& out);
   uint32_t rank(NodeId id) const;
+  // Calls fn(node id) for every node that may fit t now (a superset: check_fit decides), tightest
+  // first, from the cluster's candidate index; stops when fn returns false.
+  template <class F>
+  void visit_candidates(const ClusterState& cluster, const TaskRequest& t, size_t shape, F&& fn);
+  const std::vector<int>& mig_shapes(const ClusterState& cluster, const TaskRequest& t, size_t shape);
   const ScoringPolicy* policy_;
   std::vector<uint32_t> node_rank_;
   int max_scored_nodes_ = 0;

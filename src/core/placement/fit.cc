@@ -35,7 +35,7 @@ bool mig_slot_available(const Gpu& g, const MigProfile& p) {
   if (!g.mig_enabled || g.health != GpuHealth::kHealthy) return false;
   for (const MigInstance& m : g.mig.instances())
     if (!m.in_use && m.profile_id == p.id) return true;
-  return !g.mig.feasible_starts(p).empty();
+  return g.mig.can_create_anywhere(p);
 }
 }  // namespace
 
@@ -77,7 +77,12 @@ Misfit check_fit(const Node& n, const TaskRequest& t) {
   }
   if (n.cpu_free() < t.cpu) return Misfit::kCpu;
   if (n.memory_free() < t.memory) return Misfit::kMemory;
-  if (t.mig()) return gpu_count_fitting(n, t) > 0 ? Misfit::kFits : Misfit::kGpus;
+  if (t.mig()) {
+    const MigProfile* p = resolve_mig_profile(n, t);
+    return std::any_of(n.gpus.begin(), n.gpus.end(), [&](const Gpu& g) { return mig_slot_available(g, *p); })
+               ? Misfit::kFits
+               : Misfit::kGpus;
+  }
   if (t.gpu_count > 0 && gpu_count_fitting(n, t) < t.gpu_count) return Misfit::kGpus;
   return Misfit::kFits;
 }
