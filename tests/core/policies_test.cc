@@ -1,0 +1,289 @@
+// The scoring policies on small hand-built clusters: each formula on hand-computed cases, GPU
+// choices, tie-breaks by rank, affinity tags, tessera's MIG slot and NVLink set choices.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "core/placement/engine.h"
+#include "core/policies/policy_util.h"
+#include "test_cluster.h"
+
+namespace tessera {
+namespace {
+
+using namespace tessera::testing;
+
+std::unique_ptr<ScoringPolicy> policy(const std::string& name) {
+  auto p = make_policy(name);
+  EXPECT_TRUE(p.ok()) << name;
+  return std::move(*p);
+}
+
+// Puts `t` on node `id` with the default GPU picker (or `pick` if given).
+void occupy(ClusterState& c, uint32_t id, const TaskRequest& t, const GpuPick* pick = nullptr) {
+  GpuPick p;
+  if (pick) p = *pick;
+  else ASSERT_TRUE(pick_default(c.node(NodeId(id)), t, p));
+  ASSERT_TRUE(c.apply(make_placement(c.node(NodeId(id)), t, p)).ok());
+}
+
+NodeChoice score(const ScoringPolicy& p, const ClusterState& c, uint32_t id, const TaskRequest& t, uint64_t seed = 1) {
+  Rng rng(seed);
+  PolicyContext ctx{c, rng};
+  auto r = p.score(c.node(NodeId(id)), t, ctx);
+  EXPECT_TRUE(r.has_value());
+  return r.value_or(NodeChoice{});
+}
+
+ClusterState one_node(int64_t cpu, int gpus, const std::string& model = "T4") {
+  ClusterState c;
+  EXPECT_TRUE(c.add_node(node_spec("n0", model, gpus, {}, cpu)).ok());
+  return c;
+}
+
+TEST(Policies, RegistryKnowsAllAndNamesThemOnError) {
+  const auto names = policy_names();
+  for (const char* n : {"random", "dotprod", "gpu-packing", "gpu-clustering", "best-fit", "fgd", "spread", "tessera"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+    EXPECT_EQ(policy(n)->name(), n);
+  }
+  auto bad = make_policy("first-fit");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("known policies: random"), std::string::npos) << bad.error().message;
+  EXPECT_FALSE(policy("random")->cacheable());
+  EXPECT_TRUE(policy("tessera")->packs_gangs());
+}
+
+// Node: 8 GPUs, 128 cores; 32 cores and 4 GPUs used -> free (96000, 4000).
+ClusterState half_used() {
+  ClusterState c = one_node(128000, 8);
+  occupy(c, 0, whole(4, 32000));
+  return c;
+}
+
+TEST(Policies, DotProdIsOneMinusHalfTheNormalisedDotProduct) {
+  ClusterState c = half_used();
+  // dot = 96000/128000 * 8000/128000 + 4000/8000 * 1000/8000 = 0.109375 -> int(100 * (1 - 0.0546875)) = 94
+  EXPECT_EQ(score(*policy("dotprod"), c, 0, whole(1, 8000)).score, 94);
+  // A share counts its milli: 0.75 * 0.0625 + 0.5 * 500/8000 = 0.078125 -> int(96.09375) = 96
+  EXPECT_EQ(score(*policy("dotprod"), c, 0, share(500, 8000)).score, 96);
+}
+
+TEST(Policies, BestFitScoresWhatIsLeftOfCpuAndGpu) {
+  ClusterState c = half_used();
+  // s = 0.5 * 88000/128000 + 0.5 * 3000/8000 = 0.53125 -> int(46.875) = 46
+  EXPECT_EQ(score(*policy("best-fit"), c, 0, whole(1, 8000)).score, 46);
+  // CPU 0 counts as 100 milli in scores: s = 0.5 * 95900/128000 + 0.5 * 0.5 = 0.62461 -> 37
+  EXPECT_EQ(score(*policy("best-fit"), c, 0, whole(0, 0)).score, 37);
+}
+
+TEST(Policies, GpuPackingCases) {
+  auto p = policy("gpu-packing");
+  ClusterState idle = one_node(64000, 8);
+  EXPECT_EQ(score(*p, idle, 0, whole(1)).score, 25);  // all idle: max(33 - 8, 8)
+  ClusterState two = one_node(64000, 2);
+  EXPECT_EQ(score(*p, two, 0, whole(1)).score, 31);  // max(33 - 2, 2)
+  ClusterState c = one_node(64000, 4);
+  occupy(c, 0, share(400));                          // GPU 0: 600 free
+  EXPECT_EQ(score(*p, c, 0, share(500)).score, 94);  // shared GPU: 100 - (600*100/1000)/10
+  EXPECT_EQ(score(*p, c, 0, share(700)).score, 49);  // needs an idle GPU: max(50 - 1, 33)
+  EXPECT_EQ(score(*p, c, 0, whole(2)).score, 48);    // two idle GPUs on a used node
+  EXPECT_EQ(score(*p, c, 0, whole(0)).score, 0);     // CPU-only
+  EXPECT_EQ(score(*p, c, 0, share(500)).pick.gpus[0], 0);
+}
+
+TEST(Policies, GpuClusteringUsesAffinityTags) {
+  ClusterState c;
+  ASSERT_TRUE(c.add_node(node_spec("a", "T4", 2)).ok());
+  ASSERT_TRUE(c.add_node(node_spec("b", "T4", 2)).ok());
+  occupy(c, 1, share(300));  // b holds a sharing task: tag 0 only, 1700 milli free
+  auto p = policy("gpu-clustering");
+  // base = 25 * (8000 - free) / 8000: a = 18, b = 19.
+  EXPECT_EQ(score(*p, c, 0, share(300)).score, 18 + 25);  // no tags
+  EXPECT_EQ(score(*p, c, 1, share(300)).score, 19 + 75);  // only the pod's tag
+  EXPECT_EQ(score(*p, c, 1, whole(1)).score, 19);         // other tags only
+  occupy(c, 1, whole(1));                                 // b: tags {share, 1-GPU}, 700 free
+  EXPECT_EQ(score(*p, c, 1, share(300)).score, 25 * 7300 / 8000 + 50);
+  EXPECT_EQ(score(*p, c, 0, whole(0)).score, 0);
+
+  // Through the engine: the next sharing task joins b, a whole GPU task goes to the tagless a.
+  PlacementEngine e(*p, {});
+  auto r = e.place(c, gang(1, share(200)));
+  ASSERT_EQ(r.outcome, Outcome::kPlaced);
+  EXPECT_EQ(r.tasks[0].node.value, 1u);
+}
+
+TEST(Policies, SpreadIsLeastAllocated) {
+  ClusterState c = half_used();
+  // CPU: (96000 - 8000) * 100 / 128000 = 68; GPU: 3000 * 100 / 8000 = 37 -> (68 + 37) / 2 = 52
+  EXPECT_EQ(score(*policy("spread"), c, 0, whole(1, 8000)).score, 52);
+}
+
+TEST(Policies, RandomDrawsFromTheContextRng) {
+  ClusterState c = one_node(64000, 4);
+  auto p = policy("random");
+  std::set<int> gpus;
+  for (uint64_t seed = 1; seed <= 64; ++seed) gpus.insert(score(*p, c, 0, share(100), seed).pick.gpus[0]);
+  EXPECT_EQ(gpus.size(), 4u) << "a sharing task goes to a uniformly random GPU with room";
+  EXPECT_EQ(score(*p, c, 0, share(100), 7).score, score(*p, c, 0, share(100), 7).score);
+  EXPECT_EQ(score(*p, c, 0, whole(2), 7).pick.gpus[1], 1) << "whole GPUs: lowest idle";
+}
+
+TEST(Policies, TiesGoToTheLowerNodeRank) {
+  ClusterState c;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(c.add_node(node_spec("n" + std::to_string(i), "T4", 2)).ok());
+  for (const char* name : {"best-fit", "dotprod", "gpu-packing", "fgd", "tessera"}) {
+    auto p = policy(name);
+    p->prepare(WorkloadProfile{{{whole(1), 1}}});
+    PlacementEngine e(*p, EngineOptions{1, {2, 0, 1}});  // node 1 has rank 0
+    auto r = e.place(c, gang(1, whole(1)));
+    ASSERT_EQ(r.outcome, Outcome::kPlaced) << name;
+    EXPECT_EQ(r.tasks[0].node.value, 1u) << name;
+  }
+}
+
+TEST(Fgd, TypicalShapesCover95PercentWithoutMemory) {
+  auto shape = [](int64_t cpu, int64_t milli, int64_t mem, int64_t count) {
+    TaskRequest t = milli == 0 ? whole(0, cpu, mem) : milli < 1000 ? share(milli, cpu, mem) : whole(1, cpu, mem);
+    return WorkloadShape{t, count};
+  };
+  WorkloadProfile prof{{shape(1000, 500, 1, 30), shape(1000, 500, 2, 20),  // same key: memory differs
+                        shape(4000, 1000, 1, 30), shape(0, 0, 1, 10),      // CPU 0 counts as 100
+                        shape(1000, 300, 1, 5), shape(2000, 300, 1, 5)}};   // tie: larger CPU first
+  policies::FragModel m;
+  m.build(prof);
+  ASSERT_EQ(m.shapes().size(), 4u);  // 50 + 30 + 10 = 90 < 95, + 5 reaches 95
+  EXPECT_EQ(m.shapes()[0].count, 50);
+  EXPECT_EQ(m.shapes()[0].milli, 500);
+  EXPECT_EQ(m.shapes()[2].cpu, 100);
+  EXPECT_EQ(m.shapes()[3].cpu, 2000);
+  EXPECT_EQ(m.total(), 95);
+}
+
+TEST(Fgd, ScoreIsQuantisedSigmoidAndPicksTheFirstBestGpu) {
+  ClusterState c = one_node(32000, 2);
+  occupy(c, 0, share(400));  // GPU 0: 600 free, GPU 1: idle
+  auto p = policy("fgd");
+  p->prepare(WorkloadProfile{{{share(500), 1}}});
+  // On GPU 1: free {600, 500}, nothing below 500 -> delta 0 -> 50. On GPU 0: free {100, 1000}: the
+  // 100 left is a fragment -> delta -100 -> int(100 * sigmoid(-0.1)) = 47. Best fit would take GPU 0.
+  const NodeChoice ch = score(*p, c, 0, share(500));
+  EXPECT_EQ(ch.score, 50);
+  EXPECT_EQ(ch.pick.gpus[0], 1);
+  EXPECT_EQ(score(*policy("best-fit"), c, 0, share(500)).pick.gpus[0], 0);
+  // A whole GPU: free {600, 0}: the 600 stays usable -> delta 0 -> 50.
+  EXPECT_EQ(score(*p, c, 0, whole(1)).score, 50);
+  // The CPU term: taking CPU so that the typical task no longer fits makes all idle milli fragment.
+  p->prepare(WorkloadProfile{{{share(500, 20000), 1}}});
+  // before: fits (32000 free) -> 0; after 16000 CPU: lacks CPU -> 1600 -> int(100*sigmoid(-1.6)) = 16
+  EXPECT_EQ(score(*p, c, 0, whole(0, 16000)).score, 16);
+}
+
+TEST(Tessera, MigSlotKeepsA3gCreatable) {
+  NodeSpec s = node_spec("m", "A100-80GB", 2);
+  s.mig_gpus = {0, 1};
+  ClusterState c;
+  ASSERT_TRUE(c.add_node(s).ok());
+  auto mig_at = [](int gpu, int start) {
+    GpuPick p;
+    p.add(uint16_t(gpu));
+    p.mig_start = int8_t(start);
+    p.mig_create = true;
+    return p;
+  };
+  GpuPick p;
+  p = mig_at(0, 0), occupy(c, 0, mig("3g"), &p);  // GPU 0: slices 0-3 used, a 3g still fits at 4
+  p = mig_at(1, 0), occupy(c, 0, mig("1g"), &p);  // GPU 1: slices 0, 2-3 used; slice 1 free,
+  p = mig_at(1, 2), occupy(c, 0, mig("2g"), &p);  //        and a 3g still fits at 4
+  // First fit puts a 1g on GPU 0 at slice 4 and loses GPU 0's 3g; tessera uses GPU 1's slice 1.
+  GpuPick ff;
+  ASSERT_TRUE(pick_mig_first_fit(c.node(NodeId(0)), mig("1g"), ff));
+  EXPECT_EQ(ff.gpus[0], 0);
+  EXPECT_EQ(ff.mig_start, 4);
+  auto t = policy("tessera");
+  t->prepare(WorkloadProfile{{{mig("3g"), 10}, {mig("1g"), 10}}});
+  const NodeChoice ch = score(*t, c, 0, mig("1g"));
+  EXPECT_EQ(ch.pick.gpus[0], 1);
+  EXPECT_EQ(ch.pick.mig_start, 1);
+  EXPECT_TRUE(ch.pick.mig_create);
+  occupy(c, 0, mig("1g"), &ch.pick);
+  for (const Gpu& g : c.node(NodeId(0)).gpus)
+    EXPECT_EQ(g.mig.creatable_count(*g.model->find_profile("3g")), 1) << "GPU " << g.index;
+
+  // An idle existing instance of the profile is reused before anything is created.
+  NodeSpec s2 = node_spec("m2", "A100-80GB", 1);
+  s2.mig_gpus = {0};
+  ClusterState c2;
+  ASSERT_TRUE(c2.add_node(s2).ok());
+  p = mig_at(0, 6);
+  TaskPlacement tp = make_placement(c2.node(NodeId(0)), mig("1g"), p);
+  ASSERT_TRUE(c2.apply(tp).ok());
+  ASSERT_TRUE(c2.release(tp).ok());  // the instance at slice 6 stays, idle
+  const NodeChoice reuse = score(*t, c2, 0, mig("1g"));
+  EXPECT_FALSE(reuse.pick.mig_create);
+  EXPECT_EQ(reuse.pick.mig_start, 6);
+}
+
+TEST(Tessera, WholeGpuSetsFollowNvLink) {
+  auto t = policy("tessera");
+  t->prepare(WorkloadProfile{{{whole(2), 1}}});
+  NodeSpec pairs = node_spec("pairs", "V100-16GB", 8);
+  pairs.topology = std::make_shared<NodeTopology>(NodeTopology::nvlink_pairs(8, 2));
+  ClusterState c;
+  ASSERT_TRUE(c.add_node(pairs).ok());
+  ASSERT_TRUE(c.add_node(node_spec("switch", "V100-16GB", 8)).ok());  // NVSwitch by default
+  for (uint32_t n : {0u, 1u}) {
+    GpuPick busy;
+    busy.add(0);
+    busy.add(3);
+    occupy(c, n, whole(2), &busy);
+  }
+  // Bridged pairs: GPUs 1, 2 share no NVLink; the first intact pair is (4, 5).
+  NodeChoice ch = score(*t, c, 0, whole(2));
+  EXPECT_EQ(std::set<int>(ch.pick.gpus.begin(), ch.pick.gpus.begin() + ch.pick.count), (std::set<int>{4, 5}));
+  // One GPU: take the one whose partner is busy (1 or 2), keeping pairs intact.
+  ch = score(*t, c, 0, whole(1));
+  EXPECT_TRUE(ch.pick.gpus[0] == 1 || ch.pick.gpus[0] == 2) << ch.pick.gpus[0];
+  // NVSwitch: every set is alike, so the lowest idle GPUs.
+  ch = score(*t, c, 1, whole(2));
+  EXPECT_EQ(ch.pick.gpus[0], 1);
+  EXPECT_EQ(ch.pick.gpus[1], 2);
+}
+
+TEST(Tessera, CpuOnlyTasksGoWhereGpusAreUsedUp) {
+  ClusterState c;
+  ASSERT_TRUE(c.add_node(node_spec("idle", "T4", 2)).ok());
+  ASSERT_TRUE(c.add_node(node_spec("full", "T4", 2)).ok());
+  occupy(c, 1, whole(2));
+  auto t = policy("tessera");
+  t->prepare(WorkloadProfile{{{whole(1), 5}, {whole(0), 5}}});
+  PlacementEngine e(*t, {});
+  auto r = e.place(c, gang(1, whole(0, 1000)));
+  ASSERT_EQ(r.outcome, Outcome::kPlaced);
+  EXPECT_EQ(r.tasks[0].node.value, 1u);
+}
+
+TEST(Policies, SameSeedSamePlacements) {
+  for (const std::string& name : policy_names()) {
+    std::vector<std::vector<TaskPlacement>> runs;
+    for (int rep = 0; rep < 2; ++rep) {
+      ClusterState c;
+      for (int i = 0; i < 6; ++i) ASSERT_TRUE(c.add_node(node_spec("n" + std::to_string(i), "T4", 4)).ok());
+      auto p = policy(name);
+      p->prepare(WorkloadProfile{{{share(300), 3}, {whole(1), 2}, {whole(0), 1}}});
+      PlacementEngine e(*p, EngineOptions{42, {5, 3, 1, 0, 2, 4}});
+      std::vector<TaskPlacement> out;
+      for (int i = 0; i < 30; ++i) {
+        const TaskRequest t = i % 3 == 0 ? share(100 + 70 * (i % 7)) : i % 3 == 1 ? whole(1 + i % 2) : whole(0, 3000);
+        auto r = e.place_and_commit(c, gang(1, t, i + 1));
+        for (auto& tp : r.tasks) out.push_back(tp);
+      }
+      EXPECT_TRUE(c.check_invariants().ok()) << name;
+      runs.push_back(out);
+    }
+    EXPECT_EQ(runs[0], runs[1]) << name;
+  }
+}
+
+}  // namespace
+}  // namespace tessera
