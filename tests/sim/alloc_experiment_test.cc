@@ -1,0 +1,204 @@
+// The FGD allocation experiment: protocol pieces (Python rounding, tuning, curve), determinism,
+// the CLI, and the reproduction of the published openb curves when the trace is present.
+#include "sim/alloc_experiment.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace tessera::sim {
+namespace {
+
+TEST(AllocExperiment, PythonRounding) {
+  EXPECT_EQ(round_half_even(0.5), 0);
+  EXPECT_EQ(round_half_even(1.5), 2);
+  EXPECT_EQ(round_half_even(2.5), 2);
+  EXPECT_EQ(round_half_even(2.5000001), 3);
+  EXPECT_EQ(round_half_even(-0.5), 0);
+  EXPECT_DOUBLE_EQ(round2(2.675), 2.67);  // 2.675 is 2.67499999... in binary
+  EXPECT_DOUBLE_EQ(round2(0.125), 0.12);  // exact tie: to even
+  EXPECT_DOUBLE_EQ(round2(0.375), 0.38);
+  EXPECT_DOUBLE_EQ(round2(95.3849), 95.38);
+}
+
+OpenbPod pod(std::string name, int gpus, int64_t milli = 1000, int64_t cpu = 1000) {
+  OpenbPod p;
+  p.name = std::move(name);
+  p.task.cpu = MilliCpu(cpu);
+  p.task.gpu_count = gpus;
+  if (gpus > 0) p.task.milli_per_gpu = MilliGpu(milli);
+  return p;
+}
+
+int64_t demand(const std::vector<OpenbPod>& sorted, const std::vector<uint32_t>& order) {
+  int64_t d = 0;
+  for (uint32_t i : order) d += pod_demand_milli(sorted[i].task);
+  return d;
+}
+
+TEST(AllocExperiment, TuningUpKeepsOriginalsFirstAndStopsAtTheTarget) {
+  std::vector<OpenbPod> sorted{pod("a", 1), pod("b", 0), pod("c", 1, 500), pod("d", 2)};  // 3500 milli
+  Rng rng(7);
+  const auto order = plan_arrivals(sorted, 10000, 1.3, rng);  // target 13000
+  ASSERT_GE(order.size(), 4u);
+  EXPECT_EQ(std::set<uint32_t>(order.begin(), order.begin() + 4), (std::set<uint32_t>{0, 1, 2, 3}));
+  const int64_t total = demand(sorted, order);
+  EXPECT_LE(total, 13000 + 1000);  // the stop test adds per-GPU milli: overshoot by < one 2-GPU pod
+  EXPECT_GT(total, 13000 - 1000);
+  // Same seed, same plan; another seed, another one.
+  Rng again(7), other(8);
+  EXPECT_EQ(plan_arrivals(sorted, 10000, 1.3, again), order);
+  EXPECT_NE(plan_arrivals(sorted, 10000, 1.3, other), order);
+}
+
+TEST(AllocExperiment, TuningUpStopTestUsesPerGpuMilli) {
+  std::vector<OpenbPod> sorted{pod("big", 8)};  // 8000 of a 13000 target
+  Rng rng(1);
+  const auto order = plan_arrivals(sorted, 10000, 1.3, rng);
+  // 8000 + 1000 (per-GPU) <= 13000: one copy is added, then 16000 + 1000 > 13000 stops.
+  EXPECT_EQ(order.size(), 2u);
+  EXPECT_EQ(demand(sorted, order), 16000);
+}
+
+TEST(AllocExperiment, TuningDownRemovesUntilAtOrBelowTarget) {
+  std::vector<OpenbPod> sorted;
+  for (int i = 0; i < 20; ++i) sorted.push_back(pod("p" + std::to_string(100 + i), 1));  // 20000
+  Rng rng(3);
+  const auto order = plan_arrivals(sorted, 10000, 1.3, rng);
+  EXPECT_EQ(order.size(), 13u);
+  EXPECT_EQ(std::set<uint32_t>(order.begin(), order.end()).size(), 13u) << "a subset, no copies";
+}
+
+TEST(AllocExperiment, CurveRoundsAndFallsBackToNeighbours) {
+  // 10 GPUs: 1 % = 100 milli.
+  std::vector<AllocRow> rows{{100, 100}, {100, 100}, {250, 200}, {350, 301}, {500, 333}};
+  const auto curve = alloc_curve(rows, 10, 6);
+  ASSERT_EQ(curve.size(), 7u);
+  EXPECT_DOUBLE_EQ(curve[1], 1.0);
+  EXPECT_DOUBLE_EQ(curve[2], 2.0);  // 2.5 rounds to 2 (half to even)
+  EXPECT_DOUBLE_EQ(curve[4], 3.01);  // 3.5 rounds to 4
+  EXPECT_DOUBLE_EQ(curve[3], round2((2.0 + 3.01) / 2));  // none at 3: rows within 2..4
+  EXPECT_DOUBLE_EQ(curve[5], 3.33);
+  EXPECT_DOUBLE_EQ(curve[6], 3.33);  // none at 6: the row at 5
+  EXPECT_DOUBLE_EQ(curve[0], 1.0);   // none at 0: the rows at 1
+  EXPECT_TRUE(std::isnan(alloc_curve(rows, 10, 9)[8]));
+}
+
+AllocWorkload small_synthetic() { return synthetic_workload(5, 60); }
+
+TEST(AllocExperiment, SyntheticRunsAreDeterministicAndSane) {
+  const AllocWorkload w = small_synthetic();
+  EXPECT_GT(w.cluster.total_gpus(), 100);
+  int cpu = 0, share = 0, multi = 0;
+  for (const auto& p : w.pods) {
+    cpu += p.task.cpu_only();
+    share += p.task.gpu_share();
+    multi += p.task.gpu_count > 1;
+  }
+  EXPECT_NEAR(double(cpu) / double(w.pods.size()), 0.13, 0.05);
+  EXPECT_NEAR(double(share) / double(w.pods.size()), 0.38, 0.06);
+  auto a = run_alloc(w, "fgd", 11), b = run_alloc(w, "fgd", 11), r = run_alloc(w, "random", 11);
+  ASSERT_TRUE(a.ok() && b.ok() && r.ok());
+  EXPECT_EQ(a->curve.size(), 131u);
+  for (int p = 0; p <= 130; ++p) {
+    if (!std::isnan(a->curve[p])) {
+      EXPECT_EQ(a->curve[p], b->curve[p]) << p;
+    }
+  }
+  EXPECT_GT(a->curve[130], 80.0);
+  EXPECT_LE(a->curve[130], 100.0);
+  EXPECT_GE(a->curve[130], r->curve[130]) << "FGD should not lose to Random";
+  EXPECT_FALSE(run_alloc(w, "nope", 1).ok());
+}
+
+TEST(AllocExperiment, MatrixAveragesSeedsAndReportsProgress) {
+  const AllocWorkload w = small_synthetic();
+  int calls = 0, last = 0;
+  auto res = run_alloc_matrix(w, {"best-fit", "tessera"}, {1, 2}, 1.3, 2, [&](int done, int total) {
+    ++calls;
+    last = done;
+    EXPECT_EQ(total, 4);
+  });
+  ASSERT_TRUE(res.ok()) << res.error().message;
+  ASSERT_EQ(res->size(), 2u);
+  EXPECT_EQ(last, 4);
+  EXPECT_GE(calls, 1);
+  auto one = run_alloc(w, "best-fit", 1), two = run_alloc(w, "best-fit", 2);
+  EXPECT_NEAR((*res)[0].mean_curve[100], (one->curve[100] + two->curve[100]) / 2, 1e-9);
+  EXPECT_FALSE(run_alloc_matrix(w, {"fgd", "bogus"}, {1}).ok());
+}
+
+std::pair<int, std::string> run_cli(const std::string& args) {
+  const std::string cmd = std::string(TESSERA_BINARY) + " " + args + " 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), f)) out.append(buf.data(), n);
+  const int status = pclose(f);
+  return {WEXITSTATUS(status), out};
+}
+
+TEST(AllocCli, BadArgumentsNameTheFlag) {
+  auto [code, out] = run_cli("sim alloc --policy fgd --seeds x");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(out.find("--seeds: expected A-B or a comma list of integers, got \"x\""), std::string::npos) << out;
+  std::tie(code, out) = run_cli("sim alloc --policy fgd,nope");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(out.find("--policy: unknown policy \"nope\""), std::string::npos) << out;
+  std::tie(code, out) = run_cli("sim alloc --policy fgd --inflate -1");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(out.find("--inflate"), std::string::npos) << out;
+  std::tie(code, out) = run_cli("sim alloc --policy fgd --pods x.csv");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(out.find("--nodes: required with --pods"), std::string::npos) << out;
+}
+
+TEST(AllocCli, SyntheticRunPrintsTableAndJson) {
+  const std::string json = ::testing::TempDir() + "/alloc.json";
+  auto [code, out] = run_cli("sim alloc --policy best-fit --seeds 3 --json " + json);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("synthetic"), std::string::npos) << out;
+  EXPECT_NE(out.find("best-fit"), std::string::npos) << out;
+  std::ifstream in(json);
+  const auto j = nlohmann::json::parse(in);
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["policy"], "best-fit");
+  EXPECT_EQ(j[0]["seeds"], nlohmann::json::array({3}));
+  ASSERT_EQ(j[0]["curve"].size(), 131u);
+  EXPECT_EQ(j[0]["curve"][130]["arrived_pct"], 130);
+  EXPECT_GT(j[0]["curve"][130]["allocated_pct"].get<double>(), 50.0);
+}
+
+// Reproduces the FGD artifact's published seed means on openb_pod_list_default for a few seeds.
+TEST(AllocOpenb, ReproducesPublishedCurvesOnDefault) {
+  const std::string dir = std::string(TESSERA_SHARED_DATA) + "/openb";
+  if (!std::filesystem::exists(dir + "/openb_pod_list_default.csv"))
+    GTEST_SKIP() << "openb trace not found in " << dir << " (../shared/data/openb): skipping the reproduction test";
+  auto nodes = load_openb_nodes(dir + "/openb_node_list_gpu_node.csv");
+  auto pods = load_openb_pods(dir + "/openb_pod_list_default.csv");
+  auto pub = load_published_curves(dir + "/fgd_expected_allocation.csv");
+  ASSERT_TRUE(nodes.ok() && pods.ok() && pub.ok());
+  EXPECT_EQ(nodes->total_gpus(), 6212);
+  const AllocWorkload w{"openb_pod_list_default", std::move(*nodes), std::move(*pods)};
+  const std::vector<uint64_t> seeds{42, 43, 44};
+  auto res = run_alloc_matrix(w, {"fgd", "best-fit"}, seeds, 1.3, 0);
+  ASSERT_TRUE(res.ok()) << res.error().message;
+  // Tolerances: a 3-seed mean of either side has a standard error of ~0.1 pp.
+  const std::pair<const char*, double> tol[] = {{"fgd", 0.5}, {"best-fit", 0.8}};
+  for (size_t i = 0; i < 2; ++i) {
+    const auto published = published_mean(*pub, w.name, tol[i].first, seeds);
+    ASSERT_GT(published.size(), 130u) << tol[i].first;
+    for (int p : {100, 130})
+      EXPECT_NEAR((*res)[i].mean_curve[p], published[p], tol[i].second) << tol[i].first << " at " << p << "%";
+  }
+  EXPECT_GT((*res)[0].mean_curve[130], (*res)[1].mean_curve[130]) << "FGD beats best fit";
+}
+
+}  // namespace
+}  // namespace tessera::sim
