@@ -84,6 +84,7 @@ std::string fmt(double x, const char* f = "%7.2f") {
 }
 
 void run_alloc_command(const AllocArgs& a) {
+  if (a.policy.empty()) fail("--policy: required: a policy name, a comma list or \"all\"", 2);
   if (a.nodes.empty() != a.pods.empty())
     fail(a.nodes.empty() ? "--nodes: required with --pods" : "--pods: required with --nodes", 2);
   const std::vector<std::string> policies = parse_policies(a.policy);
@@ -132,6 +133,8 @@ void run_alloc_command(const AllocArgs& a) {
     pubs.push_back(sim::published_mean(published, w.name, s.policy, seeds));
     any_pub |= !pubs.back().empty();
   }
+  if (!a.expected.empty() && !any_pub)
+    out << "(--expected: no published curves for workload \"" << w.name << "\" and these policies)\n";
   char line[256];
   std::snprintf(line, sizeof line, "%-15s", "policy");
   out << line;
@@ -139,7 +142,7 @@ void run_alloc_command(const AllocArgs& a) {
     std::snprintf(line, sizeof line, any_pub ? "  %4d%% ours    pub   diff" : " %6d%%", p);
     out << line;
   }
-  out << "   run-s\n";
+  out << "   run-s\n";  // run-s: this policy's run times summed over seeds
   for (size_t i = 0; i < res->size(); ++i) {
     const auto& s = (*res)[i];
     std::snprintf(line, sizeof line, "%-15s", s.policy.c_str());
@@ -159,12 +162,12 @@ void run_alloc_command(const AllocArgs& a) {
   out << line;
 
   if (!a.json.empty()) {
-    nlohmann::json arr = nlohmann::json::array();
+    nlohmann::ordered_json arr = nlohmann::ordered_json::array();
     for (const auto& s : *res) {
-      nlohmann::json curve = nlohmann::json::array();
+      nlohmann::ordered_json curve = nlohmann::ordered_json::array();
       for (int p = 0; p <= 130; ++p) {
         const double v = s.mean_curve[p];
-        curve.push_back({{"arrived_pct", p}, {"allocated_pct", std::isnan(v) ? nlohmann::json() : nlohmann::json(std::round(v * 100) / 100)}});
+        curve.push_back({{"arrived_pct", p}, {"allocated_pct", std::isnan(v) ? nlohmann::ordered_json() : nlohmann::ordered_json(std::round(v * 100) / 100)}});
       }
       arr.push_back({{"policy", s.policy}, {"seeds", s.seeds}, {"curve", curve}, {"elapsed_s", s.elapsed_s}});
     }
@@ -187,12 +190,16 @@ void register_sim(CLI::App& app) {
   CLI::App* alloc = sim->add_subcommand("alloc", "FGD allocation experiment: allocated GPU % as demand arrives");
   alloc->add_option("--nodes", args->nodes, "openb node list CSV (sn,cpu_milli,memory_mib,gpu,model)");
   alloc->add_option("--pods", args->pods, "openb pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec])");
-  alloc->add_option("--policy", args->policy, "policy name, comma list, or 'all'")->required();
+  alloc->add_option("--policy", args->policy, "policy name, comma list, or 'all' (required)");
   alloc->add_option("--seeds", args->seeds, "seeds: A-B or a comma list (default 42-51)");
   alloc->add_option("--inflate", args->inflate, "arrived demand as a multiple of GPU capacity (default 1.3)");
   alloc->add_option("--json", args->json, "write the seed-mean curves as JSON to PATH ('-' = stdout)");
   alloc->add_option("--expected", args->expected, "fgd_expected_allocation.csv: show the published seed means");
-  alloc->callback([args] { run_alloc_command(*args); });
+  alloc->allow_extras();  // reported below with exit code 2, like every bad argument
+  alloc->callback([args, alloc] {
+    if (!alloc->remaining().empty()) fail("unknown argument \"" + alloc->remaining().front() + "\"; see --help", 2);
+    run_alloc_command(*args);
+  });
 }
 
 }  // namespace tessera::cli

@@ -154,6 +154,15 @@ TEST(AllocCli, BadArgumentsNameTheFlag) {
   std::tie(code, out) = run_cli("sim alloc --policy fgd --inflate -1");
   EXPECT_EQ(code, 2);
   EXPECT_NE(out.find("--inflate"), std::string::npos) << out;
+  std::tie(code, out) = run_cli("sim alloc --seeds 1");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(out.find("--policy: required"), std::string::npos) << out;
+  std::tie(code, out) = run_cli("sim alloc --policy fgd --bogus");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(out.find("unknown argument \"--bogus\""), std::string::npos) << out;
+  std::tie(code, out) = run_cli("sim alloc --policy fgd --nodes /nonexistent.csv --pods x.csv");
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("--nodes: /nonexistent.csv: cannot open file"), std::string::npos) << out;
   std::tie(code, out) = run_cli("sim alloc --policy fgd --pods x.csv");
   EXPECT_EQ(code, 2);
   EXPECT_NE(out.find("--nodes: required with --pods"), std::string::npos) << out;
