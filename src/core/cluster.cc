@@ -108,7 +108,7 @@ void ClusterState::reindex(Node& n, bool remove_old) {
   for (const Gpu& g : n.gpus) {
     if (!g.mig_enabled || g.health != GpuHealth::kHealthy) continue;
     for (const MigProfile& p : g.model->mig_profiles) {
-      if (!g.mig.can_create_anywhere(p)) continue;
+      if (!g.mig.can_create_anywhere(p) && g.mig.reclaim_start(p, nullptr) < 0) continue;
       const uint8_t shape = uint8_t(mig_shape(p)), k = uint8_t(g.mig.free_memory_slices());
       auto it = std::find_if(mkeys.begin(), mkeys.end(), [&](auto& e) { return e.first == shape; });
       if (it == mkeys.end()) mkeys.push_back({shape, k});
@@ -176,7 +176,15 @@ Status ClusterState::check_on(const Node& n, const TaskPlacement& p) {
         if (!g.mig_enabled) return failed_precondition(gw + "not in MIG mode");
         const MigProfile* prof = g.model->find_profile_id(gr.mig_profile);
         if (!prof) return invalid_argument(gw + "unknown MIG profile id " + std::to_string(gr.mig_profile));
-        if (gr.mig_create) {
+        if (gr.mig_create && gr.mig_destroy) {
+          MigLayout trial = g.mig;
+          for (int st = 0; st < 8; ++st)
+            if (gr.mig_destroy >> st & 1)
+              if (Status s = trial.destroy(st); !s.ok()) return Error{ErrorCode::kResourceExhausted, gw + s.message()};
+          if (!trial.can_create(*prof, gr.mig_start))
+            return Error{ErrorCode::kResourceExhausted, gw + prof->name + " cannot be created at slice " +
+                                                            std::to_string(gr.mig_start) + " even after reconfiguring"};
+        } else if (gr.mig_create) {
           if (!g.mig.can_create(*prof, gr.mig_start))
             return Error{ErrorCode::kResourceExhausted, gw + prof->name + " cannot be created at slice " +
                                                             std::to_string(gr.mig_start)};
@@ -207,6 +215,12 @@ void ClusterState::apply_on(Node& n, const TaskPlacement& p) {
         ++g.share_count;
         break;
       case GrantKind::kMig: {
+        for (int st = 0; st < 8; ++st)
+          if (gr.mig_destroy >> st & 1) {
+            Status s = g.mig.destroy(st);
+            assert(s.ok());
+            (void)s;
+          }
         if (gr.mig_create) {
           Status s = g.mig.create(*g.model->find_profile_id(gr.mig_profile), gr.mig_start);
           assert(s.ok());

@@ -105,6 +105,7 @@ struct GpuGrant {
   int mig_profile = -1; // kMig: GI profile id
   uint8_t mig_start = 0;
   bool mig_create = false;  // kMig: the instance must be created (a MIG layout change)
+  uint8_t mig_destroy = 0;  // kMig: start slices of idle instances destroyed first (reconfiguration)
   bool operator==(const GpuGrant&) const = default;
 };
 

@@ -125,6 +125,54 @@ bool MigLayout::can_create_anywhere(const MigProfile& profile) const {
   return false;
 }
 
+int MigLayout::reclaim_start(const MigProfile& profile, uint8_t* destroy) const {
+  if (!model_ || !model_->mig_capable()) return -1;
+  const MigProfile* p = own(profile);
+  if (!p) return -1;
+  const int* order = model_->memory_slices == 4 ? kOrder4.data() : kOrder8.data();
+  int best = -1, best_cost = 99;
+  uint8_t best_destroy = 0;
+  for (int i = 0; i < model_->memory_slices; ++i) {
+    const int s = order[i];
+    if (!(p->allowed_starts >> s & 1) || s + p->memory_slices > model_->memory_slices) continue;
+    const uint8_t want = interval_mask(s, p->memory_slices);
+    uint8_t freed = 0, starts = 0;
+    int same = p->id >= 0 && p->id < 32 ? count_by_id_[p->id] : 0, compute = compute_used_;
+    bool has_me = false, blocked = false;
+    for (const MigInstance& in : instances_) {
+      const uint8_t m = interval_mask(in.start, in.size);
+      const MigProfile* q = model_->find_profile_id(in.profile_id);
+      if (m & want) {
+        if (in.in_use) {
+          blocked = true;
+          break;
+        }
+        freed |= m;
+        starts |= uint8_t(1u << in.start);
+        same -= in.profile_id == p->id;
+        compute -= q ? q->compute_slices : 0;
+      } else {
+        has_me = has_me || (q && q->media_extension);
+      }
+    }
+    if (blocked || starts == 0) continue;  // starts == 0: no reclaim needed (plain create covers it)
+    if (check_counts(*p, s, uint8_t(occupied_ & ~freed), same, has_me, compute) != Rule::kOk) continue;
+    const int cost = std::popcount(freed);
+    if (cost < best_cost) best = s, best_cost = cost, best_destroy = starts;
+  }
+  if (destroy) *destroy = best_destroy;
+  return best;
+}
+
+int MigLayout::creatable_count_reclaiming(const MigProfile& profile) const {
+  if (std::none_of(instances_.begin(), instances_.end(), [](const MigInstance& m) { return !m.in_use; }))
+    return creatable_count(profile);
+  MigLayout busy = *this;
+  for (const MigInstance& m : instances_)
+    if (!m.in_use) (void)busy.destroy(m.start);
+  return busy.creatable_count(profile);
+}
+
 std::vector<int> MigLayout::feasible_starts(const MigProfile& profile) const {
   std::vector<int> out;
   if (!model_) return out;

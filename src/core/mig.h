@@ -38,6 +38,13 @@ class MigLayout {
   bool can_create(const MigProfile& profile, int start) const;
   // True if `profile` can be created somewhere now (no allocation).
   bool can_create_anywhere(const MigProfile& profile) const;
+  // Reconfiguration: a start at which `profile` could be created after destroying the idle
+  // instances that overlap it (fewest memory slices destroyed, then NVIDIA's order), or -1.
+  // `destroy` receives a bitmask of the start slices of the instances to destroy (may be null).
+  int reclaim_start(const MigProfile& profile, uint8_t* destroy) const;
+  // Instances of `profile` creatable if every idle instance were destroyed first (an upper bound
+  // on what reconfiguration can give).
+  int creatable_count_reclaiming(const MigProfile& profile) const;
   // Starts at which `profile` could be created now, ascending.
   std::vector<int> feasible_starts(const MigProfile& profile) const;
   // Creates the instance; error names the rule that forbids it.

@@ -133,3 +133,41 @@ TEST(ClusterState, UnhealthyGpusAreNotOffered) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+using namespace tessera::testing;
+
+TEST(ClusterState, MigReconfigurationDestroysOnlyIdleInstances) {
+  ClusterState c;
+  NodeSpec s = node_spec("n0", "A100-40GB", 1);
+  s.mig_gpus = {0};
+  NodeId n = *c.add_node(s);
+  GpuPick pick;
+  ASSERT_TRUE(pick_default(c.node(n), mig("4g"), pick));
+  TaskPlacement four = make_placement(c.node(n), mig("4g"), pick);
+  ASSERT_TRUE(c.apply(four).ok());
+  ASSERT_TRUE(pick_default(c.node(n), mig("3g"), pick));
+  TaskPlacement three = make_placement(c.node(n), mig("3g"), pick);
+  ASSERT_TRUE(c.apply(three).ok());
+  EXPECT_EQ(check_fit(c.node(n), mig("1g")), Misfit::kGpus) << "all slices in use";
+  ASSERT_TRUE(c.release(four).ok());  // the 4g instance stays, idle, on slices 0-3
+  ASSERT_EQ(check_fit(c.node(n), mig("1g")), Misfit::kFits);
+  ASSERT_TRUE(pick_default(c.node(n), mig("1g"), pick));
+  EXPECT_TRUE(pick.mig_create);
+  EXPECT_EQ(pick.mig_destroy, 1u << 0) << "destroys the idle 4g at slice 0";
+  EXPECT_LT(pick.mig_start, 4);
+  ASSERT_TRUE(c.apply(make_placement(c.node(n), mig("1g"), pick)).ok());
+  const auto& inst = c.node(n).gpus[0].mig.instances();
+  ASSERT_EQ(inst.size(), 2u);
+  EXPECT_TRUE(std::all_of(inst.begin(), inst.end(), [](const MigInstance& m) { return m.in_use; }));
+  EXPECT_TRUE(c.check_invariants().ok());
+  // A grant that would destroy an in-use instance is refused.
+  TaskPlacement bad = make_placement(c.node(n), mig("1g"), pick);
+  bad.gpus[0].mig_destroy = uint8_t(1u << three.gpus[0].mig_start);
+  EXPECT_FALSE(c.can_apply(bad).ok());
+}
+
+}  // namespace
+}  // namespace tessera

@@ -129,7 +129,7 @@ int64_t room_for(const Node& n, const TaskRequest& t) {
     for (const Gpu& g : n.gpus) {
       if (!g.mig_enabled || g.health != GpuHealth::kHealthy) continue;
       for (const MigInstance& m : g.mig.instances()) units += !m.in_use && m.profile_id == p->id;
-      units += g.mig.creatable_count(*p);
+      units += g.mig.creatable_count_reclaiming(*p);
     }
     return std::min(k, units);
   }

@@ -35,7 +35,7 @@ bool mig_slot_available(const Gpu& g, const MigProfile& p) {
   if (!g.mig_enabled || g.health != GpuHealth::kHealthy) return false;
   for (const MigInstance& m : g.mig.instances())
     if (!m.in_use && m.profile_id == p.id) return true;
-  return g.mig.can_create_anywhere(p);
+  return g.mig.can_create_anywhere(p) || g.mig.reclaim_start(p, nullptr) >= 0;
 }
 }  // namespace
 
@@ -129,11 +129,22 @@ bool pick_mig_first_fit(const Node& n, const TaskRequest& t, GpuPick& out) {
   }
   for (const Gpu& g : n.gpus) {
     if (!g.mig_enabled || g.health != GpuHealth::kHealthy) continue;
-    auto starts = g.mig.feasible_starts(*p);
-    if (!starts.empty()) {
+    MigLayout trial = g.mig;
+    if (auto s = trial.create_first_fit(*p); s.ok()) {
       out.add(g.index);
-      out.mig_start = int8_t(starts.front());
+      out.mig_start = int8_t(*s);
       out.mig_create = true;
+      return true;
+    }
+  }
+  for (const Gpu& g : n.gpus) {
+    if (!g.mig_enabled || g.health != GpuHealth::kHealthy) continue;
+    uint8_t destroy = 0;
+    if (const int s = g.mig.reclaim_start(*p, &destroy); s >= 0) {
+      out.add(g.index);
+      out.mig_start = int8_t(s);
+      out.mig_create = true;
+      out.mig_destroy = destroy;
       return true;
     }
   }
@@ -165,6 +176,7 @@ TaskPlacement make_placement(const Node& n, const TaskRequest& t, const GpuPick&
       g.mig_profile = prof->id;
       g.mig_start = uint8_t(pick.mig_start);
       g.mig_create = pick.mig_create;
+      g.mig_destroy = pick.mig_destroy;
       g.milli = MilliGpu(mig_milli(*n.gpus[g.gpu].model, prof->id));
     } else if (t.whole_gpus()) {
       g.kind = GrantKind::kWhole;

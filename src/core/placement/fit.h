@@ -39,6 +39,7 @@ struct GpuPick {
   uint8_t count = 0;
   int8_t mig_start = -1;  // MIG: start memory slice on gpus[0]
   bool mig_create = false;
+  uint8_t mig_destroy = 0;  // MIG reconfiguration: start slices of idle instances to destroy first
   void add(uint16_t g) { gpus[count++] = g; }
 };
 
@@ -58,7 +59,8 @@ bool pick_lowest_idle(const Node& n, const TaskRequest& t, GpuPick& out);
 // shares: the GPU with the least free milli that still fits, lowest index on ties (best fit);
 bool pick_best_fit_share(const Node& n, const TaskRequest& t, GpuPick& out);
 // MIG: an idle existing instance of the profile (lowest GPU, lowest start), else create at the
-// lowest feasible start on the lowest GPU;
+// first feasible start in NVIDIA's order on the lowest GPU, else reconfigure: destroy the fewest
+// idle instances that make room (MigLayout::reclaim_start);
 bool pick_mig_first_fit(const Node& n, const TaskRequest& t, GpuPick& out);
 // any kind, with the pickers above.
 bool pick_default(const Node& n, const TaskRequest& t, GpuPick& out);
