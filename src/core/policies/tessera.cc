@@ -132,8 +132,9 @@ class TesseraPolicy final : public ScoringPolicy {
     return true;
   }
 
-  // MIG: reuse an idle instance of the profile (tightest GPU), else create where the workload's
-  // MIG profiles lose the least creatable count, on the GPU with the fewest free slices left.
+  // MIG: reuse an idle instance of the profile (tightest GPU); else create where the workload's MIG
+  // profiles lose the least creatable count, on the GPU with the fewest free slices left; else
+  // reconfigure (destroy idle instances, as pick_mig_first_fit would) with the same preferences.
   std::optional<NodeChoice> score_mig(const Node& n, const TaskRequest& t) const {
     const MigProfile* p = resolve_mig_profile(n, t);
     const GpuModel* model = n.gpu_model();
@@ -149,51 +150,58 @@ class TesseraPolicy final : public ScoringPolicy {
         if (nkeep < 16) keep[nkeep++] = {&q, 1};
 
     struct Key {
-      int reuse = 0;
+      int tier = 0;          // 2 reuse, 1 create, 0 reconfigure
       int64_t loss = 0;      // weighted creatable instances lost (lower is better)
       int free_after = 0;    // free memory slices left on the GPU (lower is better: packing)
-    };
-    auto better = [](const Key& a, const Key& b) {
-      if (a.reuse != b.reuse) return a.reuse > b.reuse;
-      if (a.loss != b.loss) return a.loss < b.loss;
-      return a.free_after < b.free_after;
+      bool operator>(const Key& o) const {
+        if (tier != o.tier) return tier > o.tier;
+        if (loss != o.loss) return loss < o.loss;
+        return free_after < o.free_after;
+      }
     };
     bool found = false;
     Key best;
     NodeChoice out;
+    auto consider = [&](const Key& k, uint16_t gpu, int start, bool create, uint8_t destroy) {
+      if (found && !(k > best)) return;
+      found = true, best = k;
+      out.pick = GpuPick{};
+      out.pick.add(gpu);
+      out.pick.mig_start = int8_t(start);
+      out.pick.mig_create = create;
+      out.pick.mig_destroy = destroy;
+    };
+    auto loss_of = [&](const MigLayout& before, const MigLayout& after) {
+      int64_t loss = 0;
+      for (int i = 0; i < nkeep; ++i)
+        loss += keep[i].second * (before.creatable_count(*keep[i].first) - after.creatable_count(*keep[i].first));
+      return loss;
+    };
     for (const Gpu& g : n.gpus) {
       if (!g.mig_enabled || g.health != GpuHealth::kHealthy) continue;
-      for (const MigInstance& inst : g.mig.instances()) {
-        if (inst.in_use || inst.profile_id != p->id) continue;
-        const Key k{1, 0, g.mig.free_memory_slices()};
-        if (!found || better(k, best)) {
-          found = true, best = k;
-          out.pick = GpuPick{};
-          out.pick.add(g.index);
-          out.pick.mig_start = int8_t(inst.start);
-          out.pick.mig_create = false;
-        }
-      }
-      std::array<int, 16> before{};
-      for (int i = 0; i < nkeep; ++i) before[i] = g.mig.creatable_count(*keep[i].first);
+      for (const MigInstance& inst : g.mig.instances())
+        if (!inst.in_use && inst.profile_id == p->id) consider({2, 0, g.mig.free_memory_slices()}, g.index, inst.start, false, 0);
       for (int start : g.mig.feasible_starts(*p)) {
         MigLayout trial = g.mig;
-        if (!trial.create(*p, start).ok()) continue;
-        Key k{0, 0, trial.free_memory_slices()};
-        for (int i = 0; i < nkeep; ++i)
-          k.loss += keep[i].second * (before[i] - trial.creatable_count(*keep[i].first));
-        if (!found || better(k, best)) {
-          found = true, best = k;
-          out.pick = GpuPick{};
-          out.pick.add(g.index);
-          out.pick.mig_start = int8_t(start);
-          out.pick.mig_create = true;
-        }
+        if (trial.create(*p, start).ok()) consider({1, loss_of(g.mig, trial), trial.free_memory_slices()}, g.index, start, true, 0);
       }
     }
+    if (!found)
+      for (const Gpu& g : n.gpus) {
+        if (!g.mig_enabled || g.health != GpuHealth::kHealthy) continue;
+        uint8_t destroy = 0;
+        const int start = g.mig.reclaim_start(*p, &destroy);
+        if (start < 0) continue;
+        MigLayout trial = g.mig;
+        bool ok = true;
+        for (int s = 0; s < 8; ++s)
+          if (destroy >> s & 1) ok = ok && trial.destroy(s).ok();
+        if (ok && trial.create(*p, start).ok())
+          consider({0, loss_of(g.mig, trial), trial.free_memory_slices()}, g.index, start, true, destroy);
+      }
     if (!found) return std::nullopt;
-    const int64_t loss = std::min<int64_t>(best.loss, (int64_t(1) << 30) - 1);
-    out.score = (best.reuse ? int64_t(1) << 50 : 0) - loss * 64 - best.free_after;
+    const int64_t loss = std::clamp<int64_t>(best.loss, -(int64_t(1) << 30), (int64_t(1) << 30) - 1);
+    out.score = int64_t(best.tier) * (int64_t(1) << 50) - loss * 64 - best.free_after;
     return out;
   }
 
