@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "cli/commands.h"
 #include "core/placement/policy.h"
@@ -19,7 +20,8 @@ namespace tessera::cli {
 namespace {
 
 struct AllocArgs {
-  std::string nodes, pods, policy, seeds = "42-51", json, expected;
+  std::string nodes, policy, seeds = "42-51", json, expected;
+  std::vector<std::string> pods;  // one or more pod lists, run one after the other
   std::string inflate = "1.3";
 };
 
@@ -83,36 +85,11 @@ std::string fmt(double x, const char* f = "%7.2f") {
   return buf;
 }
 
-void run_alloc_command(const AllocArgs& a) {
-  if (a.policy.empty()) fail("--policy: required: a policy name, a comma list or \"all\"", 2);
-  if (a.nodes.empty() != a.pods.empty())
-    fail(a.nodes.empty() ? "--nodes: required with --pods" : "--pods: required with --nodes", 2);
-  const std::vector<std::string> policies = parse_policies(a.policy);
-  const std::vector<uint64_t> seeds = parse_seeds(a.seeds);
-  char* end = nullptr;
-  const double inflate = std::strtod(a.inflate.c_str(), &end);
-  if (a.inflate.empty() || *end || !(inflate > 0 && inflate <= 10))
-    fail("--inflate: expected a number in (0, 10], got \"" + a.inflate + "\"", 2);
-
-  sim::AllocWorkload w;
-  if (a.nodes.empty()) {
-    w = sim::synthetic_workload();
-  } else {
-    auto nodes = sim::load_openb_nodes(a.nodes);
-    if (!nodes) fail("--nodes: " + nodes.error().message, 1);
-    auto pods = sim::load_openb_pods(a.pods);
-    if (!pods) fail("--pods: " + pods.error().message, 1);
-    w = sim::AllocWorkload{stem(a.pods), std::move(*nodes), std::move(*pods)};
-  }
-  std::vector<sim::PublishedCurve> published;
-  if (!a.expected.empty()) {
-    auto r = sim::load_published_curves(a.expected);
-    if (!r) fail("--expected: " + r.error().message, 1);
-    published = std::move(*r);
-  }
-
-  // With --json -, stdout carries only JSON; the table goes to stderr.
-  std::ostream& out = a.json == "-" ? std::cerr : std::cout;
+// Runs every policy x seed on one workload, prints the table and appends the JSON entries.
+void run_workload(const AllocArgs& a, const sim::AllocWorkload& w, const std::vector<std::string>& policies,
+                  const std::vector<uint64_t>& seeds, double inflate,
+                  const std::vector<sim::PublishedCurve>& published, std::ostream& out,
+                  nlohmann::ordered_json& json) {
   out << "workload: " << w.name
       << (a.nodes.empty() ? " (built-in synthetic openb-like workload; give --nodes/--pods for a trace)" : "")
       << ": " << w.cluster.node_count() << " nodes, " << w.cluster.total_gpus() << " GPUs, " << w.pods.size()
@@ -161,24 +138,57 @@ void run_alloc_command(const AllocArgs& a) {
                 res->size() * seeds.size(), wall, std::max(1u, std::thread::hardware_concurrency()));
   out << line;
 
-  if (!a.json.empty()) {
-    nlohmann::ordered_json arr = nlohmann::ordered_json::array();
-    for (const auto& s : *res) {
-      nlohmann::ordered_json curve = nlohmann::ordered_json::array();
-      for (int p = 0; p <= 130; ++p) {
-        const double v = s.mean_curve[p];
-        curve.push_back({{"arrived_pct", p}, {"allocated_pct", std::isnan(v) ? nlohmann::ordered_json() : nlohmann::ordered_json(std::round(v * 100) / 100)}});
-      }
-      arr.push_back({{"policy", s.policy}, {"seeds", s.seeds}, {"curve", curve}, {"elapsed_s", s.elapsed_s}});
+  for (const auto& s : *res) {
+    nlohmann::ordered_json curve = nlohmann::ordered_json::array();
+    for (int p = 0; p <= 130; ++p) {
+      const double v = s.mean_curve[p];
+      curve.push_back({{"arrived_pct", p},
+                       {"allocated_pct", std::isnan(v) ? nlohmann::ordered_json() : nlohmann::ordered_json(std::round(v * 100) / 100)}});
     }
-    if (a.json == "-") {
-      std::cout << arr.dump(2) << "\n";
-    } else {
-      std::ofstream f(a.json);
-      if (!f) fail("--json: cannot write " + a.json, 1);
-      f << arr.dump(2) << "\n";
+    json.push_back({{"policy", s.policy}, {"workload", w.name}, {"seeds", s.seeds}, {"curve", curve}, {"elapsed_s", s.elapsed_s}});
+  }
+}
+
+void run_alloc_command(const AllocArgs& a) {
+  if (a.policy.empty()) fail("--policy: required: a policy name, a comma list or \"all\"", 2);
+  if (a.nodes.empty() != a.pods.empty())
+    fail(a.nodes.empty() ? "--nodes: required with --pods" : "--pods: required with --nodes", 2);
+  const std::vector<std::string> policies = parse_policies(a.policy);
+  const std::vector<uint64_t> seeds = parse_seeds(a.seeds);
+  char* end = nullptr;
+  const double inflate = std::strtod(a.inflate.c_str(), &end);
+  if (a.inflate.empty() || *end || !(inflate > 0 && inflate <= 10))
+    fail("--inflate: expected a number in (0, 10], got \"" + a.inflate + "\"", 2);
+  std::vector<sim::PublishedCurve> published;
+  if (!a.expected.empty()) {
+    auto r = sim::load_published_curves(a.expected);
+    if (!r) fail("--expected: " + r.error().message, 1);
+    published = std::move(*r);
+  }
+  std::ofstream json_file;
+  if (!a.json.empty() && a.json != "-") {
+    json_file.open(a.json);
+    if (!json_file) fail("--json: cannot write " + a.json, 1);
+  }
+
+  // With --json -, stdout carries only JSON; the table goes to stderr.
+  std::ostream& out = a.json == "-" ? std::cerr : std::cout;
+  nlohmann::ordered_json json = nlohmann::ordered_json::array();
+  if (a.nodes.empty()) {
+    run_workload(a, sim::synthetic_workload(), policies, seeds, inflate, published, out, json);
+  } else {
+    auto nodes = sim::load_openb_nodes(a.nodes);
+    if (!nodes) fail("--nodes: " + nodes.error().message, 1);
+    for (size_t i = 0; i < a.pods.size(); ++i) {
+      auto pods = sim::load_openb_pods(a.pods[i]);
+      if (!pods) fail("--pods: " + pods.error().message, 1);
+      if (i > 0) out << "\n";
+      run_workload(a, sim::AllocWorkload{stem(a.pods[i]), *nodes, std::move(*pods)}, policies, seeds, inflate,
+                   published, out, json);
     }
   }
+  if (a.json == "-") std::cout << json.dump(2) << "\n";
+  else if (json_file.is_open()) json_file << json.dump(2) << "\n";
 }
 
 }  // namespace
@@ -189,7 +199,8 @@ void register_sim(CLI::App& app) {
   auto args = std::make_shared<AllocArgs>();
   CLI::App* alloc = sim->add_subcommand("alloc", "FGD allocation experiment: allocated GPU % as demand arrives");
   alloc->add_option("--nodes", args->nodes, "openb node list CSV (sn,cpu_milli,memory_mib,gpu,model)");
-  alloc->add_option("--pods", args->pods, "openb pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec])");
+  alloc->add_option("--pods", args->pods,
+                    "openb pod list CSV(s) (name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec]); several run in turn");
   alloc->add_option("--policy", args->policy, "policy name, comma list, or 'all' (required)");
   alloc->add_option("--seeds", args->seeds, "seeds: A-B or a comma list (default 42-51)");
   alloc->add_option("--inflate", args->inflate, "arrived demand as a multiple of GPU capacity (default 1.3)");

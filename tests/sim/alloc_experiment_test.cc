@@ -184,6 +184,32 @@ TEST(AllocCli, SyntheticRunPrintsTableAndJson) {
   EXPECT_GT(j[0]["curve"][130]["allocated_pct"].get<double>(), 50.0);
 }
 
+TEST(AllocCli, SeveralPodListsRunInTurn) {
+  const std::string dir = ::testing::TempDir();
+  {
+    std::ofstream n(dir + "/n.csv"), a(dir + "/a.csv"), b(dir + "/b.csv");
+    n << "sn,cpu_milli,memory_mib,gpu,model\n";
+    for (int i = 0; i < 4; ++i) n << "n" << i << ",32000,65536,4,T4\n";
+    a << "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n";
+    b << "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n";
+    for (int i = 0; i < 20; ++i) {
+      a << "p" << i << ",1000,1024,1," << (i % 2 ? 1000 : 300) << "\n";
+      b << "p" << i << ",2000,1024," << (i % 3) << ",1000\n";
+    }
+  }
+  auto [code, out] = run_cli("sim alloc --nodes " + dir + "/n.csv --pods " + dir + "/a.csv " + dir +
+                             "/b.csv --policy fgd,tessera --seeds 1-2 --json " + dir + "/ab.json");
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("workload: a:"), std::string::npos) << out;
+  EXPECT_NE(out.find("workload: b:"), std::string::npos) << out;
+  std::ifstream in(dir + "/ab.json");
+  const auto j = nlohmann::json::parse(in);
+  ASSERT_EQ(j.size(), 4u);
+  EXPECT_EQ(j[0]["workload"], "a");
+  EXPECT_EQ(j[3]["workload"], "b");
+  EXPECT_EQ(j[3]["policy"], "tessera");
+}
+
 // Reproduces the FGD artifact's published seed means on openb_pod_list_default for a few seeds.
 TEST(AllocOpenb, ReproducesPublishedCurvesOnDefault) {
   const std::string dir = std::string(TESSERA_SHARED_DATA) + "/openb";
