@@ -16,13 +16,6 @@ int64_t gpu_ask_milli(const Node& n, const TaskRequest& t) {
   return t.gpu_demand_milli();
 }
 
-bool model_allowed(const Node& n, const std::vector<std::string>& models) {
-  if (models.empty()) return true;
-  const GpuModel* m = n.gpu_model();
-  if (!m) return false;
-  return std::find(models.begin(), models.end(), m->name) != models.end();
-}
-
 void FragModel::build(const WorkloadProfile& profile, int coverage_pct) {
   *this = FragModel();
   // Group by FGD's key; memory is not part of it.

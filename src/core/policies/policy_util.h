@@ -5,7 +5,6 @@
 
 #include <array>
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,8 +22,6 @@ inline constexpr int64_t kGpuNorm = 8000;
 inline int64_t score_cpu(const TaskRequest& t) { return t.cpu.v == 0 ? 100 : t.cpu.v; }
 // GPU milli a task takes on `n` (whole GPUs 1000 each; a MIG instance its share of compute).
 int64_t gpu_ask_milli(const Node& n, const TaskRequest& t);
-// Whether a GPU task naming models may use this node's model (empty list = any).
-bool model_allowed(const Node& n, const std::vector<std::string>& models);
 // Best-fit GPU choice of fact 20 (shares: least free that fits; whole: lowest idle; MIG: first fit).
 inline bool pick_best_fit(const Node& n, const TaskRequest& t, GpuPick& out) { return pick_default(n, t, out); }
 
