@@ -1,4 +1,4 @@
-// tessera: one binary, subcommands per layer.
+// tessera: one binary, subcommands per layer. Usage errors exit with status 2.
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
@@ -9,6 +9,11 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "tessera 0.1.0");
   tessera::cli::register_sim(app);
   tessera::cli::register_bench(app);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);  // prints help or the error
+    return rc == 0 ? 0 : 2;
+  }
   return 0;
 }
