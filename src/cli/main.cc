@@ -1,4 +1,4 @@
-// tessera: one binary, subcommands per layer. Usage errors exit with status 2.
+// tessera: one binary, subcommands per layer. Usage errors exit with status 2, failures with 1.
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
@@ -11,6 +11,8 @@ int main(int argc, char** argv) {
   tessera::cli::register_bench(app);
   try {
     app.parse(argc, argv);
+  } catch (const CLI::RuntimeError& e) {  // raised by a subcommand: its own exit status (1 = failed, 2 = usage)
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);  // prints help or the error
     return rc == 0 ? 0 : 2;
