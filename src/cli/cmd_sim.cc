@@ -15,12 +15,13 @@
 #include "cli/commands.h"
 #include "core/placement/policy.h"
 #include "sim/alloc_experiment.h"
+#include "sim/gpu_models.h"
 
 namespace tessera::cli {
 namespace {
 
 struct AllocArgs {
-  std::string nodes, policy, seeds = "42-51", json, expected;
+  std::string nodes, policy, seeds = "42-51", json, expected, gpu_models;
   std::vector<std::string> pods;  // one or more pod lists, run one after the other
   std::string inflate = "1.3";
 };
@@ -177,10 +178,16 @@ void run_alloc_command(const AllocArgs& a) {
   if (a.nodes.empty()) {
     run_workload(a, sim::synthetic_workload(), policies, seeds, inflate, published, out, json);
   } else {
-    auto nodes = sim::load_openb_nodes(a.nodes);
+    std::shared_ptr<const GpuCatalog> catalog(&GpuCatalog::builtin(), [](const GpuCatalog*) {});
+    if (!a.gpu_models.empty()) {
+      auto c = sim::load_catalog_with(a.gpu_models);
+      if (!c) fail("--gpu-models: " + c.error().message, 1);
+      catalog = *c;
+    }
+    auto nodes = sim::load_openb_nodes(a.nodes, *catalog);
     if (!nodes) fail("--nodes: " + nodes.error().message, 1);
     for (size_t i = 0; i < a.pods.size(); ++i) {
-      auto pods = sim::load_openb_pods(a.pods[i]);
+      auto pods = sim::load_openb_pods(a.pods[i], *catalog);
       if (!pods) fail("--pods: " + pods.error().message, 1);
       if (i > 0) out << "\n";
       run_workload(a, sim::AllocWorkload{stem(a.pods[i]), *nodes, std::move(*pods)}, policies, seeds, inflate,
@@ -205,6 +212,8 @@ void register_sim(CLI::App& app) {
   alloc->add_option("--seeds", args->seeds, "seeds: A-B or a comma list (default 42-51)");
   alloc->add_option("--inflate", args->inflate, "arrived demand as a multiple of GPU capacity (default 1.3)");
   alloc->add_option("--json", args->json, "write the seed-mean curves as JSON to PATH ('-' = stdout)");
+  alloc->add_option("--gpu-models", args->gpu_models,
+                    "JSON file declaring GPU models the built-in catalog lacks (see src/sim/gpu_models.h)");
   alloc->add_option("--expected", args->expected, "fgd_expected_allocation.csv: show the published seed means");
   alloc->allow_extras();  // reported below with exit code 2, like every bad argument
   alloc->callback([args, alloc] {
