@@ -420,9 +420,8 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
   int64_t best_room_seen = 0, best_free_gpus = 0;
   std::string best_room_domain, best_free_domain;
   std::map<uint32_t, int64_t> free_gpus;
-  auto note_free = [&](uint32_t d, int64_t g, const std::string& name) {
+  auto note_free = [&](int64_t g, const std::string& name) {
     if (g > best_free_gpus) best_free_gpus = g, best_free_domain = name;
-    (void)d;
   };
   for (int level = innermost; level >= last; --level) {
     if (level == innermost) {  // one node: no grouping needed
@@ -434,7 +433,7 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
           best_room_domain = n.name;
         }
         if (level == last && t.whole_gpus() && n.schedulable && check_fit(n, t) != Misfit::kGpuModel)
-          note_free(n.id.value, n.idle_gpus, n.name);
+          note_free(n.idle_gpus, n.name);
         if (k >= required) nodes.push_back({k, rank(n.id), n.id.value});
       }
       std::sort(nodes.begin(), nodes.end());
@@ -450,8 +449,7 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
     std::map<uint32_t, std::pair<int64_t, std::vector<NodeId>>> domains;
     for (const Node& n : cluster.nodes()) {
       if (room[n.id.value] == 0) continue;
-      const uint32_t d = level == innermost ? n.id.value : level < 0 ? 0 : n.path[level];
-      auto& e = domains[d];
+      auto& e = domains[level < 0 ? 0 : n.path[level]];
       e.first += room[n.id.value];
       e.second.push_back(n.id);
     }
@@ -459,13 +457,13 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
       free_gpus.clear();
       for (const Node& n : cluster.nodes())
         if (n.schedulable && check_fit(n, t) != Misfit::kGpuModel) free_gpus[level < 0 ? 0 : n.path[level]] += n.idle_gpus;
-      for (auto& [d, g] : free_gpus) note_free(d, g, level < 0 ? "the cluster" : net.domain_name(level, d));
+      for (auto& [d, g] : free_gpus) note_free(g, level < 0 ? "the cluster" : net.domain_name(level, d));
     }
     std::vector<std::pair<int64_t, uint32_t>> order;
     for (auto& [d, e] : domains) {
       if (e.first > best_room_seen && level == last) {
         best_room_seen = e.first;
-        best_room_domain = level == innermost ? cluster.node(NodeId(d)).name : level < 0 ? "the cluster" : net.domain_name(level, d);
+        best_room_domain = level < 0 ? "the cluster" : net.domain_name(level, d);
       }
       if (e.first >= required) order.push_back({e.first, d});
     }
