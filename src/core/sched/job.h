@@ -1,0 +1,63 @@
+// Jobs as the scheduler sees them: a gang plus who owns it (user, leaf queue), its priority class,
+// timing (submitted, expected/max runtime) and checkpoint facts, and its current state.
+// Value types; the controller (later) owns the authoritative copies.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/cluster.h"
+#include "core/ids.h"
+#include "core/request.h"
+#include "core/status.h"
+
+namespace tessera {
+
+using Time = int64_t;      // seconds since an epoch the caller chooses; the core never reads a clock
+using Duration = int64_t;  // seconds
+
+// A priority class. Higher value = more important. Defaults (priority_classes_default()):
+//   production-inference 1000: never preempted by lower classes, may preempt anything lower;
+//   production-training   500: may preempt research and preemptible;
+//   research              100: may preempt preemptible;
+//   preemptible             0: may be preempted by any higher class and by quota reclaim.
+struct PriorityClass {
+  std::string name;
+  int value = 0;
+  bool preemptible = true;         // may be a victim of higher classes (reclaim applies regardless if borrowing)
+  bool can_preempt = true;         // may preempt lower, preemptible classes
+  Duration min_runtime = 0;        // protection right after (re)start
+};
+std::vector<PriorityClass> priority_classes_default();
+
+struct CheckpointInfo {
+  Duration interval = 0;        // 0 = the job does not checkpoint
+  Time last = -1;               // time of the last completed checkpoint; -1 = none
+  Duration save_cost = 60;      // time to write a checkpoint when asked
+  Duration restart_cost = 120;  // time to resume from one
+  Duration grace = 300;         // how long the scheduler waits for the ack before evicting
+};
+
+enum class JobState : uint8_t { kPending, kRunning, kCheckpointing, kSucceeded, kFailed, kCancelled };
+const char* job_state_name(JobState s);
+
+struct Job {
+  JobId id;
+  std::string name;
+  std::string user;
+  QueueId queue;                 // a leaf queue
+  std::string priority_class;    // name in the snapshot's classes
+  Gang gang;
+  Time submitted = 0;
+  Duration expected_runtime = 0;  // user estimate; 0 = unknown
+  Duration max_runtime = 0;       // hard cap; 0 = none
+  CheckpointInfo checkpoint;
+  JobState state = JobState::kPending;
+  Time started = -1;              // last (re)start
+  Time last_preempted = -1;
+  int preemptions = 0;
+  std::vector<TaskPlacement> placement;  // when running
+};
+
+}  // namespace tessera

@@ -1,0 +1,93 @@
+// Hierarchical queues with guarantees, limits and weights per GPU class, and the fair-share
+// computation the scheduling cycle orders queues by. Quantities are milli-GPU per class: a whole
+// GPU is 1000, a MIG instance its compute fraction, a share its milli. A GPU model belongs to a
+// class through QueueConfig::gpu_class (default: the model's canonical name).
+// QueueTree is immutable after build(); FairShare is recomputed each cycle. Thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/ids.h"
+#include "core/status.h"
+
+namespace tessera {
+
+using ClassAmounts = std::map<std::string, int64_t>;  // GPU class -> milli-GPU
+
+struct QueueSpec {
+  std::string name;
+  std::string parent;          // empty = child of the root
+  ClassAmounts guaranteed;     // deserved minimum per class (absent = 0)
+  ClassAmounts limit;          // hard cap per class (absent = unlimited)
+  int64_t weight = 1;          // share of what is beyond guarantees, among siblings (>= 1)
+};
+
+struct Queue {
+  QueueId id;
+  std::string name;
+  QueueId parent;                 // invalid for top-level queues
+  std::vector<QueueId> children;  // sorted by id
+  ClassAmounts guaranteed, limit;
+  int64_t weight = 1;
+  int depth = 0;
+  bool leaf() const { return children.empty(); }
+};
+
+class QueueTree {
+ public:
+  // Validates: unique non-empty names, known parents, no cycles, weight >= 1, amounts >= 0,
+  // guaranteed <= limit, children's guarantees summing to at most the parent's (per class).
+  // Errors name the queue and the field.
+  static Result<QueueTree> build(const std::vector<QueueSpec>& specs);
+  size_t size() const { return queues_.size(); }
+  const Queue& queue(QueueId id) const { return queues_[id.value]; }
+  const std::vector<Queue>& queues() const { return queues_; }
+  Result<QueueId> find(const std::string& name) const;
+  const std::vector<QueueId>& top_level() const { return top_; }
+  // The queue and its ancestors, leaf first.
+  std::vector<QueueId> path_to_root(QueueId leaf) const;
+
+ private:
+  std::vector<Queue> queues_;
+  std::vector<QueueId> top_;
+};
+
+// Per-queue inputs of one cycle (indexed by QueueId; leaf values, the computation aggregates).
+struct QueueLoad {
+  ClassAmounts allocated;     // running now
+  ClassAmounts demand;        // running + pending
+  double decayed_usage = 0;   // historical usage (GPU-class-normalised, decayed by the half-life)
+};
+
+class FairShare {
+ public:
+  // Fair share per queue and class, top-down: each queue gets min(guaranteed, demand), then what
+  // remains at each level is split among siblings by weight (water-filling, capped by demand and
+  // limit). `capacity` is the cluster's milli-GPU per class.
+  static FairShare compute(const QueueTree& tree, const ClassAmounts& capacity, const std::vector<QueueLoad>& load);
+
+  int64_t fair_share(QueueId q, const std::string& cls) const;
+  int64_t allocated(QueueId q, const std::string& cls) const;  // aggregated over the subtree
+  // Dominant saturation allocated/fair_share over classes (lower = more deserving), with the
+  // decayed-usage adjustment; used to order siblings.
+  double saturation(QueueId q) const;
+  // Total order among siblings: below-guarantee first, then lower saturation, then id.
+  bool before(QueueId a, QueueId b) const;
+  // Would adding `extra` to leaf q keep q and its ancestors within their limits? The error says which
+  // queue is at which limit ("queue team-a at its limit of 64 GPUs of class h100").
+  Status within_limits(QueueId q, const ClassAmounts& extra) const;
+  // Is q (or an ancestor) using more than its guarantee in class cls (i.e. borrowing)?
+  bool borrowing(QueueId q, const std::string& cls) const;
+  // Record an allocation/release during the cycle (keeps allocated and orderings current).
+  void add(QueueId leaf, const ClassAmounts& delta, int sign);
+
+ private:
+  const QueueTree* tree_ = nullptr;
+  std::vector<ClassAmounts> fair_, alloc_;
+  std::vector<double> usage_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,90 @@
+// The scheduling cycle: given a snapshot of the cluster, queues and jobs at time `now`, decide
+// what starts (gang placements, all-or-nothing), what is preempted (checkpoint first, then evict),
+// which MIG layouts change, and why every pending job waits (with its positions and, when known,
+// an estimated start). Pure and deterministic: the same snapshot and time give the same decisions.
+// Scheduler holds configuration only; cycle() does not modify the snapshot. Thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/cluster.h"
+#include "core/placement/engine.h"
+#include "core/placement/policy.h"
+#include "core/sched/job.h"
+#include "core/sched/queues.h"
+
+namespace tessera {
+
+struct SchedulerConfig {
+  std::string policy = "tessera";             // placement policy name
+  std::vector<PriorityClass> priority_classes = priority_classes_default();
+  std::map<std::string, std::string> gpu_class;  // GPU model -> quota class (default: model name)
+  Duration usage_half_life = 7 * 24 * 3600;    // decay of historical usage for fair share
+  Duration reclaim_grace = 300;                // owner gets borrowed capacity back within this
+  Duration preemption_protection = 600;        // a job preempted recently is not preempted again
+  int max_preemptions_per_cycle = 16;
+  bool backfill = true;
+  int max_scored_nodes = 0;                    // see EngineOptions
+  uint64_t seed = 0;
+};
+
+struct Snapshot {
+  const ClusterState* cluster = nullptr;   // with running jobs' placements applied
+  const QueueTree* queues = nullptr;
+  std::vector<Job> jobs;                   // pending and running (others ignored)
+  std::vector<QueueLoad> history;          // per queue: decayed_usage (allocated/demand are derived)
+};
+
+struct StartDecision {
+  JobId job;
+  std::vector<TaskPlacement> placement;
+};
+
+enum class PreemptPhase : uint8_t { kRequestCheckpoint, kEvict };
+struct PreemptDecision {
+  JobId victim;
+  JobId for_job;              // the job that needs the room (invalid for pure reclaim)
+  PreemptPhase phase = PreemptPhase::kRequestCheckpoint;
+  std::string reason;         // e.g. "reclaim: queue team-a takes back its guarantee"
+};
+
+struct MigReconfigDecision {
+  GpuRef gpu;
+  std::vector<MigInstance> layout;  // the new layout (all instances idle)
+  std::string reason;
+};
+
+struct PendingInfo {
+  JobId job;
+  std::string reason;          // what a user can act on
+  int queue_position = 0;      // 1-based among pending jobs of its leaf queue
+  int overall_position = 0;    // 1-based in the cycle's global order
+  std::optional<Time> estimated_start;
+  bool reserved = false;       // holds a backfill reservation
+};
+
+struct Decisions {
+  std::vector<StartDecision> start;
+  std::vector<PreemptDecision> preempt;
+  std::vector<MigReconfigDecision> reconfigure_mig;
+  std::vector<PendingInfo> pending;  // every pending job not started, in overall order
+};
+
+class Scheduler {
+ public:
+  static Result<std::unique_ptr<Scheduler>> create(SchedulerConfig config);
+  Decisions cycle(const Snapshot& snapshot, Time now) const;
+  const SchedulerConfig& config() const { return config_; }
+
+ private:
+  explicit Scheduler(SchedulerConfig c) : config_(std::move(c)) {}
+  SchedulerConfig config_;
+  std::unique_ptr<ScoringPolicy> policy_;
+};
+
+}  // namespace tessera
