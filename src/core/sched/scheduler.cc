@@ -1,0 +1,441 @@
+// The scheduling cycle (v1): validate, derive queue loads, order pending jobs by hierarchical fair
+// share, start what fits (gangs whole, on a working copy of the cluster), preempt when a job may and
+// the victims would make it fit, and say why every other job waits.
+//
+// Quota classes: every GPU job counts in class "any" (so quotas on "any" cover every model); a job
+// whose request names GPU models also counts in the class of its first allowed model
+// (config.gpu_class[model], default the model's canonical name). Capacity: "any" = all healthy GPUs,
+// each model class = its healthy GPUs. Amounts are milli-GPU (whole GPU 1000, share its milli, MIG its
+// compute fraction).
+//
+// Preemption rules (no loops): a victim is a running job outside its class's min_runtime and outside
+// config.preemption_protection since its last preemption, and either
+//  (a) priority: its class is preemptible, has a strictly lower value, the preemptor's class can
+//      preempt, and the victim is in the preemptor's queue or its queue is borrowing (guarantees are
+//      never broken by another queue's priority);
+//  (b) reclaim: the preemptor's leaf queue stays within its guarantee after starting the job, and the
+//      victim's queue (another one) is borrowing in that class; a non-preemptible victim of a higher
+//      class (production-inference) is never taken this way.
+// Victims: least lost work first; none at all unless the engine confirms the preemptor then fits.
+#include "core/sched/scheduler.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace tessera {
+
+namespace {
+
+constexpr const char* kAnyClass = "any";
+
+int64_t get_or(const ClassAmounts& m, const std::string& c, int64_t def = 0) {
+  auto it = m.find(c);
+  return it == m.end() ? def : it->second;
+}
+
+int64_t placement_milli(const std::vector<TaskPlacement>& ps) {
+  int64_t m = 0;
+  for (const TaskPlacement& p : ps)
+    for (const GpuGrant& g : p.gpus) m += g.kind == GrantKind::kWhole ? 1000 : g.milli.v;
+  return m;
+}
+
+std::string gpus_text(int64_t milli) {
+  std::string s = std::to_string(milli / 1000);
+  if (milli % 1000) {
+    std::string frac = std::to_string(1000 + milli % 1000).substr(1);
+    while (frac.back() == '0') frac.pop_back();
+    s += "." + frac;
+  }
+  return s + (milli == 1000 ? " GPU" : " GPUs");
+}
+
+// Per-job facts for one cycle.
+struct Entry {
+  const Job* job = nullptr;
+  const PriorityClass* pc = nullptr;
+  std::string cls;       // quota class of the request ("any" or a model class)
+  int64_t milli = 0;     // GPU amount (running: held; pending: requested)
+  bool running = false;
+  bool victim = false;   // chosen as a victim this cycle
+  bool started = false;  // started this cycle
+  std::string reason;    // why it waits (pending)
+};
+
+ClassAmounts amounts_of(const std::string& cls, int64_t milli) {
+  ClassAmounts a;
+  if (milli <= 0) return a;
+  a[kAnyClass] = milli;
+  if (cls != kAnyClass) a[cls] = milli;
+  return a;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Scheduler>> Scheduler::create(SchedulerConfig config) {
+  auto policy = make_policy(config.policy);
+  if (!policy.ok()) return invalid_argument("policy: " + policy.error().message);
+  std::map<std::string, int> seen;
+  for (const PriorityClass& pc : config.priority_classes) {
+    if (pc.name.empty()) return invalid_argument("priority_classes: a class has an empty name");
+    if (seen.count(pc.name)) return invalid_argument("priority_classes: duplicate class " + pc.name);
+    if (pc.min_runtime < 0) return invalid_argument("priority_classes: " + pc.name + ": min_runtime < 0");
+    seen[pc.name] = 1;
+  }
+  if (config.max_preemptions_per_cycle < 0) return invalid_argument("max_preemptions_per_cycle must be >= 0");
+  if (config.preemption_protection < 0) return invalid_argument("preemption_protection must be >= 0");
+  std::unique_ptr<Scheduler> s(new Scheduler(std::move(config)));
+  s->policy_ = std::move(policy.value());
+  return s;
+}
+
+namespace {
+
+// One cycle's working state.
+class Cycle {
+ public:
+  Cycle(const SchedulerConfig& cfg, const ScoringPolicy& policy, const Snapshot& snap, Time now)
+      : cfg_(cfg), policy_(policy), snap_(snap), tree_(*snap.queues), now_(now), work_(*snap.cluster),
+        engine_(policy, options()) {}
+
+  Decisions run();
+
+ private:
+  EngineOptions options() const {
+    EngineOptions o;
+    o.seed = cfg_.seed;
+    o.max_scored_nodes = cfg_.max_scored_nodes;
+    return o;
+  }
+  std::string model_class(const std::string& model) const {
+    auto it = cfg_.gpu_class.find(model);
+    return it == cfg_.gpu_class.end() ? model : it->second;
+  }
+  const GpuModel* first_model(const TaskRequest& t) const {
+    if (t.gpu_models.empty()) return nullptr;
+    auto m = work_.catalog().find(t.gpu_models.front());
+    return m.ok() ? m.value() : nullptr;
+  }
+  std::string request_class(const TaskRequest& t) const {
+    if (t.gpu_models.empty()) return kAnyClass;
+    const GpuModel* m = first_model(t);
+    return model_class(m ? m->name : t.gpu_models.front());
+  }
+  int64_t request_milli(const Gang& g) const;
+  ClassAmounts amounts(const Entry& e) const { return amounts_of(e.cls, e.milli); }
+  bool validate(Entry& e);
+  void order_and_place();
+  void try_job(Entry& e);
+  bool try_preempt(Entry& e, const Gang& gang);
+  Gang gang_of(const Entry& e) const;
+  bool below_guarantee_after(const Entry& e, std::vector<std::string>& classes) const;
+
+  const SchedulerConfig& cfg_;
+  const ScoringPolicy& policy_;
+  const Snapshot& snap_;
+  const QueueTree& tree_;
+  Time now_;
+  ClusterState work_;
+  PlacementEngine engine_;
+  std::optional<FairShare> fs_;
+  std::vector<Entry> entries_;           // valid jobs, by id
+  std::vector<Entry> invalid_;           // pending jobs that cannot be scheduled, by id
+  std::map<std::string, int64_t> user_milli_;  // running GPU usage per user
+  std::vector<size_t> order_;            // entries_ indices in the cycle's order
+  int preemptions_ = 0;
+  Decisions out_;
+};
+
+int64_t Cycle::request_milli(const Gang& g) const {
+  const TaskRequest& t = g.task;
+  int64_t per_task = t.gpu_demand_milli();
+  if (t.mig()) {
+    per_task = 0;
+    const GpuModel* m = first_model(t);
+    const MigProfile* p = m ? m->find_profile(t.mig_profile) : nullptr;
+    if (p) {
+      per_task = mig_milli(*m, p->id);
+    } else {  // no model named: "Ng" of the usual 7 compute slices
+      int n = 0;
+      for (char ch : t.mig_profile) {
+        if (!std::isdigit(static_cast<unsigned char>(ch))) break;
+        n = n * 10 + (ch - '0');
+      }
+      per_task = int64_t(std::min(n, 7)) * 1000 / 7;
+    }
+  }
+  return per_task * std::max(g.tasks, 0);
+}
+
+Gang Cycle::gang_of(const Entry& e) const {
+  Gang g = e.job->gang;
+  g.id = e.job->id;
+  g.queue = e.job->queue;
+  g.priority = e.pc->value;
+  g.checkpointable = e.job->checkpoint.interval > 0;
+  return g;
+}
+
+// Fills class facts; false (with a reason) when the job names an unknown queue or class.
+bool Cycle::validate(Entry& e) {
+  const Job& j = *e.job;
+  if (!j.queue.valid() || j.queue.value >= tree_.size()) {
+    e.reason = "queue: job " + j.name + " names no known queue";
+    return false;
+  }
+  if (!tree_.queue(j.queue).leaf()) {
+    e.reason = "queue: " + tree_.queue(j.queue).name + " is not a leaf queue; submit to one of its children";
+    return false;
+  }
+  for (const PriorityClass& pc : cfg_.priority_classes)
+    if (pc.name == j.priority_class) e.pc = &pc;
+  if (!e.pc) {
+    std::string known;
+    for (const PriorityClass& pc : cfg_.priority_classes) known += (known.empty() ? "" : ", ") + pc.name;
+    e.reason = "priority_class: unknown class '" + j.priority_class + "' (known: " + known + ")";
+    return false;
+  }
+  e.cls = request_class(j.gang.task);
+  e.milli = e.running && !j.placement.empty() ? placement_milli(j.placement) : request_milli(j.gang);
+  return true;
+}
+
+Decisions Cycle::run() {
+  std::vector<const Job*> jobs;
+  for (const Job& j : snap_.jobs)
+    if (j.state == JobState::kPending || j.state == JobState::kRunning || j.state == JobState::kCheckpointing)
+      jobs.push_back(&j);
+  std::sort(jobs.begin(), jobs.end(), [](const Job* a, const Job* b) { return a->id < b->id; });
+  for (const Job* j : jobs) {
+    Entry e;
+    e.job = j;
+    e.running = j->state != JobState::kPending;
+    if (validate(e)) {
+      entries_.push_back(std::move(e));
+    } else if (!e.running) {
+      invalid_.push_back(std::move(e));
+    }
+  }
+
+  // Loads and capacity per class.
+  std::vector<QueueLoad> load(tree_.size());
+  for (size_t q = 0; q < load.size() && q < snap_.history.size(); ++q) load[q].decayed_usage = snap_.history[q].decayed_usage;
+  for (const Entry& e : entries_) {
+    QueueLoad& l = load[e.job->queue.value];
+    for (auto& [c, v] : amounts(e)) {
+      l.demand[c] += v;
+      if (e.running) l.allocated[c] += v;
+    }
+    if (e.running) user_milli_[e.job->user] += e.milli;
+  }
+  ClassAmounts capacity;
+  for (const Node& n : work_.nodes())
+    for (const Gpu& g : n.gpus) {
+      if (g.health != GpuHealth::kHealthy || !g.model) continue;
+      capacity[kAnyClass] += 1000;
+      const std::string c = model_class(g.model->name);
+      if (c != kAnyClass) capacity[c] += 1000;
+    }
+  fs_.emplace(FairShare::compute(tree_, capacity, load));
+
+  order_and_place();
+
+  // Why every job waits, with positions among the jobs still pending after this cycle.
+  std::vector<int> per_queue(tree_.size(), 0);
+  int overall = 0;
+  for (size_t i : order_) {
+    const Entry& e = entries_[i];
+    if (e.started) continue;
+    PendingInfo p;
+    p.job = e.job->id;
+    p.reason = e.reason;
+    p.queue_position = ++per_queue[e.job->queue.value];
+    p.overall_position = ++overall;
+    out_.pending.push_back(std::move(p));
+  }
+  for (const Entry& e : invalid_) {  // not in any queue order: positions 0
+    PendingInfo p;
+    p.job = e.job->id;
+    p.reason = e.reason;
+    out_.pending.push_back(std::move(p));
+  }
+  return std::move(out_);
+}
+
+// Repeatedly: the best leaf queue (walking down by FairShare::before), its best job, try it.
+void Cycle::order_and_place() {
+  std::vector<std::vector<size_t>> cand(tree_.size());
+  std::vector<int> remaining(tree_.size(), 0);
+  size_t total = 0;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    if (entries_[i].running) continue;
+    cand[entries_[i].job->queue.value].push_back(i);
+    for (QueueId q : tree_.path_to_root(entries_[i].job->queue)) ++remaining[q.value];
+    ++total;
+  }
+  auto job_before = [&](size_t a, size_t b) {
+    const Entry& x = entries_[a];
+    const Entry& y = entries_[b];
+    if (x.pc->value != y.pc->value) return x.pc->value > y.pc->value;
+    const int64_t ux = get_or(user_milli_, x.job->user), uy = get_or(user_milli_, y.job->user);
+    if (ux != uy) return ux < uy;
+    if (x.job->submitted != y.job->submitted) return x.job->submitted < y.job->submitted;
+    return x.job->id < y.job->id;
+  };
+  for (; total > 0; --total) {
+    const std::vector<QueueId>* level = &tree_.top_level();
+    QueueId pick;
+    for (;;) {
+      QueueId best;
+      for (QueueId q : *level)
+        if (remaining[q.value] > 0 && (!best.valid() || fs_->before(q, best))) best = q;
+      pick = best;
+      if (tree_.queue(best).leaf()) break;
+      level = &tree_.queue(best).children;
+    }
+    auto& c = cand[pick.value];
+    auto it = std::min_element(c.begin(), c.end(), job_before);
+    const size_t i = *it;
+    c.erase(it);
+    for (QueueId q : tree_.path_to_root(pick)) --remaining[q.value];
+    order_.push_back(i);
+    try_job(entries_[i]);
+  }
+}
+
+void Cycle::try_job(Entry& e) {
+  const ClassAmounts need = amounts(e);
+  if (Status lim = fs_->within_limits(e.job->queue, need); !lim.ok()) {
+    e.reason = lim.message();
+    return;
+  }
+  const Gang gang = gang_of(e);
+  PlacementResult r = engine_.place(work_, gang);
+  if (r.outcome == Outcome::kPlaced) {
+    if (Status s = work_.apply_all(r.tasks); !s.ok()) {
+      e.reason = "internal: placement could not be applied: " + s.message();
+      return;
+    }
+    e.started = true;
+    const ClassAmounts got = amounts_of(e.cls, placement_milli(r.tasks));
+    fs_->add(e.job->queue, got, +1);
+    user_milli_[e.job->user] += get_or(got, kAnyClass);
+    out_.start.push_back({e.job->id, std::move(r.tasks)});
+    return;
+  }
+  if (r.outcome == Outcome::kRetryLater && try_preempt(e, gang)) return;
+  e.reason = r.reason;
+}
+
+// Would e's leaf queue stay within its guarantee after starting e? `classes`: the guaranteed classes.
+bool Cycle::below_guarantee_after(const Entry& e, std::vector<std::string>& classes) const {
+  const Queue& q = tree_.queue(e.job->queue);
+  for (auto& [c, v] : amounts(e)) {
+    const int64_t g = get_or(q.guaranteed, c);
+    if (g <= 0) continue;
+    if (fs_->allocated(q.id, c) + v > g) return false;
+    classes.push_back(c);
+  }
+  return !classes.empty();
+}
+
+bool Cycle::try_preempt(Entry& e, const Gang& gang) {
+  const int budget = cfg_.max_preemptions_per_cycle - preemptions_;
+  if (budget <= 0 || e.milli <= 0) return false;
+  std::vector<std::string> reclaim_classes;
+  const bool may_reclaim = below_guarantee_after(e, reclaim_classes);
+
+  struct Cand {
+    size_t idx;
+    int64_t cost;
+    bool by_priority;
+  };
+  std::vector<Cand> cands;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Entry& v = entries_[i];
+    const Job& vj = *v.job;
+    if (!v.running || v.victim || vj.state != JobState::kRunning || vj.placement.empty()) continue;
+    if (vj.started >= 0 && now_ - vj.started < v.pc->min_runtime) continue;
+    if (vj.last_preempted >= 0 && now_ - vj.last_preempted < cfg_.preemption_protection) continue;
+    const bool same_queue = vj.queue == e.job->queue;
+    const bool by_priority = e.pc->can_preempt && v.pc->preemptible && v.pc->value < e.pc->value &&
+                             (same_queue || fs_->borrowing(vj.queue, v.cls));
+    bool by_reclaim = false;
+    if (may_reclaim && !same_queue && (v.pc->preemptible || v.pc->value <= e.pc->value)) {
+      const ClassAmounts va = amounts(v);
+      for (const std::string& c : reclaim_classes)
+        if (va.count(c) && fs_->borrowing(vj.queue, c)) by_reclaim = true;
+    }
+    if (!by_priority && !by_reclaim) continue;
+    const Time since = std::max(vj.started, vj.checkpoint.last);
+    const int64_t lost = std::max<int64_t>(0, now_ - since) + vj.checkpoint.save_cost + vj.checkpoint.restart_cost;
+    cands.push_back({i, v.milli * lost, by_priority});
+  }
+  std::sort(cands.begin(), cands.end(), [&](const Cand& a, const Cand& b) {
+    if (a.cost != b.cost) return a.cost < b.cost;
+    const Job& x = *entries_[a.idx].job;
+    const Job& y = *entries_[b.idx].job;
+    if (x.started != y.started) return x.started > y.started;  // newest first
+    return x.id < y.id;
+  });
+
+  // Add victims one by one on a scratch copy until the engine places the job. A fresh engine: its
+  // score cache must not mix the scratch copy's node generations with the working copy's.
+  ClusterState scratch = work_;
+  PlacementEngine eng(policy_, options());
+  std::vector<Cand> chosen;
+  bool fits = false;
+  for (const Cand& c : cands) {
+    if (int(chosen.size()) >= budget) break;
+    for (const TaskPlacement& p : entries_[c.idx].job->placement)
+      if (!scratch.release(p).ok()) return false;  // inconsistent snapshot: preempt nothing
+    chosen.push_back(c);
+    if (eng.place(scratch, gang).outcome == Outcome::kPlaced) {
+      fits = true;
+      break;
+    }
+  }
+  if (!fits) return false;
+  // Drop victims that turned out unnecessary (most expensive first, the last one is needed).
+  for (size_t k = chosen.size() - 1; k-- > 0;) {
+    const auto& pl = entries_[chosen[k].idx].job->placement;
+    if (!scratch.apply_all(pl).ok()) continue;
+    if (eng.place(scratch, gang).outcome == Outcome::kPlaced) {
+      chosen.erase(chosen.begin() + long(k));
+    } else {
+      for (const TaskPlacement& p : pl) (void)scratch.release(p);
+    }
+  }
+
+  const std::string need = gpus_text(e.milli);
+  for (const Cand& c : chosen) {
+    Entry& v = entries_[c.idx];
+    v.victim = true;
+    PreemptDecision d;
+    d.victim = v.job->id;
+    d.for_job = e.job->id;
+    d.phase = v.job->checkpoint.interval > 0 ? PreemptPhase::kRequestCheckpoint : PreemptPhase::kEvict;
+    d.reason = c.by_priority ? "priority: " + e.pc->name + " job " + e.job->name + " needs " + need
+                             : "reclaim: queue " + tree_.queue(e.job->queue).name + " takes back its guarantee";
+    out_.preempt.push_back(std::move(d));
+  }
+  preemptions_ += int(chosen.size());
+  // Victims keep their resources in the working copy this cycle, so nobody else takes the room.
+  e.reason = "waiting for " + std::to_string(chosen.size()) +
+             (chosen.size() == 1 ? " preempted job" : " preempted jobs") + " to checkpoint and exit";
+  return true;
+}
+
+}  // namespace
+
+Decisions Scheduler::cycle(const Snapshot& snapshot, Time now) const {
+  if (!snapshot.cluster || !snapshot.queues) {
+    Decisions d;
+    for (const Job& j : snapshot.jobs)
+      if (j.state == JobState::kPending) d.pending.push_back({j.id, "snapshot: no cluster or queue tree given", 0, 0, {}, false});
+    return d;
+  }
+  return Cycle(config_, *policy_, snapshot, now).run();
+}
+
+}  // namespace tessera

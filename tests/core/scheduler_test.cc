@@ -1,0 +1,394 @@
+// The scheduling cycle on hand-built clusters: fair-share order, limits, guarantees, priorities,
+// gangs, preemption (least lost work, protection, no useless or looping preemption, reclaim),
+// validation and determinism.
+#include "core/sched/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "test_cluster.h"
+
+namespace tessera {
+namespace {
+
+using namespace tessera::testing;
+
+constexpr Time kNow = 100000;
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  // n nodes of `gpus` H100s each.
+  void make_cluster(int nodes, int gpus) {
+    cluster = ClusterState();
+    for (int i = 0; i < nodes; ++i) ASSERT_TRUE(cluster.add_node(node_spec("n" + std::to_string(i), "H100-80GB-SXM", gpus)).ok());
+  }
+  void make_queues(std::vector<QueueSpec> specs) {
+    auto t = QueueTree::build(specs);
+    ASSERT_TRUE(t.ok()) << t.error().message;
+    tree = std::move(t.value());
+  }
+  QueueId q(const std::string& name) const { return tree.find(name).value(); }
+
+  Job& pending(int id, const std::string& queue, const std::string& cls, int tasks, int gpus, Time submitted = 0,
+               const std::string& user = "u") {
+    Job j;
+    j.id = JobId(uint32_t(id));
+    j.name = "job-" + std::to_string(id);
+    j.user = user;
+    j.queue = q(queue);
+    j.priority_class = cls;
+    j.gang = gang(tasks, whole(gpus), id);
+    j.submitted = submitted;
+    jobs.push_back(j);
+    return jobs.back();
+  }
+  // A running job: placed first fit on the cluster now.
+  Job& running(int id, const std::string& queue, const std::string& cls, int tasks, int gpus, Time started,
+               const std::string& user = "u") {
+    Job& j = pending(id, queue, cls, tasks, gpus, started, user);
+    j.state = JobState::kRunning;
+    j.started = started;
+    FirstFitPolicy ff;
+    PlacementEngine e(ff, {});
+    auto r = e.place_and_commit(cluster, j.gang);
+    EXPECT_EQ(r.outcome, Outcome::kPlaced) << r.reason;
+    j.placement = r.tasks;
+    return j;
+  }
+  Decisions cycle(Time now = kNow) {
+    auto s = Scheduler::create(config);
+    EXPECT_TRUE(s.ok());
+    Snapshot snap;
+    snap.cluster = &cluster;
+    snap.queues = &tree;
+    snap.jobs = jobs;
+    return s.value()->cycle(snap, now);
+  }
+  static std::vector<uint32_t> started(const Decisions& d) {
+    std::vector<uint32_t> v;
+    for (auto& s : d.start) v.push_back(s.job.value);
+    return v;
+  }
+  static std::set<uint32_t> victims(const Decisions& d) {
+    std::set<uint32_t> v;
+    for (auto& p : d.preempt) v.insert(p.victim.value);
+    return v;
+  }
+  static const PendingInfo* info(const Decisions& d, int id) {
+    for (auto& p : d.pending)
+      if (p.job.value == uint32_t(id)) return &p;
+    return nullptr;
+  }
+
+  ClusterState cluster;
+  QueueTree tree;
+  std::vector<Job> jobs;
+  SchedulerConfig config;
+};
+
+TEST_F(SchedulerTest, StartsInFairShareOrderAcrossTwoQueues) {
+  make_cluster(1, 4);
+  make_queues({{"a", "", {}, {}, 1}, {"b", "", {}, {}, 1}});
+  for (int i = 1; i <= 4; ++i) pending(i, "a", "research", 1, 1, i);       // a's jobs are older
+  for (int i = 5; i <= 8; ++i) pending(i, "b", "research", 1, 1, 100 + i);
+  Decisions d = cycle();
+  EXPECT_EQ(started(d), (std::vector<uint32_t>{1, 5, 2, 6})) << "queues alternate as their shares fill";
+  ASSERT_EQ(d.pending.size(), 4u);
+  // Nothing more starts, so the shares stay equal: the queue id breaks the tie.
+  EXPECT_EQ(d.pending[0].job.value, 3u);
+  EXPECT_EQ(d.pending[2].job.value, 7u);
+  EXPECT_EQ(d.pending[0].overall_position, 1);
+  EXPECT_EQ(d.pending[2].overall_position, 3);
+  EXPECT_EQ(d.pending[2].queue_position, 1);
+  EXPECT_EQ(info(d, 8)->queue_position, 2);
+  EXPECT_FALSE(d.pending[0].reason.empty());
+  EXPECT_TRUE(d.preempt.empty());
+}
+
+TEST_F(SchedulerTest, LimitGivesTheQueueAndClassInTheReason) {
+  make_cluster(2, 8);
+  config.gpu_class["H100-80GB-SXM"] = "h100";
+  make_queues({{"team-a", "", {}, {{"h100", 2000}}, 1}});
+  Job& j = pending(1, "team-a", "research", 1, 4);
+  j.gang.task.gpu_models = {"H100-80GB-SXM"};
+  pending(2, "team-a", "research", 1, 2).gang.task.gpu_models = {"H100-80GB-SXM"};
+  Decisions d = cycle();
+  EXPECT_EQ(started(d), (std::vector<uint32_t>{2}));
+  ASSERT_NE(info(d, 1), nullptr);
+  EXPECT_EQ(info(d, 1)->reason, "queue team-a at its limit of 2 GPUs of class h100");
+}
+
+TEST_F(SchedulerTest, LimitOnAnyCoversEveryModel) {
+  make_cluster(1, 8);
+  make_queues({{"team-a", "", {}, {{"any", 3000}}, 1}});
+  pending(1, "team-a", "research", 1, 2);
+  pending(2, "team-a", "research", 1, 2, 5).gang.task.gpu_models = {"H100-80GB-SXM"};
+  Decisions d = cycle();
+  EXPECT_EQ(started(d), (std::vector<uint32_t>{1}));
+  EXPECT_NE(info(d, 2)->reason.find("team-a"), std::string::npos) << info(d, 2)->reason;
+}
+
+TEST_F(SchedulerTest, QueueBelowGuaranteeIsServedFirst) {
+  make_cluster(1, 2);
+  make_queues({{"a", "", {}, {}, 1}, {"b", "", {{"any", 2000}}, {}, 1}});
+  pending(1, "a", "research", 1, 1, 0);
+  pending(2, "a", "research", 1, 1, 0);
+  pending(3, "b", "research", 1, 1, 50);
+  pending(4, "b", "research", 1, 1, 50);
+  Decisions d = cycle();
+  EXPECT_EQ(started(d), (std::vector<uint32_t>{3, 4}));
+  EXPECT_EQ(info(d, 1)->overall_position, 1);
+}
+
+TEST_F(SchedulerTest, PriorityOrdersJobsInsideAQueue) {
+  make_cluster(1, 1);
+  make_queues({{"a", "", {}, {}, 1}});
+  pending(1, "a", "research", 1, 1, 0);
+  pending(2, "a", "production-training", 1, 1, 500);
+  Decisions d = cycle();
+  EXPECT_EQ(started(d), (std::vector<uint32_t>{2}));
+  EXPECT_EQ(info(d, 1)->queue_position, 1);
+}
+
+TEST_F(SchedulerTest, UserWithLessRunningUsageGoesFirst) {
+  make_cluster(1, 2);
+  make_queues({{"a", "", {}, {}, 1}});
+  running(1, "a", "research", 1, 1, kNow - 10, "alice");
+  pending(2, "a", "research", 1, 1, 0, "alice");
+  pending(3, "a", "research", 1, 1, 50, "bob");
+  Decisions d = cycle();
+  EXPECT_EQ(started(d), (std::vector<uint32_t>{3})) << "bob runs nothing, alice already runs a GPU";
+  EXPECT_TRUE(d.preempt.empty());
+}
+
+TEST_F(SchedulerTest, GangIsAllOrNothingThroughTheCycle) {
+  make_cluster(2, 4);
+  make_queues({{"a", "", {}, {}, 1}});
+  running(1, "a", "research", 1, 1, kNow - 10);
+  pending(2, "a", "research", 2, 4, 0);  // needs both nodes whole
+  pending(3, "a", "research", 1, 2, 10);
+  Decisions d = cycle();
+  EXPECT_EQ(started(d), (std::vector<uint32_t>{3})) << "the gang waits whole; smaller work still starts";
+  const PendingInfo* p = info(d, 2);
+  ASSERT_NE(p, nullptr);
+  EXPECT_FALSE(p->reason.empty());
+  EXPECT_EQ(p->overall_position, 1);
+  EXPECT_TRUE(d.preempt.empty()) << "equal classes never preempt";
+}
+
+TEST_F(SchedulerTest, PriorityPreemptionPicksLeastLostWork) {
+  make_cluster(1, 8);
+  make_queues({{"a", "", {}, {}, 1}});
+  running(1, "a", "preemptible", 1, 4, kNow - 7200);  // 2 hours without a checkpoint
+  Job& ck = running(2, "a", "preemptible", 1, 4, kNow - 7200);
+  ck.checkpoint.interval = 600;
+  ck.checkpoint.last = kNow - 60;  // checkpointed a minute ago
+  pending(3, "a", "production-training", 1, 4, 0);
+  Decisions d = cycle();
+  EXPECT_TRUE(d.start.empty()) << "the preemptor waits for its victims";
+  ASSERT_EQ(d.preempt.size(), 1u);
+  EXPECT_EQ(d.preempt[0].victim.value, 2u);
+  EXPECT_EQ(d.preempt[0].for_job.value, 3u);
+  EXPECT_EQ(d.preempt[0].phase, PreemptPhase::kRequestCheckpoint);
+  EXPECT_EQ(d.preempt[0].reason, "priority: production-training job job-3 needs 4 GPUs");
+  EXPECT_EQ(info(d, 3)->reason, "waiting for 1 preempted job to checkpoint and exit");
+}
+
+TEST_F(SchedulerTest, NonCheckpointingVictimIsEvicted) {
+  make_cluster(1, 4);
+  make_queues({{"a", "", {}, {}, 1}});
+  running(1, "a", "preemptible", 1, 4, kNow - 7200);
+  pending(2, "a", "production-inference", 1, 4, 0);
+  pending(3, "a", "research", 1, 1, 10);
+  Decisions d = cycle();
+  ASSERT_EQ(d.preempt.size(), 1u);
+  EXPECT_EQ(d.preempt[0].phase, PreemptPhase::kEvict);
+  EXPECT_EQ(d.preempt[0].reason, "priority: production-inference job job-2 needs 4 GPUs");
+  EXPECT_TRUE(d.start.empty()) << "the victim's room is held for the preemptor this cycle";
+  EXPECT_EQ(info(d, 3)->overall_position, 2);
+}
+
+TEST_F(SchedulerTest, MinRuntimeAndProtectionWindowAreRespected) {
+  make_cluster(1, 2);
+  make_queues({{"a", "", {}, {}, 1}});
+  config.priority_classes = priority_classes_default();
+  for (auto& pc : config.priority_classes)
+    if (pc.name == "preemptible") pc.min_runtime = 600;
+  config.preemption_protection = 900;
+  running(1, "a", "preemptible", 1, 1, kNow - 60);  // inside min_runtime
+  Job& prot = running(2, "a", "preemptible", 1, 1, kNow - 700);
+  prot.last_preempted = kNow - 800;  // inside the protection window
+  pending(3, "a", "production-training", 1, 1, 0);
+  Decisions d = cycle();
+  EXPECT_TRUE(d.preempt.empty());
+  EXPECT_TRUE(d.start.empty());
+  EXPECT_EQ(info(d, 3)->reason.find("waiting for"), std::string::npos);
+  // 200 s later both windows are over for job 2 only.
+  d = cycle(kNow + 200);
+  EXPECT_EQ(victims(d), (std::set<uint32_t>{2}));
+  // Later still, job 1 is the cheaper victim (less work since its start).
+  d = cycle(kNow + 1000);
+  EXPECT_EQ(victims(d), (std::set<uint32_t>{1}));
+}
+
+TEST_F(SchedulerTest, NoUselessPreemption) {
+  make_cluster(2, 4);
+  make_queues({{"a", "", {}, {}, 1}});
+  running(1, "a", "production-inference", 1, 4, kNow - 7200);  // node 0, never a victim
+  running(2, "a", "preemptible", 1, 2, kNow - 7200);           // node 1
+  pending(3, "a", "production-training", 2, 4, 0);             // needs both nodes whole
+  Decisions d = cycle();
+  EXPECT_TRUE(d.preempt.empty()) << "freeing job 2 alone would not make room";
+  EXPECT_TRUE(d.start.empty());
+  EXPECT_EQ(info(d, 3)->reason.find("waiting for"), std::string::npos);
+}
+
+TEST_F(SchedulerTest, OnlyNeededVictimsArePreempted) {
+  make_cluster(1, 4);
+  make_queues({{"a", "", {}, {}, 1}});
+  running(1, "a", "preemptible", 1, 1, kNow - 100);   // cheapest, but too small alone
+  running(2, "a", "preemptible", 1, 3, kNow - 200);
+  pending(3, "a", "research", 1, 3, 0);
+  Decisions d = cycle();
+  EXPECT_EQ(victims(d), (std::set<uint32_t>{2})) << "job 1 was tried first but is not needed";
+}
+
+TEST_F(SchedulerTest, ReclaimPreemptsABorrower) {
+  make_cluster(1, 4);
+  make_queues({{"a", "", {{"any", 4000}}, {}, 1}, {"b", "", {}, {}, 1}});
+  for (int i = 1; i <= 4; ++i) running(i, "b", "research", 1, 1, kNow - 1000 * i);
+  pending(5, "a", "research", 1, 2, 0);
+  Decisions d = cycle();
+  EXPECT_EQ(victims(d), (std::set<uint32_t>{1, 2})) << "the two most recently started lose least";
+  for (auto& p : d.preempt) EXPECT_EQ(p.reason, "reclaim: queue a takes back its guarantee");
+  EXPECT_EQ(info(d, 5)->reason, "waiting for 2 preempted jobs to checkpoint and exit");
+}
+
+TEST_F(SchedulerTest, ProductionInferenceIsNeverPreemptedByLowerClasses) {
+  make_cluster(1, 2);
+  make_queues({{"a", "", {{"any", 2000}}, {}, 1}, {"b", "", {}, {}, 1}});
+  running(1, "b", "production-inference", 1, 1, kNow - 7200);  // borrowing in b
+  running(2, "a", "production-inference", 1, 1, kNow - 7200);
+  pending(3, "a", "production-training", 1, 1, 0);  // could reclaim job 1, could not priority-preempt
+  Decisions d = cycle();
+  EXPECT_TRUE(d.preempt.empty());
+  // A production-inference job of queue a may reclaim it.
+  jobs.back().priority_class = "production-inference";
+  d = cycle();
+  EXPECT_EQ(victims(d), (std::set<uint32_t>{1}));
+}
+
+TEST_F(SchedulerTest, AtMostMaxPreemptionsPerCycle) {
+  make_cluster(1, 4);
+  make_queues({{"a", "", {}, {}, 1}});
+  config.max_preemptions_per_cycle = 1;
+  for (int i = 1; i <= 4; ++i) running(i, "a", "preemptible", 1, 1, kNow - 1000);
+  pending(5, "a", "production-training", 1, 1, 0);
+  pending(6, "a", "production-training", 1, 1, 1);
+  pending(7, "a", "production-training", 1, 2, 2);
+  Decisions d = cycle();
+  EXPECT_EQ(d.preempt.size(), 1u);
+  EXPECT_EQ(d.preempt[0].for_job.value, 5u);
+  EXPECT_EQ(info(d, 6)->reason.find("waiting for"), std::string::npos);
+  config.max_preemptions_per_cycle = 16;
+  d = cycle();
+  EXPECT_EQ(d.preempt.size(), 4u);
+}
+
+TEST_F(SchedulerTest, NoPreemptionLoop) {
+  make_cluster(1, 1);
+  make_queues({{"a", "", {}, {}, 1}});
+  config.preemption_protection = 0;
+  config.priority_classes = {{"hi", 10, true, true, 0}, {"lo", 5, true, true, 0}};
+  // A (hi) preempts B (lo)...
+  running(1, "a", "lo", 1, 1, kNow - 100);
+  pending(2, "a", "hi", 1, 1, 0);
+  Decisions d = cycle();
+  EXPECT_EQ(victims(d), (std::set<uint32_t>{1}));
+  // ... then, A running and B pending again, B cannot preempt A.
+  jobs.clear();
+  make_cluster(1, 1);
+  running(2, "a", "hi", 1, 1, kNow);
+  pending(1, "a", "lo", 1, 1, 0).last_preempted = kNow;
+  d = cycle(kNow + 1000);
+  EXPECT_TRUE(d.preempt.empty());
+  // Equal classes never preempt each other.
+  jobs.clear();
+  make_cluster(1, 1);
+  running(1, "a", "hi", 1, 1, kNow - 100);
+  pending(2, "a", "hi", 1, 1, 0);
+  EXPECT_TRUE(cycle().preempt.empty());
+}
+
+TEST_F(SchedulerTest, NoReclaimLoop) {
+  make_queues({{"a", "", {{"any", 1000}}, {}, 1}, {"b", "", {{"any", 1000}}, {}, 1}});
+  config.preemption_protection = 0;
+  // b borrows a's GPU; a takes it back.
+  make_cluster(1, 2);
+  running(1, "b", "production-training", 1, 1, kNow - 5000);
+  running(2, "b", "research", 1, 1, kNow - 4000);  // the cheaper victim
+  pending(3, "a", "research", 1, 1, 0);
+  Decisions d = cycle();
+  EXPECT_EQ(victims(d), (std::set<uint32_t>{2}));
+  // Next: a runs within its guarantee; b's pending job cannot take it back, nor by priority.
+  jobs.clear();
+  make_cluster(1, 2);
+  running(1, "b", "production-training", 1, 1, kNow - 5000);
+  running(3, "a", "research", 1, 1, kNow);
+  pending(2, "b", "production-training", 1, 1, 0);
+  d = cycle(kNow + 5000);
+  EXPECT_TRUE(d.preempt.empty());
+}
+
+TEST_F(SchedulerTest, InvalidQueueOrClassGivesAReason) {
+  make_cluster(1, 4);
+  make_queues({{"org", "", {}, {}, 1}, {"a", "org", {}, {}, 1}});
+  pending(1, "a", "research", 1, 1);
+  pending(2, "a", "gold", 1, 1);
+  pending(3, "org", "research", 1, 1);
+  pending(4, "a", "research", 1, 1).queue = QueueId(99);
+  Decisions d = cycle();
+  EXPECT_EQ(started(d), (std::vector<uint32_t>{1}));
+  EXPECT_NE(info(d, 2)->reason.find("priority_class"), std::string::npos) << info(d, 2)->reason;
+  EXPECT_NE(info(d, 2)->reason.find("gold"), std::string::npos);
+  EXPECT_NE(info(d, 3)->reason.find("not a leaf"), std::string::npos) << info(d, 3)->reason;
+  EXPECT_NE(info(d, 4)->reason.find("queue"), std::string::npos) << info(d, 4)->reason;
+  EXPECT_EQ(d.pending.size(), 3u);
+}
+
+std::string dump(const Decisions& d) {
+  std::ostringstream o;
+  for (auto& s : d.start) {
+    o << "S" << s.job.value;
+    for (auto& t : s.placement) {
+      o << " n" << t.node.value;
+      for (auto& g : t.gpus) o << "/" << g.gpu;
+    }
+    o << "\n";
+  }
+  for (auto& p : d.preempt) o << "P" << p.victim.value << ">" << p.for_job.value << " " << int(p.phase) << p.reason << "\n";
+  for (auto& p : d.pending) o << "W" << p.job.value << " " << p.queue_position << " " << p.overall_position << p.reason << "\n";
+  return o.str();
+}
+
+TEST_F(SchedulerTest, SameSnapshotGivesSameDecisions) {
+  make_cluster(3, 8);
+  make_queues({{"org", "", {{"any", 8000}}, {}, 2}, {"a", "org", {{"any", 4000}}, {}, 1}, {"b", "org", {}, {}, 1},
+               {"c", "", {}, {}, 1}});
+  int id = 1;
+  for (int i = 0; i < 6; ++i) running(id++, i % 2 ? "b" : "c", i % 3 ? "preemptible" : "research", 1, 2, kNow - 100 * i);
+  for (int i = 0; i < 20; ++i)
+    pending(id++, i % 3 == 0 ? "a" : i % 3 == 1 ? "b" : "c", i % 4 ? "research" : "production-training", 1 + i % 2,
+            1 + i % 4, i % 5, "u" + std::to_string(i % 3));
+  const std::string first = dump(cycle());
+  EXPECT_FALSE(first.empty());
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(dump(cycle()), first);
+  std::reverse(jobs.begin(), jobs.end());
+  EXPECT_EQ(dump(cycle()), first) << "the jobs' order in the snapshot does not matter";
+}
+
+}  // namespace
+}  // namespace tessera
