@@ -40,7 +40,8 @@ class QueueTree {
  public:
   // Validates: unique non-empty names, known parents, no cycles, weight >= 1, amounts >= 0,
   // guaranteed <= limit, children's guarantees summing to at most the parent's (per class).
-  // Errors name the queue and the field.
+  // Errors name the queue and the field. Ids are assigned in name order (independent of the order
+  // of `specs`); children and top_level are sorted by id.
   static Result<QueueTree> build(const std::vector<QueueSpec>& specs);
   size_t size() const { return queues_.size(); }
   const Queue& queue(QueueId id) const { return queues_[id.value]; }
@@ -56,38 +57,58 @@ class QueueTree {
 };
 
 // Per-queue inputs of one cycle (indexed by QueueId; leaf values, the computation aggregates).
+// Only leaf entries are read; a shorter vector means empty loads for the remaining queues.
 struct QueueLoad {
   ClassAmounts allocated;     // running now
   ClassAmounts demand;        // running + pending
   double decayed_usage = 0;   // historical usage (GPU-class-normalised, decayed by the half-life)
 };
 
+// Fair share of one cycle. Holds a pointer to the tree, which must outlive it.
+// Invariants: allocated and demand of an inner queue are sums over its subtree's leaves; fair
+// shares are fixed at compute() (add() moves allocated only); siblings' fair shares sum to at most
+// the parent's (root: the capacity), each within min(subtree demand, limit) beyond its guarantee.
 class FairShare {
  public:
+  // How much decayed usage raises saturation: saturation = raw * (1 + kUsageWeight * usage).
+  static constexpr double kUsageWeight = 1.0;
+  // Saturation of a class a queue uses but has no fair share of (more than any finite ratio seen).
+  static constexpr double kUnfundedSaturation = 1e9;
+
   // Fair share per queue and class, top-down: each queue gets min(guaranteed, demand), then what
   // remains at each level is split among siblings by weight (water-filling, capped by demand and
-  // limit). `capacity` is the cluster's milli-GPU per class.
+  // limit). `capacity` is the cluster's milli-GPU per class; only its classes get fair shares.
+  // Integer arithmetic: guarantees are served in id order while the parent's amount lasts, weighted
+  // parts are floored and the leftover milli go one each to uncapped children in id order.
   static FairShare compute(const QueueTree& tree, const ClassAmounts& capacity, const std::vector<QueueLoad>& load);
 
   int64_t fair_share(QueueId q, const std::string& cls) const;
   int64_t allocated(QueueId q, const std::string& cls) const;  // aggregated over the subtree
+  int64_t demand(QueueId q, const std::string& cls) const;     // aggregated over the subtree
   // Dominant saturation allocated/fair_share over classes (lower = more deserving), with the
   // decayed-usage adjustment; used to order siblings.
   double saturation(QueueId q) const;
-  // Total order among siblings: below-guarantee first, then lower saturation, then id.
+  double raw_saturation(QueueId q) const;  // without the usage adjustment
+  // Allocated below its guarantee in some class where its demand is higher than its allocation.
+  // Deserved quota takes precedence over saturation and usage: such queues come first.
+  bool below_guarantee(QueueId q) const;
+  // Total order among siblings: below-guarantee first, then lower saturation, then lower decayed
+  // usage, then id.
   bool before(QueueId a, QueueId b) const;
-  // Would adding `extra` to leaf q keep q and its ancestors within their limits? The error says which
-  // queue is at which limit ("queue team-a at its limit of 64 GPUs of class h100").
+  // Would adding `extra` to leaf q keep q and its ancestors within their limits? The error
+  // (kResourceExhausted) says which queue is at which limit ("queue team-a at its limit of 64 GPUs
+  // of class h100"); the leaf is checked first, then ancestors upwards, classes in name order.
   Status within_limits(QueueId q, const ClassAmounts& extra) const;
   // Is q (or an ancestor) using more than its guarantee in class cls (i.e. borrowing)?
   bool borrowing(QueueId q, const std::string& cls) const;
   // Record an allocation/release during the cycle (keeps allocated and orderings current).
+  // sign is +1 or -1; fair shares and demand stay as computed.
   void add(QueueId leaf, const ClassAmounts& delta, int sign);
 
  private:
   const QueueTree* tree_ = nullptr;
-  std::vector<ClassAmounts> fair_, alloc_;
-  std::vector<double> usage_;
+  std::vector<ClassAmounts> fair_, alloc_, demand_;
+  std::vector<double> usage_;  // aggregated over the subtree
 };
 
 }  // namespace tessera
