@@ -131,6 +131,32 @@ TEST_F(SchedulerTest, LimitOnAnyCoversEveryModel) {
   EXPECT_NE(info(d, 2)->reason.find("team-a"), std::string::npos) << info(d, 2)->reason;
 }
 
+TEST_F(SchedulerTest, HierarchyIsWalkedFromTheTop) {
+  make_cluster(1, 4);
+  make_queues({{"org", "", {}, {}, 1}, {"x", "org", {}, {}, 1}, {"y", "org", {}, {}, 1}, {"z", "", {}, {}, 1}});
+  for (int i = 0; i < 4; ++i) {
+    pending(10 + i, "x", "research", 1, 1, i);
+    pending(20 + i, "y", "research", 1, 1, i);
+    pending(30 + i, "z", "research", 1, 1, i);
+  }
+  Decisions d = cycle();
+  EXPECT_EQ(started(d), (std::vector<uint32_t>{10, 30, 20, 31})) << "org and z share the top level, x and y org's half";
+}
+
+TEST_F(SchedulerTest, SharesCountTheirMilliAgainstLimits) {
+  make_cluster(1, 2);
+  make_queues({{"a", "", {}, {{"any", 1000}}, 1}});
+  for (int i = 1; i <= 3; ++i) jobs.push_back([&] {
+    Job j = pending(i, "a", "research", 1, 1, i);
+    jobs.pop_back();
+    j.gang.task = share(500);
+    return j;
+  }());
+  Decisions d = cycle();
+  EXPECT_EQ(started(d), (std::vector<uint32_t>{1, 2}));
+  EXPECT_NE(info(d, 3)->reason.find("queue a at its limit"), std::string::npos) << info(d, 3)->reason;
+}
+
 TEST_F(SchedulerTest, QueueBelowGuaranteeIsServedFirst) {
   make_cluster(1, 2);
   make_queues({{"a", "", {}, {}, 1}, {"b", "", {{"any", 2000}}, {}, 1}});
@@ -265,6 +291,17 @@ TEST_F(SchedulerTest, ReclaimPreemptsABorrower) {
   EXPECT_EQ(victims(d), (std::set<uint32_t>{1, 2})) << "the two most recently started lose least";
   for (auto& p : d.preempt) EXPECT_EQ(p.reason, "reclaim: queue a takes back its guarantee");
   EXPECT_EQ(info(d, 5)->reason, "waiting for 2 preempted jobs to checkpoint and exit");
+}
+
+TEST_F(SchedulerTest, ReclaimNeverTakesAQueueBelowItsGuarantee) {
+  make_cluster(2, 2);
+  make_queues({{"a", "", {{"any", 2000}}, {}, 1}, {"b", "", {{"any", 2000}}, {}, 1}});
+  running(1, "b", "research", 1, 1, kNow - 1000);              // node 0
+  running(2, "b", "research", 1, 1, kNow - 1000);              // node 0
+  running(3, "b", "production-inference", 1, 1, kNow - 1000);  // node 1: b borrows 1 GPU
+  pending(4, "a", "research", 1, 2, 0);  // needs node 0 whole: jobs 1 and 2
+  Decisions d = cycle();
+  EXPECT_TRUE(d.preempt.empty()) << "taking jobs 1 and 2 would leave b below its guarantee";
 }
 
 TEST_F(SchedulerTest, ProductionInferenceIsNeverPreemptedByLowerClasses) {

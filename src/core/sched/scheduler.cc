@@ -14,8 +14,8 @@
 //      preempt, and the victim is in the preemptor's queue or its queue is borrowing (guarantees are
 //      never broken by another queue's priority);
 //  (b) reclaim: the preemptor's leaf queue stays within its guarantee after starting the job, and the
-//      victim's queue (another one) is borrowing in that class; a non-preemptible victim of a higher
-//      class (production-inference) is never taken this way.
+//      victim's queue (another one) is still borrowing in that class once the victims chosen before
+//      are gone; a non-preemptible victim of a higher class (production-inference) is never taken so.
 // Victims: least lost work first; none at all unless the engine confirms the preemptor then fits.
 #include "core/sched/scheduler.h"
 
@@ -383,10 +383,18 @@ bool Cycle::try_preempt(Entry& e, const Gang& gang) {
   // score cache must not mix the scratch copy's node generations with the working copy's.
   ClusterState scratch = work_;
   PlacementEngine eng(policy_, options());
+  FairShare after = *fs_;  // allocations as if the victims chosen so far were gone
   std::vector<Cand> chosen;
   bool fits = false;
   for (const Cand& c : cands) {
     if (int(chosen.size()) >= budget) break;
+    const Entry& v = entries_[c.idx];
+    if (!c.by_priority) {  // reclaim only while the victim's queue still borrows
+      bool still = false;
+      for (const std::string& cl : reclaim_classes) still = still || after.borrowing(v.job->queue, cl);
+      if (!still) continue;
+    }
+    after.add(v.job->queue, amounts(v), -1);
     for (const TaskPlacement& p : entries_[c.idx].job->placement)
       if (!scratch.release(p).ok()) return false;  // inconsistent snapshot: preempt nothing
     chosen.push_back(c);
