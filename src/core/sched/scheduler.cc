@@ -371,6 +371,10 @@ bool Cycle::try_preempt(Entry& e, const Gang& gang) {
     const int64_t lost = std::max<int64_t>(0, now_ - since) + vj.checkpoint.save_cost + vj.checkpoint.restart_cost;
     cands.push_back({i, v.milli * lost, by_priority});
   }
+  // Cheap bound before copying the cluster: all candidates plus what is free must cover the job.
+  int64_t room = work_.total_gpus() * 1000 - work_.allocated_gpu_milli();
+  for (const Cand& c : cands) room += entries_[c.idx].milli;
+  if (cands.empty() || room < e.milli) return false;
   std::sort(cands.begin(), cands.end(), [&](const Cand& a, const Cand& b) {
     if (a.cost != b.cost) return a.cost < b.cost;
     const Job& x = *entries_[a.idx].job;
