@@ -263,6 +263,10 @@ Result<ScheduleRunResult> run_schedule_scenario(const ScheduleScenario& sc) {
     // 2. Arrivals.
     for (size_t i = 0; i < jobs.size(); ++i)
       if (!jobs[i].arrived && sc.jobs[i].at <= t) jobs[i].arrived = true;
+    // Periodic checkpoints of running jobs (for lost-work accounting).
+    for (Live& l : jobs)
+      if (l.job.state == JobState::kRunning && l.job.checkpoint.interval > 0 && t > l.job.started)
+        l.job.checkpoint.last = l.job.started + (t - l.job.started) / l.job.checkpoint.interval * l.job.checkpoint.interval;
     // 3. One cycle.
     Snapshot snap;
     snap.cluster = &cluster;
@@ -298,10 +302,6 @@ Result<ScheduleRunResult> run_schedule_scenario(const ScheduleScenario& sc) {
       if (l.job.checkpoint.interval > 0) l.job.checkpoint.last = l.job.started;
       res.log.push_back("t=" + std::to_string(t) + " start " + l.job.name);
     }
-    // Periodic checkpoints of running jobs (for lost-work accounting).
-    for (Live& l : jobs)
-      if (l.job.state == JobState::kRunning && l.job.checkpoint.interval > 0 && t > l.job.started)
-        l.job.checkpoint.last = l.job.started + (t - l.job.started) / l.job.checkpoint.interval * l.job.checkpoint.interval;
     // 4. Invariants.
     if (Status s = cluster.check_invariants(); !s.ok())
       res.failures.push_back("t=" + std::to_string(t) + ": invariant broken: " + s.message());
