@@ -6,6 +6,7 @@ packages=(
   g++ cmake ninja-build pkg-config
   libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libyaml-cpp-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "sim/bench_cycle.h"
 #include "sim/bench_place.h"
 
 namespace tessera::cli {
@@ -70,6 +71,51 @@ void register_bench(CLI::App& app) {
     for (auto& [kind, s] : r->by_kind)
       std::printf("  %-8s %8lld %8lld %10.1f %10.1f %10.1f\n", kind.c_str(), (long long)s.count, (long long)s.placed,
                   s.p50_us, s.p99_us, s.max_us);
+  });
+
+  auto* cycle = bench->add_subcommand("cycle", "One full scheduling cycle at scale (fair share, gangs, topology, preemption)");
+  auto co = std::make_shared<sim::BenchCycleOptions>();
+  auto cjson = std::make_shared<std::string>();
+  cycle->add_option("--nodes", co->nodes, "Nodes")->capture_default_str();
+  cycle->add_option("--gpus-per-node", co->gpus_per_node, "GPUs per node (1..16)")->capture_default_str();
+  cycle->add_option("--pending", co->pending, "Pending jobs")->capture_default_str();
+  cycle->add_option("--queues", co->queues, "Leaf queues")->capture_default_str();
+  cycle->add_option("--cycles", co->cycles, "Cycles to time")->capture_default_str();
+  cycle->add_option("--score-nodes", co->score_nodes, "Fitting nodes scored per task (0 = all)")->capture_default_str();
+  cycle->add_option("--json", *cjson, "Write results as JSON to PATH, or - for stdout");
+  cycle->callback([co, cjson] {
+    auto r = sim::run_bench_cycle(*co, [](int done, int total) {
+      std::fprintf(stderr, "\r  bench cycle: %d/%d cycles", done, total);
+      if (done == total) std::fprintf(stderr, "\n");
+    });
+    if (!r.ok()) {
+      std::cerr << "tessera bench cycle: " << r.error().message << "\n";
+      throw CLI::RuntimeError(2);
+    }
+    nlohmann::json j{{"nodes", co->nodes},
+                     {"gpus", int64_t(co->nodes) * co->gpus_per_node},
+                     {"pending", co->pending},
+                     {"queues", co->queues},
+                     {"cycles", co->cycles},
+                     {"running_before", r->running_before},
+                     {"cycle_ms_p50", r->cycle_ms_p50},
+                     {"cycle_ms_p99", r->cycle_ms_p99},
+                     {"cycle_ms_max", r->cycle_ms_max},
+                     {"decisions_per_s", r->decisions_per_s},
+                     {"starts", r->starts},
+                     {"preemptions", r->preemptions},
+                     {"pending_after", r->pending}};
+    if (*cjson == "-") {
+      std::cout << j.dump(2) << "\n";
+      return;
+    }
+    if (!cjson->empty()) std::ofstream(*cjson) << j.dump(2) << "\n";
+    std::printf("bench cycle: %d nodes, %d pending, %d queues, %lld running before\n", co->nodes, co->pending,
+                co->queues, (long long)r->running_before);
+    std::printf("  cycle p50 %.1f ms, p99 %.1f ms, max %.1f ms; %.0f decisions/s\n", r->cycle_ms_p50, r->cycle_ms_p99,
+                r->cycle_ms_max, r->decisions_per_s);
+    std::printf("  first cycle: %lld starts, %lld preemptions, %lld pending\n", (long long)r->starts,
+                (long long)r->preemptions, (long long)r->pending);
   });
 }
 

@@ -220,6 +220,7 @@ void register_sim(CLI::App& app) {
     if (!alloc->remaining().empty()) fail("unknown argument \"" + alloc->remaining().front() + "\"; see --help", 2);
     run_alloc_command(*args);
   });
+  register_scenario(*sim);
 }
 
 }  // namespace tessera::cli

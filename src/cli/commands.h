@@ -8,5 +8,6 @@ namespace tessera::cli {
 
 void register_sim(CLI::App& app);     // tessera sim alloc ...
 void register_bench(CLI::App& app);   // tessera bench place ...
+void register_scenario(CLI::App& sim);  // tessera sim scenario FILE... (under the sim subcommand)
 
 }  // namespace tessera::cli

@@ -1,0 +1,141 @@
+#include "sim/bench_cycle.h"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "core/cluster.h"
+#include "core/placement/engine.h"
+#include "core/rng.h"
+#include "core/sched/scheduler.h"
+
+namespace tessera::sim {
+
+Result<BenchCycleResult> run_bench_cycle(const BenchCycleOptions& o, const std::function<void(int, int)>& progress) {
+  if (o.nodes < 1) return invalid_argument("--nodes: must be >= 1");
+  if (o.gpus_per_node < 1 || o.gpus_per_node > 16) return invalid_argument("--gpus-per-node: must be in 1..16");
+  if (o.pending < 0) return invalid_argument("--pending: must be >= 0");
+  if (o.queues < 1) return invalid_argument("--queues: must be >= 1");
+  if (o.cycles < 1) return invalid_argument("--cycles: must be >= 1");
+
+  ClusterState cluster(GpuCatalog::builtin(), NetworkLevels({"spine", "leaf"}));
+  for (int i = 0; i < o.nodes; ++i) {
+    NodeSpec s;
+    s.name = "node-" + std::to_string(i);
+    s.cpu = MilliCpu(int64_t(o.gpus_per_node) * 16000);
+    s.memory = MiB(int64_t(o.gpus_per_node) * 131072);
+    s.gpu_model = i % 2 ? "A100-80GB" : "H100-80GB-SXM";
+    s.gpu_count = o.gpus_per_node;
+    const int leaf = i / 32;
+    s.path = {"spine-" + std::to_string(leaf / 16), "leaf-" + std::to_string(leaf)};
+    if (auto r = cluster.add_node(std::move(s)); !r.ok()) return r.error();
+  }
+  // Queues: orgs -> teams; each team is guaranteed a slice of half the cluster, limited to 4x that.
+  const int orgs = std::max(1, o.queues / 50);
+  const int64_t total_milli = cluster.total_gpus() * 1000;
+  const int64_t team_share = total_milli / 2 / o.queues / 1000 * 1000;
+  std::vector<QueueSpec> specs;
+  for (int g = 0; g < orgs; ++g) {
+    QueueSpec org;
+    org.name = "org-" + std::to_string(g);
+    org.guaranteed["any"] = team_share * ((o.queues + orgs - 1) / orgs);
+    specs.push_back(org);
+  }
+  for (int q = 0; q < o.queues; ++q) {
+    QueueSpec team;
+    team.name = "team-" + std::to_string(q);
+    team.parent = "org-" + std::to_string(q % orgs);
+    team.guaranteed["any"] = team_share;
+    team.limit["any"] = team_share * 4 + 8000;
+    team.weight = 1 + q % 3;
+    specs.push_back(team);
+  }
+  auto tree = QueueTree::build(specs);
+  if (!tree.ok()) return tree.error();
+
+  SchedulerConfig cfg;
+  cfg.max_scored_nodes = o.score_nodes;
+  cfg.seed = o.seed;
+  for (const std::string& m : {"A100-80GB", "H100-80GB-SXM"}) cfg.gpu_class[m] = "any";
+  auto sched = Scheduler::create(cfg);
+  if (!sched.ok()) return sched.error();
+
+  Rng rng(o.seed);
+  const char* classes[] = {"preemptible", "research", "research", "production-training", "production-inference"};
+  auto make_job = [&](uint32_t id, Time submitted) {
+    Job j;
+    j.id = JobId(id);
+    j.name = "job-" + std::to_string(id);
+    j.user = "user-" + std::to_string(rng.uniform(5000));
+    const uint32_t leaf = uint32_t(rng.uniform(uint64_t(o.queues)));
+    j.queue = *tree->find("team-" + std::to_string(leaf));
+    j.priority_class = classes[rng.uniform(5)];
+    j.submitted = submitted;
+    j.expected_runtime = 600 + Duration(rng.uniform(36000));
+    const uint64_t k = rng.uniform(100);
+    Gang& g = j.gang;
+    g.id = j.id;
+    g.task.cpu = MilliCpu(4000);
+    g.task.memory = MiB(32768);
+    if (k < 40) g.task.gpu_count = 1;
+    else if (k < 70) g.task.gpu_count = 1, g.task.milli_per_gpu = MilliGpu(250);
+    else if (k < 90) g.task.gpu_count = 4;
+    else if (k < 98) g.task.gpu_count = 8;
+    else g.tasks = 4, g.task.gpu_count = 8, g.topology = {TopologyMode::kPreferred, "leaf"};
+    j.checkpoint.interval = k % 2 ? 1800 : 0;
+    return j;
+  };
+
+  // Running jobs on about half the GPUs, placed by the engine as earlier cycles would have.
+  auto policy = make_policy(cfg.policy);
+  if (!policy.ok()) return policy.error();
+  EngineOptions eo;
+  eo.max_scored_nodes = o.score_nodes;
+  PlacementEngine engine(**policy, eo);
+  std::vector<Job> jobs;
+  uint32_t next_id = 0;
+  while (cluster.allocated_gpu_milli() < total_milli / 2) {
+    Job j = make_job(next_id++, 0);
+    PlacementResult r = engine.place_and_commit(cluster, j.gang);
+    if (r.outcome != Outcome::kPlaced) continue;
+    j.state = JobState::kRunning;
+    j.started = Time(rng.uniform(3600));
+    j.placement = std::move(r.tasks);
+    jobs.push_back(std::move(j));
+  }
+  BenchCycleResult res;
+  res.running_before = int64_t(jobs.size());
+  for (int i = 0; i < o.pending; ++i) jobs.push_back(make_job(next_id++, 3600 + i / 100));
+
+  Snapshot snap;
+  snap.cluster = &cluster;
+  snap.queues = &*tree;
+  snap.jobs = std::move(jobs);
+  snap.history.assign(tree->size(), QueueLoad{});
+  std::vector<double> ms;
+  int64_t decisions = 0;
+  double seconds = 0;
+  for (int c = 0; c < o.cycles; ++c) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Decisions d = (*sched)->cycle(snap, 7200);
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ms.push_back(dt * 1000);
+    seconds += dt;
+    decisions += int64_t(d.start.size() + d.preempt.size() + d.pending.size());
+    if (c == 0) {
+      res.starts = int64_t(d.start.size());
+      res.preemptions = int64_t(d.preempt.size());
+      res.pending = int64_t(d.pending.size());
+    }
+    if (progress) progress(c + 1, o.cycles);
+  }
+  std::sort(ms.begin(), ms.end());
+  auto pct = [&](double p) { return ms[std::min(ms.size() - 1, size_t(p * double(ms.size() - 1) + 0.5))]; };
+  res.cycle_ms_p50 = pct(0.5);
+  res.cycle_ms_p99 = pct(0.99);
+  res.cycle_ms_max = ms.back();
+  res.decisions_per_s = seconds > 0 ? double(decisions) / seconds : 0;
+  return res;
+}
+
+}  // namespace tessera::sim

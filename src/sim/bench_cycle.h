@@ -1,0 +1,34 @@
+// `tessera bench cycle`: one full scheduling cycle at scale - a synthetic cluster (mixed H100/A100,
+// spine/leaf), a queue tree (orgs -> teams) with guarantees and limits, jobs already running on about
+// half the GPUs and a large pending backlog (1-GPU, shares, 8-GPU, 4x8-GPU gangs, mixed priority
+// classes) - timed over several cycles. Single-threaded.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "core/status.h"
+
+namespace tessera::sim {
+
+struct BenchCycleOptions {
+  int nodes = 10000;
+  int gpus_per_node = 8;
+  int pending = 100000;
+  int queues = 1000;   // leaf queues (teams), under queues/50 orgs
+  int cycles = 5;
+  int score_nodes = 64;
+  uint64_t seed = 42;
+};
+
+struct BenchCycleResult {
+  double cycle_ms_p50 = 0, cycle_ms_p99 = 0, cycle_ms_max = 0;
+  double decisions_per_s = 0;  // (starts + preemptions + pending verdicts) per second of cycle time
+  int64_t starts = 0, preemptions = 0, pending = 0;  // of the first cycle
+  int64_t running_before = 0;
+};
+
+Result<BenchCycleResult> run_bench_cycle(const BenchCycleOptions& o, const std::function<void(int, int)>& progress = {});
+
+}  // namespace tessera::sim
