@@ -56,7 +56,7 @@ Result<BenchCycleResult> run_bench_cycle(const BenchCycleOptions& o, const std::
   SchedulerConfig cfg;
   cfg.max_scored_nodes = o.score_nodes;
   cfg.seed = o.seed;
-  for (const std::string& m : {"A100-80GB", "H100-80GB-SXM"}) cfg.gpu_class[m] = "any";
+  for (const char* m : {"A100-80GB", "H100-80GB-SXM"}) cfg.gpu_class[m] = "any";
   auto sched = Scheduler::create(cfg);
   if (!sched.ok()) return sched.error();
 

@@ -87,6 +87,8 @@ Result<ScheduleScenario> parse_schedule_scenario(const std::string& text) {
   TRY(get(root, "name", "scenario", sc.name));
   TRY(get(root, "levels", "scenario", sc.levels));
   TRY(get(root, "policy", "scenario", sc.config.policy));
+  TRY(get(root, "cycle_interval", "scenario", sc.cycle_interval));
+  if (sc.cycle_interval <= 0) return invalid_argument("scenario.cycle_interval: must be > 0 seconds");
   if (!root["nodes"] || !root["nodes"].IsSequence()) return invalid_argument("scenario.nodes: required list");
   for (size_t i = 0; i < root["nodes"].size(); ++i) {
     const YAML::Node n = root["nodes"][i];
@@ -203,7 +205,7 @@ Result<ScheduleRunResult> run_schedule_scenario(const ScheduleScenario& sc) {
     Duration done = 0;        // work completed and safe (checkpointed or finished)
     Duration run_from = 0;    // work already done when the current run started
     Time stop_at = -1;        // preempted: leaves the GPUs at this time
-    bool preempted_now = false;
+    Time preempt_decided = -1;  // when a preemption of it was last decided
   };
   std::vector<Live> jobs;
   for (size_t i = 0; i < sc.jobs.size(); ++i) {
@@ -228,6 +230,7 @@ Result<ScheduleRunResult> run_schedule_scenario(const ScheduleScenario& sc) {
   std::set<Time> times;
   for (const SimJobSpec& s : sc.jobs) times.insert(s.at);
   for (const Expectation& e : sc.expect) times.insert(e.at);
+  const Time horizon = times.empty() ? 0 : *times.rbegin();
   ScheduleRunResult res;
   while (!times.empty()) {
     const Time t = *times.begin();
@@ -276,11 +279,13 @@ Result<ScheduleRunResult> run_schedule_scenario(const ScheduleScenario& sc) {
     snap.history.assign(tree->size(), QueueLoad{});
     Decisions d = (*sched)->cycle(snap, t);
     ++res.cycles;
-    for (Live& l : jobs) l.preempted_now = false;
+    // While anything waits, the controller cycles again after cycle_interval (if nothing comes sooner).
+    // Periodic cycles stop at the horizon (the last arrival or expectation); completions go on.
+    if ((!d.pending.empty() || !d.preempt.empty()) && t + sc.cycle_interval <= horizon) times.insert(t + sc.cycle_interval);
     for (const PreemptDecision& p : d.preempt) {
       Live& v = jobs[p.victim.value];
       if (v.job.state != JobState::kRunning) continue;
-      v.preempted_now = true;
+      v.preempt_decided = t;
       if (p.phase == PreemptPhase::kRequestCheckpoint && v.job.checkpoint.interval > 0) {
         v.job.state = JobState::kCheckpointing;
         v.stop_at = t + std::min(v.job.checkpoint.save_cost, v.job.checkpoint.grace);
@@ -308,7 +313,8 @@ Result<ScheduleRunResult> run_schedule_scenario(const ScheduleScenario& sc) {
     for (const Live& l : jobs)
       if (l.job.state == JobState::kRunning && int(l.job.placement.size()) < l.job.gang.required_tasks())
         res.failures.push_back("t=" + std::to_string(t) + ": gang " + l.job.name + " runs partially");
-    // 5. Expectations due now.
+    // 5. Expectations due now, after the last cycle at this time.
+    if (!times.empty() && *times.begin() == t) continue;
     std::map<uint32_t, const PendingInfo*> pend;
     for (const PendingInfo& p : d.pending) pend[p.job.value] = &p;
     for (const Expectation& e : sc.expect) {
@@ -320,16 +326,16 @@ Result<ScheduleRunResult> run_schedule_scenario(const ScheduleScenario& sc) {
         std::string fail;
         switch (e.kind) {
           case Expectation::Kind::kRunning:
-            if (!running || l.preempted_now) fail = "is not running";
+            if (!running || l.job.state == JobState::kCheckpointing) fail = "is not running";
             break;
           case Expectation::Kind::kFinished:
             if (!l.finished) fail = "has not finished";
             break;
           case Expectation::Kind::kPreempted:
-            if (!l.preempted_now && l.job.state != JobState::kCheckpointing) fail = "was not preempted";
+            if (l.preempt_decided != t) fail = "was not preempted";
             break;
           case Expectation::Kind::kNotPreempted:
-            if (l.preempted_now) fail = "was preempted";
+            if (l.preempt_decided == t) fail = "was preempted";
             break;
           case Expectation::Kind::kPending: {
             auto p = pend.find(l.job.id.value);

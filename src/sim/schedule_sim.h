@@ -41,6 +41,7 @@ struct ScheduleScenario {
   std::vector<NodeSpec> nodes;
   std::vector<QueueSpec> queues;
   SchedulerConfig config;
+  Duration cycle_interval = 60;  // while jobs wait, a cycle runs at least this often
   std::vector<SimJobSpec> jobs;
   std::vector<Expectation> expect;
 };

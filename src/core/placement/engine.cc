@@ -375,6 +375,7 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
   };
   // Run only when placement failed: could the gang fit at all on an empty cluster (inside one
   // domain if required)? If not, sets the never-fits outcome. Cached per capacity generation.
+  MisfitCounts why;
   auto never_fits = [&]() -> bool {
     auto& memo = impl_->never_fits_memo[{shape, outermost}];
     if (memo.first != cluster.capacity_generation() + 1) memo = {cluster.capacity_generation() + 1, empty_cluster_room()};
@@ -386,10 +387,10 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
     r.reason = "needs " + std::to_string(required) + " task(s) of " + describe_task(t) + where +
                "; even an empty cluster holds at most " + std::to_string(best_domain) +
                (outermost >= 0 ? " in any one domain" : "") + " - ask for less or for other GPU models";
+    if (const std::string w = why.describe(); !w.empty()) r.reason += " (" + w + ")";
     return true;
   };
 
-  MisfitCounts why;
   if (required == 1 && gang.tasks == 1) {
     if (fill(nullptr, nullptr, max_scored_nodes_ > 0)) {  // indexed candidates
       r.outcome = Outcome::kPlaced;

@@ -1,26 +1,29 @@
-// The scheduling cycle (v1): validate, derive queue loads, order pending jobs by hierarchical fair
-// share, start what fits (gangs whole, on a working copy of the cluster), preempt when a job may and
+// The scheduling cycle (v1): validate, derive queue loads, order pending jobs by priority tier and,
+// inside a tier, hierarchical fair share, start what fits (gangs whole, on a working copy of the cluster), preempt when a job may and
 // the victims would make it fit, and say why every other job waits.
 //
-// Quota classes: every GPU job counts in class "any" (so quotas on "any" cover every model); a job
-// whose request names GPU models also counts in the class of its first allowed model
-// (config.gpu_class[model], default the model's canonical name). Capacity: "any" = all healthy GPUs,
+// Quota classes: every GPU job counts in class "any" (so quotas on "any" cover every model). A running
+// job (or one started this cycle) also counts in the classes of the GPUs it holds
+// (config.gpu_class[model], default the model's canonical name); a pending job that names models counts
+// in the class of its first one. Limits are checked on the request and again on the GPUs chosen. Capacity: "any" = all healthy GPUs,
 // each model class = its healthy GPUs. Amounts are milli-GPU (whole GPU 1000, share its milli, MIG its
 // compute fraction).
 //
-// Preemption rules (no loops): a victim is a running job outside its class's min_runtime and outside
-// config.preemption_protection since its last preemption, and either
-//  (a) priority: its class is preemptible, has a strictly lower value, the preemptor's class can
-//      preempt, and the victim is in the preemptor's queue or its queue is borrowing (guarantees are
-//      never broken by another queue's priority);
+// Preemption rules (no loops): a victim is a running job and either
+//  (a) priority: it is outside its class's min_runtime and outside config.preemption_protection since
+//      its last preemption, its class is preemptible, has a strictly lower value, the preemptor's class
+//      can preempt, and the victim is in the preemptor's queue or its queue is above its guarantee in
+//      every class the victim holds (guarantees are never broken by another queue's priority);
 //  (b) reclaim: the preemptor's leaf queue stays within its guarantee after starting the job, and the
 //      victim's queue (another one) is still borrowing in that class once the victims chosen before
 //      are gone; a non-preemptible victim of a higher class (production-inference) is never taken so.
+//      Reclaim ignores min_runtime and protection: borrowed capacity is lent on those terms.
 // Victims: least lost work first; none at all unless the engine confirms the preemptor then fits.
 #include "core/sched/scheduler.h"
 
 #include <algorithm>
 #include <cctype>
+#include <set>
 
 namespace tessera {
 
@@ -56,6 +59,7 @@ struct Entry {
   const PriorityClass* pc = nullptr;
   std::string cls;       // quota class of the request ("any" or a model class)
   int64_t milli = 0;     // GPU amount (running: held; pending: requested)
+  ClassAmounts held;     // running: per class, from the models of the GPUs it holds (and "any")
   bool running = false;
   bool victim = false;   // chosen as a victim this cycle
   bool started = false;  // started this cycle
@@ -122,13 +126,33 @@ class Cycle {
     return model_class(m ? m->name : t.gpu_models.front());
   }
   int64_t request_milli(const Gang& g) const;
-  ClassAmounts amounts(const Entry& e) const { return amounts_of(e.cls, e.milli); }
+  ClassAmounts amounts(const Entry& e) const { return e.running ? e.held : amounts_of(e.cls, e.milli); }
+  // What a placement holds per class: each GPU counts in its model's class, and all in "any".
+  ClassAmounts placement_amounts(const ClusterState& c, const std::vector<TaskPlacement>& ps) const {
+    ClassAmounts a;
+    for (const TaskPlacement& p : ps)
+      for (const GpuGrant& g : p.gpus) {
+        const int64_t m = g.kind == GrantKind::kWhole ? 1000 : g.milli.v;
+        a[kAnyClass] += m;
+        const GpuModel* model = c.node(p.node).gpus[g.gpu].model;
+        if (!model) continue;
+        const std::string cls = model_class(model->name);
+        if (cls != kAnyClass && quota_classes_.count(cls)) a[cls] += m;
+      }
+    return a;
+  }
   bool validate(Entry& e);
   void order_and_place();
   void try_job(Entry& e);
   bool try_preempt(Entry& e, const Gang& gang);
   Gang gang_of(const Entry& e) const;
   bool below_guarantee_after(const Entry& e, std::vector<std::string>& classes) const;
+  // A running job's queue is above its guarantee in every class the job holds.
+  bool borrows(const Entry& v) const {
+    for (auto& [c, m] : v.held)
+      if (m > 0 && !fs_->borrowing(v.job->queue, c)) return false;
+    return true;
+  }
 
   const SchedulerConfig& cfg_;
   const ScoringPolicy& policy_;
@@ -138,6 +162,7 @@ class Cycle {
   ClusterState work_;
   PlacementEngine engine_;
   std::optional<FairShare> fs_;
+  std::set<std::string> quota_classes_;  // classes some queue guarantees or limits (plus "any")
   std::vector<Entry> entries_;           // valid jobs, by id
   std::vector<Entry> invalid_;           // pending jobs that cannot be scheduled, by id
   std::map<std::string, int64_t> user_milli_;  // running GPU usage per user
@@ -197,6 +222,7 @@ bool Cycle::validate(Entry& e) {
   }
   e.cls = request_class(j.gang.task);
   e.milli = e.running && !j.placement.empty() ? placement_milli(j.placement) : request_milli(j.gang);
+  if (e.running) e.held = placement_amounts(*snap_.cluster, j.placement);
   return true;
 }
 
@@ -206,6 +232,12 @@ Decisions Cycle::run() {
     if (j.state == JobState::kPending || j.state == JobState::kRunning || j.state == JobState::kCheckpointing)
       jobs.push_back(&j);
   std::sort(jobs.begin(), jobs.end(), [](const Job* a, const Job* b) { return a->id < b->id; });
+  // Only classes a queue sets a guarantee or limit on are accounted; the rest is all "any".
+  quota_classes_.insert(kAnyClass);
+  for (const Queue& q : tree_.queues()) {
+    for (auto& [c, v] : q.guaranteed) quota_classes_.insert(c);
+    for (auto& [c, v] : q.limit) quota_classes_.insert(c);
+  }
   for (const Job* j : jobs) {
     Entry e;
     e.job = j;
@@ -234,7 +266,7 @@ Decisions Cycle::run() {
       if (g.health != GpuHealth::kHealthy || !g.model) continue;
       capacity[kAnyClass] += 1000;
       const std::string c = model_class(g.model->name);
-      if (c != kAnyClass) capacity[c] += 1000;
+      if (c != kAnyClass && quota_classes_.count(c)) capacity[c] += 1000;
     }
   fs_.emplace(FairShare::compute(tree_, capacity, load));
 
@@ -264,15 +296,13 @@ Decisions Cycle::run() {
 
 // Repeatedly: the best leaf queue (walking down by FairShare::before), its best job, try it.
 void Cycle::order_and_place() {
-  std::vector<std::vector<size_t>> cand(tree_.size());
-  std::vector<int> remaining(tree_.size(), 0);
-  size_t total = 0;
-  for (size_t i = 0; i < entries_.size(); ++i) {
-    if (entries_[i].running) continue;
-    cand[entries_[i].job->queue.value].push_back(i);
-    for (QueueId q : tree_.path_to_root(entries_[i].job->queue)) ++remaining[q.value];
-    ++total;
-  }
+  // Priority tiers first (urgent work is served at once, whatever its queue's share), then inside a
+  // tier the queue tree by fair share, then the queue's best job.
+  std::vector<int> tiers;
+  for (const Entry& e : entries_)
+    if (!e.running) tiers.push_back(e.pc->value);
+  std::sort(tiers.begin(), tiers.end(), std::greater<>());
+  tiers.erase(std::unique(tiers.begin(), tiers.end()), tiers.end());
   auto job_before = [&](size_t a, size_t b) {
     const Entry& x = entries_[a];
     const Entry& y = entries_[b];
@@ -282,24 +312,35 @@ void Cycle::order_and_place() {
     if (x.job->submitted != y.job->submitted) return x.job->submitted < y.job->submitted;
     return x.job->id < y.job->id;
   };
-  for (; total > 0; --total) {
-    const std::vector<QueueId>* level = &tree_.top_level();
-    QueueId pick;
-    for (;;) {
-      QueueId best;
-      for (QueueId q : *level)
-        if (remaining[q.value] > 0 && (!best.valid() || fs_->before(q, best))) best = q;
-      pick = best;
-      if (tree_.queue(best).leaf()) break;
-      level = &tree_.queue(best).children;
+  for (int tier : tiers) {
+    std::vector<std::vector<size_t>> cand(tree_.size());
+    std::vector<int> remaining(tree_.size(), 0);
+    size_t total = 0;
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      if (entries_[i].running || entries_[i].pc->value != tier) continue;
+      cand[entries_[i].job->queue.value].push_back(i);
+      for (QueueId q : tree_.path_to_root(entries_[i].job->queue)) ++remaining[q.value];
+      ++total;
     }
-    auto& c = cand[pick.value];
-    auto it = std::min_element(c.begin(), c.end(), job_before);
-    const size_t i = *it;
-    c.erase(it);
-    for (QueueId q : tree_.path_to_root(pick)) --remaining[q.value];
-    order_.push_back(i);
-    try_job(entries_[i]);
+    for (; total > 0; --total) {
+      const std::vector<QueueId>* level = &tree_.top_level();
+      QueueId pick;
+      for (;;) {
+        QueueId best;
+        for (QueueId q : *level)
+          if (remaining[q.value] > 0 && (!best.valid() || fs_->before(q, best))) best = q;
+        pick = best;
+        if (tree_.queue(best).leaf()) break;
+        level = &tree_.queue(best).children;
+      }
+      auto& c = cand[pick.value];
+      auto it = std::min_element(c.begin(), c.end(), job_before);
+      const size_t i = *it;
+      c.erase(it);
+      for (QueueId q : tree_.path_to_root(pick)) --remaining[q.value];
+      order_.push_back(i);
+      try_job(entries_[i]);
+    }
   }
 }
 
@@ -309,15 +350,36 @@ void Cycle::try_job(Entry& e) {
     e.reason = lim.message();
     return;
   }
-  const Gang gang = gang_of(e);
+  Gang gang = gang_of(e);
   PlacementResult r = engine_.place(work_, gang);
   if (r.outcome == Outcome::kPlaced) {
+    // The classes of the GPUs actually chosen must be within the queue's limits too. If not, and the
+    // job allows any model, try once more on the models whose class still has room.
+    if (Status lim = fs_->within_limits(e.job->queue, placement_amounts(work_, r.tasks)); !lim.ok()) {
+      std::vector<std::string> room;
+      if (gang.task.gpu_models.empty())
+        for (const std::string& m : work_.catalog().names()) {
+          ClassAmounts one;
+          one[model_class(m)] = e.milli;
+          if (fs_->within_limits(e.job->queue, one).ok()) room.push_back(m);
+        }
+      if (room.empty()) {
+        e.reason = lim.message();
+        return;
+      }
+      gang.task.gpu_models = room;
+      r = engine_.place(work_, gang);
+      if (r.outcome != Outcome::kPlaced) {
+        e.reason = lim.message() + "; no room on other models: " + r.reason;
+        return;
+      }
+    }
     if (Status s = work_.apply_all(r.tasks); !s.ok()) {
       e.reason = "internal: placement could not be applied: " + s.message();
       return;
     }
     e.started = true;
-    const ClassAmounts got = amounts_of(e.cls, placement_milli(r.tasks));
+    const ClassAmounts got = placement_amounts(work_, r.tasks);
     fs_->add(e.job->queue, got, +1);
     user_milli_[e.job->user] += get_or(got, kAnyClass);
     out_.start.push_back({e.job->id, std::move(r.tasks)});
@@ -328,13 +390,14 @@ void Cycle::try_job(Entry& e) {
 }
 
 // Would e's leaf queue stay within its guarantee after starting e? `classes`: the guaranteed classes.
+// A request without model constraints may use any guaranteed class of its queue.
 bool Cycle::below_guarantee_after(const Entry& e, std::vector<std::string>& classes) const {
   const Queue& q = tree_.queue(e.job->queue);
-  for (auto& [c, v] : amounts(e)) {
-    const int64_t g = get_or(q.guaranteed, c);
+  const ClassAmounts need = amounts(e);
+  for (auto& [c, g] : q.guaranteed) {
     if (g <= 0) continue;
-    if (fs_->allocated(q.id, c) + v > g) return false;
-    classes.push_back(c);
+    const bool usable = need.count(c) || (c != kAnyClass && e.cls == kAnyClass);
+    if (usable && fs_->allocated(q.id, c) + e.milli <= g) classes.push_back(c);
   }
   return !classes.empty();
 }
@@ -355,11 +418,13 @@ bool Cycle::try_preempt(Entry& e, const Gang& gang) {
     const Entry& v = entries_[i];
     const Job& vj = *v.job;
     if (!v.running || v.victim || vj.state != JobState::kRunning || vj.placement.empty()) continue;
-    if (vj.started >= 0 && now_ - vj.started < v.pc->min_runtime) continue;
-    if (vj.last_preempted >= 0 && now_ - vj.last_preempted < cfg_.preemption_protection) continue;
+    // min_runtime and the protection window shield a job from priority preemption; a guarantee's
+    // owner reclaims regardless (borrowed capacity is lent on those terms).
+    const bool protected_now = (vj.started >= 0 && now_ - vj.started < v.pc->min_runtime) ||
+                               (vj.last_preempted >= 0 && now_ - vj.last_preempted < cfg_.preemption_protection);
     const bool same_queue = vj.queue == e.job->queue;
-    const bool by_priority = e.pc->can_preempt && v.pc->preemptible && v.pc->value < e.pc->value &&
-                             (same_queue || fs_->borrowing(vj.queue, v.cls));
+    const bool by_priority = !protected_now && e.pc->can_preempt && v.pc->preemptible &&
+                             v.pc->value < e.pc->value && (same_queue || borrows(v));
     bool by_reclaim = false;
     if (may_reclaim && !same_queue && (v.pc->preemptible || v.pc->value <= e.pc->value)) {
       const ClassAmounts va = amounts(v);
