@@ -334,3 +334,27 @@ TEST(MigPlanner, Deterministic) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+using namespace tessera::testing;
+
+// Every profile of every MIG model wanted at once: the exhaustive search stays small (8 slices) and
+// the result is valid and uses all compute slices.
+TEST(MigPlanner, SearchOverAllProfilesOfEveryModel) {
+  for (const std::string& name : GpuCatalog::builtin().names()) {
+    const GpuModel& m = **GpuCatalog::builtin().find(name);
+    if (!m.mig_capable()) continue;
+    std::vector<std::pair<const MigProfile*, int>> wants;
+    for (const MigProfile& p : m.mig_profiles) wants.emplace_back(&p, 7);
+    auto l = design_mig_layout(m, wants, true);
+    MigLayout applied(&m);
+    for (const MigInstance& in : l) ASSERT_TRUE(applied.create(*m.find_profile_id(in.profile_id), in.start).ok()) << name;
+    ASSERT_TRUE(applied.check().ok()) << name;
+    EXPECT_EQ(applied.used_compute_slices(), m.compute_slices) << name;
+  }
+}
+
+}  // namespace
+}  // namespace tessera
