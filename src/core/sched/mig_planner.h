@@ -1,7 +1,8 @@
 // Dynamic MIG layout planner: decides which IDLE GPUs should change mode or MIG layout so that the
 // pending mix of work (MIG slices for inference and small jobs, whole GPUs for training gangs, which
-// cannot run NCCL on MIG) can be placed. It only plans; the caller drains nothing and applies the
-// returned changes (the agent runs nvidia-smi / NVML with explicit placements).
+// cannot run NCCL on MIG) can be placed. It only plans: it picks idle GPUs, so nothing needs draining;
+// the caller applies the returned changes (the agent destroys the old instances and creates the new
+// layout with explicit placements) and records when each GPU changed, for the hysteresis.
 //
 // Rules:
 //  - A GPU is touched only if it is healthy, on a schedulable node, and idle: a whole GPU with no
