@@ -173,6 +173,7 @@ PlacementEngine::PlacementEngine(const ScoringPolicy& policy, EngineOptions opti
     : policy_(&policy), rng_(options.seed), impl_(std::make_unique<Impl>()) {
   node_rank_ = std::move(options.node_rank);
   max_scored_nodes_ = options.max_scored_nodes;
+  explain_failures_ = options.explain_failures;
 }
 
 PlacementEngine::~PlacementEngine() = default;
@@ -396,6 +397,11 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
       r.outcome = Outcome::kPlaced;
       return r;
     }
+    if (!explain_failures_) {
+      r.outcome = Outcome::kRetryLater;
+      r.reason = "no node fits " + describe_task(t) + " now";
+      return r;
+    }
     if (fill(nullptr, &why)) {  // every node, counting why each does not fit
       r.outcome = Outcome::kPlaced;
       return r;
@@ -477,6 +483,11 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
     }
   }
   r.tasks.clear();
+  if (!explain_failures_) {
+    r.outcome = Outcome::kRetryLater;
+    r.reason = "no room for the gang now";
+    return r;
+  }
   if (never_fits()) return r;
   r.outcome = Outcome::kRetryLater;
   const std::string scope =

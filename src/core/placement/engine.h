@@ -35,6 +35,9 @@ struct EngineOptions {
   // stop after N fitting nodes were scored - Kubernetes' percentageOfNodesToScore, made best-fit.
   // If none fits, every node is checked before the answer is retry-later.
   int max_scored_nodes = 0;
+  // false: a failed placement returns retry-later with a short reason, skipping the full scan that
+  // counts why each node does not fit and the never-fits check (for trial placements).
+  bool explain_failures = true;
 };
 
 class PlacementEngine {
@@ -62,6 +65,7 @@ class PlacementEngine {
   const ScoringPolicy* policy_;
   std::vector<uint32_t> node_rank_;
   int max_scored_nodes_ = 0;
+  bool explain_failures_ = true;
   Rng rng_;
   std::unique_ptr<Impl> impl_;
 };

@@ -274,12 +274,19 @@ bool FairShare::below_guarantee(QueueId q) const {
   return false;
 }
 
+const FairShare::Key& FairShare::key(QueueId q) const {
+  if (key_.size() < tree_->size()) key_.resize(tree_->size());
+  Key& k = key_[q.value];
+  if (!k.valid) k = {true, below_guarantee(q), saturation(q)};
+  return k;
+}
+
 bool FairShare::before(QueueId a, QueueId b) const {
   if (a == b) return false;
-  bool ga = below_guarantee(a), gb = below_guarantee(b);
-  if (ga != gb) return ga;
-  double sa = saturation(a), sb = saturation(b);
-  if (sa != sb) return sa < sb;
+  const Key& ka = key(a);
+  const Key& kb = key(b);
+  if (ka.below != kb.below) return ka.below;
+  if (ka.saturation != kb.saturation) return ka.saturation < kb.saturation;
   if (usage_[a.value] != usage_[b.value]) return usage_[a.value] < usage_[b.value];
   return a < b;
 }
@@ -306,7 +313,10 @@ bool FairShare::borrowing(QueueId q, const std::string& cls) const {
 
 void FairShare::add(QueueId leaf, const ClassAmounts& delta, int sign) {
   assert(sign == 1 || sign == -1);
-  for (QueueId p : tree_->path_to_root(leaf)) add_into(alloc_[p.value], delta, sign);
+  for (QueueId p : tree_->path_to_root(leaf)) {
+    add_into(alloc_[p.value], delta, sign);
+    if (p.value < key_.size()) key_[p.value].valid = false;
+  }
 }
 
 }  // namespace tessera

@@ -109,6 +109,13 @@ class FairShare {
   const QueueTree* tree_ = nullptr;
   std::vector<ClassAmounts> fair_, alloc_, demand_;
   std::vector<double> usage_;  // aggregated over the subtree
+  // before()'s sort key per queue, computed on first use and dropped by add() along the path.
+  struct Key {
+    bool valid = false, below = false;
+    double saturation = 0;
+  };
+  mutable std::vector<Key> key_;
+  const Key& key(QueueId q) const;
 };
 
 }  // namespace tessera

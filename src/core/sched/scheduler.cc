@@ -22,6 +22,7 @@
 #include "core/sched/scheduler.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cctype>
 #include <set>
 
@@ -63,6 +64,7 @@ struct Entry {
   bool running = false;
   bool victim = false;   // chosen as a victim this cycle
   bool started = false;  // started this cycle
+  uint32_t user = 0;     // dense user index
   std::string reason;    // why it waits (pending)
 };
 
@@ -100,7 +102,7 @@ class Cycle {
  public:
   Cycle(const SchedulerConfig& cfg, const ScoringPolicy& policy, const Snapshot& snap, Time now)
       : cfg_(cfg), policy_(policy), snap_(snap), tree_(*snap.queues), now_(now), work_(*snap.cluster),
-        engine_(policy, options()) {}
+        engine_(policy, options()), trial_(policy, trial_options()) {}
 
   Decisions run();
 
@@ -109,6 +111,11 @@ class Cycle {
     EngineOptions o;
     o.seed = cfg_.seed;
     o.max_scored_nodes = cfg_.max_scored_nodes;
+    return o;
+  }
+  EngineOptions trial_options() const {
+    EngineOptions o = options();
+    o.explain_failures = false;
     return o;
   }
   std::string model_class(const std::string& model) const {
@@ -145,7 +152,17 @@ class Cycle {
   void order_and_place();
   void try_job(Entry& e);
   bool try_preempt(Entry& e, const Gang& gang);
+  bool find_victims(Entry& e, const Gang& gang, int budget);
   Gang gang_of(const Entry& e) const;
+  static std::string shape_key(const Gang& g) {
+    const TaskRequest& t = g.task;
+    std::string k = std::to_string(g.tasks) + "/" + std::to_string(g.required_tasks()) + "/" + std::to_string(t.cpu.v) +
+                    "/" + std::to_string(t.memory.v) + "/" + std::to_string(t.gpu_count) + "/" +
+                    std::to_string(t.milli_per_gpu.v) + "/" + std::to_string(t.gpu_memory.v) + "/" + t.mig_profile +
+                    "/" + std::to_string(int(g.topology.mode)) + g.topology.level;
+    for (const std::string& m : t.gpu_models) k += "/" + m;
+    return k;
+  }
   bool below_guarantee_after(const Entry& e, std::vector<std::string>& classes) const;
   // A running job's queue is above its guarantee in every class the job holds.
   bool borrows(const Entry& v) const {
@@ -161,11 +178,17 @@ class Cycle {
   Time now_;
   ClusterState work_;
   PlacementEngine engine_;
+  PlacementEngine trial_;  // for preemption trials: no failure explanations (they cost full scans)
   std::optional<FairShare> fs_;
   std::set<std::string> quota_classes_;  // classes some queue guarantees or limits (plus "any")
   std::vector<Entry> entries_;           // valid jobs, by id
   std::vector<Entry> invalid_;           // pending jobs that cannot be scheduled, by id
   std::map<std::string, int64_t> user_milli_;  // running GPU usage per user
+  std::vector<int64_t> user_usage_;            // the same by Entry::user (dense), for ordering
+  // Gang shapes that found no room this cycle (nothing is freed within a cycle, so they still do not
+  // fit): the engine's reason, reused instead of searching again.
+  std::map<std::string, std::string> no_room_;
+  std::set<std::string> no_victims_;  // (shape, class, queue) for which preemption found nothing
   std::vector<size_t> order_;            // entries_ indices in the cycle's order
   int preemptions_ = 0;
   Decisions out_;
@@ -307,11 +330,15 @@ void Cycle::order_and_place() {
     const Entry& x = entries_[a];
     const Entry& y = entries_[b];
     if (x.pc->value != y.pc->value) return x.pc->value > y.pc->value;
-    const int64_t ux = get_or(user_milli_, x.job->user), uy = get_or(user_milli_, y.job->user);
+    const int64_t ux = user_usage_[x.user], uy = user_usage_[y.user];
     if (ux != uy) return ux < uy;
     if (x.job->submitted != y.job->submitted) return x.job->submitted < y.job->submitted;
     return x.job->id < y.job->id;
   };
+  std::map<std::string, uint32_t> users;
+  for (Entry& e : entries_) e.user = users.emplace(e.job->user, uint32_t(users.size())).first->second;
+  user_usage_.assign(users.size(), 0);
+  for (const Entry& e : entries_) user_usage_[e.user] = get_or(user_milli_, e.job->user);
   for (int tier : tiers) {
     std::vector<std::vector<size_t>> cand(tree_.size());
     std::vector<int> remaining(tree_.size(), 0);
@@ -351,6 +378,11 @@ void Cycle::try_job(Entry& e) {
     return;
   }
   Gang gang = gang_of(e);
+  const std::string shape = shape_key(gang);
+  if (auto it = no_room_.find(shape); it != no_room_.end()) {
+    if (!try_preempt(e, gang)) e.reason = it->second;
+    return;
+  }
   PlacementResult r = engine_.place(work_, gang);
   if (r.outcome == Outcome::kPlaced) {
     // The classes of the GPUs actually chosen must be within the queue's limits too. If not, and the
@@ -382,9 +414,11 @@ void Cycle::try_job(Entry& e) {
     const ClassAmounts got = placement_amounts(work_, r.tasks);
     fs_->add(e.job->queue, got, +1);
     user_milli_[e.job->user] += get_or(got, kAnyClass);
+    user_usage_[e.user] += get_or(got, kAnyClass);
     out_.start.push_back({e.job->id, std::move(r.tasks)});
     return;
   }
+  no_room_[shape] = r.reason;
   if (r.outcome == Outcome::kRetryLater && try_preempt(e, gang)) return;
   e.reason = r.reason;
 }
@@ -405,6 +439,15 @@ bool Cycle::below_guarantee_after(const Entry& e, std::vector<std::string>& clas
 bool Cycle::try_preempt(Entry& e, const Gang& gang) {
   const int budget = cfg_.max_preemptions_per_cycle - preemptions_;
   if (budget <= 0 || e.milli <= 0) return false;
+  // Victims only become fewer within a cycle: a failed search stays failed for the same ask.
+  const std::string memo = shape_key(gang) + "|" + std::to_string(e.pc->value) + "|" + std::to_string(e.job->queue.value);
+  if (no_victims_.count(memo)) return false;
+  const bool found = find_victims(e, gang, budget);
+  if (!found) no_victims_.insert(memo);
+  return found;
+}
+
+bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
   std::vector<std::string> reclaim_classes;
   const bool may_reclaim = below_guarantee_after(e, reclaim_classes);
 
@@ -450,11 +493,20 @@ bool Cycle::try_preempt(Entry& e, const Gang& gang) {
 
   // Add victims one by one on a scratch copy until the engine places the job. A fresh engine: its
   // score cache must not mix the scratch copy's node generations with the working copy's.
-  ClusterState scratch = work_;
-  PlacementEngine eng(policy_, options());
+  // Release victims one by one on the working copy itself (their placements are put back below:
+  // victims keep their resources this cycle) until the engine places the job. The engine's cache is
+  // keyed by node generation, which every release/apply advances, so it stays valid.
   FairShare after = *fs_;  // allocations as if the victims chosen so far were gone
   std::vector<Cand> chosen;
   bool fits = false;
+  std::vector<const std::vector<TaskPlacement>*> released;
+  auto restore = [&] {
+    for (const auto* pl : released) {
+      Status s = work_.apply_all(*pl);
+      assert(s.ok() && "restoring a victim's placement failed");
+      (void)s;
+    }
+  };
   for (const Cand& c : cands) {
     if (int(chosen.size()) >= budget) break;
     const Entry& v = entries_[c.idx];
@@ -464,25 +516,38 @@ bool Cycle::try_preempt(Entry& e, const Gang& gang) {
       if (!still) continue;
     }
     after.add(v.job->queue, amounts(v), -1);
-    for (const TaskPlacement& p : entries_[c.idx].job->placement)
-      if (!scratch.release(p).ok()) return false;  // inconsistent snapshot: preempt nothing
+    const auto& pl = v.job->placement;
+    size_t done = 0;
+    for (; done < pl.size(); ++done)
+      if (!work_.release(pl[done]).ok()) break;
+    if (done < pl.size()) {  // inconsistent snapshot: put everything back and preempt nothing
+      for (size_t k = 0; k < done; ++k) (void)work_.apply(pl[k]);
+      restore();
+      return false;
+    }
+    released.push_back(&pl);
     chosen.push_back(c);
-    if (eng.place(scratch, gang).outcome == Outcome::kPlaced) {
+    if (trial_.place(work_, gang).outcome == Outcome::kPlaced) {
       fits = true;
       break;
     }
   }
-  if (!fits) return false;
+  if (!fits) {
+    restore();
+    return false;
+  }
   // Drop victims that turned out unnecessary (most expensive first, the last one is needed).
   for (size_t k = chosen.size() - 1; k-- > 0;) {
     const auto& pl = entries_[chosen[k].idx].job->placement;
-    if (!scratch.apply_all(pl).ok()) continue;
-    if (eng.place(scratch, gang).outcome == Outcome::kPlaced) {
+    if (!work_.apply_all(pl).ok()) continue;
+    if (trial_.place(work_, gang).outcome == Outcome::kPlaced) {
       chosen.erase(chosen.begin() + long(k));
+      released.erase(released.begin() + long(k));
     } else {
-      for (const TaskPlacement& p : pl) (void)scratch.release(p);
+      for (const TaskPlacement& p : pl) (void)work_.release(p);
     }
   }
+  restore();
 
   const std::string need = gpus_text(e.milli);
   for (const Cand& c : chosen) {
