@@ -8,6 +8,7 @@
 #include "core/placement/engine.h"
 #include "core/rng.h"
 #include "core/sched/scheduler.h"
+#include "sim/bench_place.h"
 
 namespace tessera::sim {
 
@@ -18,18 +19,9 @@ Result<BenchCycleResult> run_bench_cycle(const BenchCycleOptions& o, const std::
   if (o.queues < 1) return invalid_argument("--queues: must be >= 1");
   if (o.cycles < 1) return invalid_argument("--cycles: must be >= 1");
 
-  ClusterState cluster(GpuCatalog::builtin(), NetworkLevels({"spine", "leaf"}));
-  for (int i = 0; i < o.nodes; ++i) {
-    NodeSpec s;
-    s.name = "node-" + std::to_string(i);
-    s.cpu = MilliCpu(int64_t(o.gpus_per_node) * 16000);
-    s.memory = MiB(int64_t(o.gpus_per_node) * 131072);
-    s.gpu_model = i % 2 ? "A100-80GB" : "H100-80GB-SXM";
-    s.gpu_count = o.gpus_per_node;
-    const int leaf = i / 32;
-    s.path = {"spine-" + std::to_string(leaf / 16), "leaf-" + std::to_string(leaf)};
-    if (auto r = cluster.add_node(std::move(s)); !r.ok()) return r.error();
-  }
+  auto built = make_bench_cluster(o.nodes, o.gpus_per_node, 32, 16, false);
+  if (!built.ok()) return built.error();
+  ClusterState& cluster = *built;
   // Queues: orgs -> teams; each team is guaranteed a slice of half the cluster, limited to 4x that.
   const int orgs = std::max(1, o.queues / 50);
   const int64_t total_milli = cluster.total_gpus() * 1000;

@@ -58,6 +58,25 @@ LatencyStats stats(std::vector<double>& us, int64_t placed) {
 
 }  // namespace
 
+Result<ClusterState> make_bench_cluster(int nodes, int gpus_per_node, int nodes_per_leaf, int leaves_per_spine,
+                                        bool with_mig) {
+  ClusterState cluster(GpuCatalog::builtin(), NetworkLevels({"spine", "leaf"}));
+  for (int i = 0; i < nodes; ++i) {
+    NodeSpec s;
+    s.name = "node-" + std::to_string(i);
+    s.cpu = MilliCpu(int64_t(gpus_per_node) * 16000);
+    s.memory = MiB(int64_t(gpus_per_node) * 131072);
+    s.gpu_model = i % 2 ? "A100-80GB" : "H100-80GB-SXM";
+    s.gpu_count = gpus_per_node;
+    if (with_mig && (i % 8 == 3 || i % 8 == 6))  // a quarter of the GPUs: two nodes in eight, all-MIG
+      for (int g = 0; g < gpus_per_node; ++g) s.mig_gpus.push_back(g);
+    const int leaf = i / nodes_per_leaf;
+    s.path = {"spine-" + std::to_string(leaf / leaves_per_spine), "leaf-" + std::to_string(leaf)};
+    if (auto r = cluster.add_node(std::move(s)); !r.ok()) return r.error();
+  }
+  return cluster;
+}
+
 Result<BenchPlaceResult> run_bench_place(const BenchPlaceOptions& o,
                                          const std::function<void(int64_t, int64_t)>& progress) {
   if (o.nodes < 1) return invalid_argument("--nodes: must be >= 1");
@@ -67,21 +86,9 @@ Result<BenchPlaceResult> run_bench_place(const BenchPlaceOptions& o,
   auto policy = make_policy(o.policy);
   if (!policy.ok()) return invalid_argument("--policy: " + policy.error().message);
 
-  ClusterState cluster(GpuCatalog::builtin(), NetworkLevels({"spine", "leaf"}));
-  for (int i = 0; i < o.nodes; ++i) {
-    NodeSpec s;
-    s.name = "node-" + std::to_string(i);
-    s.cpu = MilliCpu(int64_t(o.gpus_per_node) * 16000);
-    s.memory = MiB(int64_t(o.gpus_per_node) * 131072);
-    s.gpu_model = i % 2 ? "A100-80GB" : "H100-80GB-SXM";
-    s.gpu_count = o.gpus_per_node;
-    if (i % 8 == 3 || i % 8 == 6)  // MIG on a quarter of the GPUs: two nodes in eight, all-MIG
-      for (int g = 0; g < o.gpus_per_node; ++g) s.mig_gpus.push_back(g);
-    const int leaf = i / o.nodes_per_leaf;
-    s.path = {"spine-" + std::to_string(leaf / o.leaves_per_spine), "leaf-" + std::to_string(leaf)};
-    auto r = cluster.add_node(std::move(s));
-    if (!r.ok()) return r.error();
-  }
+  auto built = make_bench_cluster(o.nodes, o.gpus_per_node, o.nodes_per_leaf, o.leaves_per_spine, true);
+  if (!built.ok()) return built.error();
+  ClusterState& cluster = *built;
 
   EngineOptions eo;
   eo.seed = o.seed;

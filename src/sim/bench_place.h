@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 
+#include "core/cluster.h"
 #include "core/status.h"
 
 namespace tessera::sim {
@@ -38,6 +39,12 @@ struct BenchPlaceResult {
   double final_gpu_allocated_pct = 0;
   std::map<std::string, LatencyStats> by_kind;  // share, mig, gpu1, gpu2, gpu4, gang8 (1x8), gang4x8
 };
+
+// The benchmarks' synthetic cluster: nodes alternate H100-80GB-SXM / A100-80GB, `gpus_per_node` each,
+// 16 GPU-cores' worth of CPU and 128 GiB per GPU, networked as spines of `leaves_per_spine` leaves of
+// `nodes_per_leaf` nodes; with `with_mig`, two nodes in eight are entirely in MIG mode.
+Result<ClusterState> make_bench_cluster(int nodes, int gpus_per_node, int nodes_per_leaf, int leaves_per_spine,
+                                        bool with_mig);
 
 // progress(done, total) is called now and then (may be empty).
 Result<BenchPlaceResult> run_bench_place(const BenchPlaceOptions& o,
