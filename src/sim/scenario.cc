@@ -141,11 +141,13 @@ Result<Scenario> parse_scenario(const std::string& text) {
   return sc;
 }
 
-Result<ClusterState> build_cluster(const Scenario& s) {
-  ClusterState c(GpuCatalog::builtin(), NetworkLevels(s.levels));
-  for (const NodeSpec& n : s.nodes)
+Result<ClusterState> build_cluster(const std::vector<std::string>& levels, const std::vector<NodeSpec>& nodes) {
+  ClusterState c(GpuCatalog::builtin(), NetworkLevels(levels));
+  for (const NodeSpec& n : nodes)
     if (auto r = c.add_node(n); !r.ok()) return r.error();
   return c;
 }
+
+Result<ClusterState> build_cluster(const Scenario& s) { return build_cluster(s.levels, s.nodes); }
 
 }  // namespace tessera::sim

@@ -44,6 +44,8 @@ struct Scenario {
 };
 
 Result<Scenario> parse_scenario(const std::string& json_text);
+// A cluster with these network levels and nodes; errors come from ClusterState::add_node.
+Result<ClusterState> build_cluster(const std::vector<std::string>& levels, const std::vector<NodeSpec>& nodes);
 Result<ClusterState> build_cluster(const Scenario& s);
 
 }  // namespace tessera::sim

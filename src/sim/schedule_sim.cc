@@ -1,5 +1,7 @@
 #include "sim/schedule_sim.h"
 
+#include "sim/scenario.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -191,9 +193,9 @@ Result<ScheduleScenario> parse_schedule_scenario(const std::string& text) {
 }
 
 Result<ScheduleRunResult> run_schedule_scenario(const ScheduleScenario& sc) {
-  ClusterState cluster(GpuCatalog::builtin(), NetworkLevels(sc.levels));
-  for (const NodeSpec& n : sc.nodes)
-    if (auto r = cluster.add_node(n); !r.ok()) return r.error();
+  auto built = build_cluster(sc.levels, sc.nodes);
+  if (!built.ok()) return built.error();
+  ClusterState& cluster = *built;
   auto tree = QueueTree::build(sc.queues);
   if (!tree.ok()) return tree.error();
   auto sched = Scheduler::create(sc.config);
