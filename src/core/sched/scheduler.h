@@ -16,6 +16,8 @@
 #include "core/placement/engine.h"
 #include "core/placement/policy.h"
 #include "core/sched/job.h"
+#include "core/sched/mig_planner.h"
+#include "core/sched/runtime_history.h"
 #include "core/sched/queues.h"
 
 namespace tessera {
@@ -28,7 +30,12 @@ struct SchedulerConfig {
   Duration reclaim_grace = 300;                // owner gets borrowed capacity back within this
   Duration preemption_protection = 600;        // a job preempted recently is not preempted again
   int max_preemptions_per_cycle = 16;
-  bool backfill = true;
+  bool backfill = true;                        // EASY backfill behind reservations (docs/scheduling.md)
+  // Runtime assumed for a running or candidate job with no expected_runtime, max_runtime or learned
+  // estimate (like a partition's default time limit); used only for reservations and backfill.
+  Duration default_runtime = 24 * 3600;
+  bool dynamic_mig = true;                     // plan MIG layout changes for idle GPUs
+  MigPlannerConfig mig;                        // reconfigure cost, hysteresis, changes per cycle
   int max_scored_nodes = 0;                    // see EngineOptions
   uint64_t seed = 0;
 };
@@ -38,6 +45,8 @@ struct Snapshot {
   const QueueTree* queues = nullptr;
   std::vector<Job> jobs;                   // pending and running (others ignored)
   std::vector<QueueLoad> history;          // per queue: decayed_usage (allocated/demand are derived)
+  std::map<GpuRef, Time> mig_last_changed;  // when each GPU's MIG mode/layout last changed
+  const RuntimeHistory* runtimes = nullptr; // learned runtimes of finished jobs (optional)
 };
 
 struct StartDecision {
@@ -55,8 +64,10 @@ struct PreemptDecision {
 
 struct MigReconfigDecision {
   GpuRef gpu;
-  std::vector<MigInstance> layout;  // the new layout (all instances idle)
+  bool enable_mig = true;           // false: back to a whole GPU (layout empty)
+  std::vector<MigInstance> layout;  // the new layout (all instances idle, explicit starts)
   std::string reason;
+  Time ready_at = 0;                // the GPU is out of service until then (reconfigure cost)
 };
 
 struct PendingInfo {
