@@ -195,7 +195,7 @@ TEST_F(SchedulerTest, GangIsAllOrNothingThroughTheCycle) {
   make_queues({{"a", "", {}, {}, 1}});
   running(1, "a", "research", 1, 1, kNow - 10);
   pending(2, "a", "research", 2, 4, 0);  // needs both nodes whole
-  pending(3, "a", "research", 1, 2, 10);
+  pending(3, "a", "research", 1, 2, 10).expected_runtime = 3600;  // ends long before job 1 (24 h assumed)
   Decisions d = cycle();
   EXPECT_EQ(started(d), (std::vector<uint32_t>{3})) << "the gang waits whole; smaller work still starts";
   const PendingInfo* p = info(d, 2);
@@ -425,6 +425,159 @@ TEST_F(SchedulerTest, SameSnapshotGivesSameDecisions) {
   for (int k = 0; k < 3; ++k) EXPECT_EQ(dump(cycle()), first);
   std::reverse(jobs.begin(), jobs.end());
   EXPECT_EQ(dump(cycle()), first) << "the jobs' order in the snapshot does not matter";
+}
+
+// --- Backfill and reservations (EASY) ---
+
+TEST_F(SchedulerTest, BlockedGangGetsAReservationAtTheEarliestEnd) {
+  make_cluster(2, 8);
+  make_queues({{"a", "", {}, {}, 1}});
+  running(1, "a", "research", 1, 4, kNow - 100).expected_runtime = 1000;  // ends at kNow + 900
+  running(2, "a", "research", 1, 4, kNow - 100).expected_runtime = 3000;  // ends at kNow + 2900
+  running(3, "a", "research", 1, 4, kNow - 100).expected_runtime = 5000;  // ends at kNow + 4900
+  pending(4, "a", "research", 2, 8, 0);  // needs both nodes whole: only when all three are gone
+  Decisions d = cycle();
+  const PendingInfo* p = info(d, 4);
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(p->reserved);
+  ASSERT_TRUE(p->estimated_start.has_value());
+  EXPECT_EQ(*p->estimated_start, kNow + 4900);
+  EXPECT_NE(p->reason.find("reserved to start at t=" + std::to_string(kNow + 4900) + " (in 1h21m)"), std::string::npos)
+      << p->reason;
+}
+
+TEST_F(SchedulerTest, BackfillStartsOnlyWhatDoesNotDelayTheReservation) {
+  make_cluster(2, 8);
+  make_queues({{"a", "", {}, {}, 1}});
+  running(1, "a", "research", 1, 8, kNow - 100).expected_runtime = 3700;  // node 0 busy until kNow + 3600
+  pending(2, "a", "research", 2, 8, 0);  // reserved at kNow + 3600 on both nodes
+  pending(3, "a", "research", 1, 4, 10).expected_runtime = 7200;  // would run past the reservation
+  pending(4, "a", "research", 1, 4, 20).expected_runtime = 1800;  // ends before it: backfills
+  Decisions d = cycle();
+  EXPECT_EQ(started(d), (std::vector<uint32_t>{4}));
+  const PendingInfo* p2 = info(d, 2);
+  ASSERT_NE(p2, nullptr);
+  EXPECT_TRUE(p2->reserved);
+  EXPECT_EQ(p2->estimated_start, std::optional<Time>(kNow + 3600));
+  const PendingInfo* p3 = info(d, 3);
+  ASSERT_NE(p3, nullptr);
+  EXPECT_FALSE(p3->reserved);
+  EXPECT_NE(p3->reason.find("backfill: would delay job job-2's reservation"), std::string::npos) << p3->reason;
+
+  config.backfill = false;  // without backfill the reservation is not kept: job 3 starts too
+  d = cycle();
+  EXPECT_EQ(started(d), (std::vector<uint32_t>{3, 4}));
+  EXPECT_FALSE(info(d, 2)->reserved);
+}
+
+TEST_F(SchedulerTest, BackfillKeepsOffReservedNodesButUsesOthers) {
+  make_cluster(3, 8);
+  make_queues({{"a", "", {}, {}, 1}});
+  running(1, "a", "research", 1, 8, kNow - 100).expected_runtime = 3700;  // n0 until kNow + 3600
+  running(2, "a", "research", 1, 4, kNow - 100).expected_runtime = 90000;  // n1 half, for a day
+  pending(3, "a", "research", 2, 8, 0);     // two whole nodes: n0 and n2 at kNow + 3600
+  pending(4, "a", "research", 1, 4, 10);    // unknown runtime (24 h): may not touch n0 or n2
+  pending(5, "a", "research", 1, 8, 20);    // a whole node for 24 h: none off the reservation
+  Decisions d = cycle();
+  ASSERT_EQ(started(d), (std::vector<uint32_t>{4}));
+  EXPECT_EQ(cluster.node(d.start[0].placement[0].node).name, "n1") << "backfilled next to job 2";
+  EXPECT_EQ(info(d, 3)->estimated_start, std::optional<Time>(kNow + 3600));
+  EXPECT_NE(info(d, 5)->reason.find("backfill: would delay"), std::string::npos) << info(d, 5)->reason;
+}
+
+TEST_F(SchedulerTest, ReservationUsesLearnedRuntimes) {
+  make_cluster(1, 8);
+  make_queues({{"a", "", {}, {}, 1}});
+  running(1, "a", "research", 1, 8, kNow - 100);  // no estimate: the history knows job-1 runs 600 s
+  pending(2, "a", "research", 1, 8, 0);
+  RuntimeHistory history;
+  history.record("u", "job-1", 500);
+  history.record("u", "job-1", 600);
+  history.record("u", "other", 9000);
+  auto s = Scheduler::create(config);
+  ASSERT_TRUE(s.ok());
+  Snapshot snap;
+  snap.cluster = &cluster;
+  snap.queues = &tree;
+  snap.jobs = jobs;
+  snap.runtimes = &history;
+  Decisions d = s.value()->cycle(snap, kNow);
+  EXPECT_EQ(info(d, 2)->estimated_start, std::optional<Time>(kNow + 500)) << "longest recent run: 600 s";
+  snap.runtimes = nullptr;
+  d = s.value()->cycle(snap, kNow);
+  EXPECT_EQ(info(d, 2)->estimated_start, std::optional<Time>(kNow - 100 + config.default_runtime));
+  jobs[0].max_runtime = 300;  // a hard cap wins over the learned estimate
+  snap.jobs = jobs;
+  snap.runtimes = &history;
+  d = s.value()->cycle(snap, kNow);
+  EXPECT_EQ(info(d, 2)->estimated_start, std::optional<Time>(kNow + 200));
+}
+
+TEST_F(SchedulerTest, RuntimeHistoryKeepsTheLongestOfTheLastRuns) {
+  RuntimeHistory h;
+  EXPECT_FALSE(h.estimate("u", "x").has_value());
+  h.record("u", "x", 100);
+  h.record("u", "x", 0);  // ignored
+  EXPECT_EQ(h.estimate("u", "x"), std::optional<Duration>(100));
+  h.record("u", "x", 5000);
+  for (int i = 0; i < int(RuntimeHistory::kKeep); ++i) h.record("u", "x", 200);
+  EXPECT_EQ(h.estimate("u", "x"), std::optional<Duration>(200)) << "5000 fell out of the window";
+  EXPECT_FALSE(h.estimate("v", "x").has_value()) << "per user";
+}
+
+// --- Dynamic MIG ---
+
+TEST_F(SchedulerTest, PendingMigWorkTurnsAnIdleWholeGpuIntoSlices) {
+  make_cluster(1, 2);
+  make_queues({{"a", "", {}, {}, 1}});
+  Job& j = pending(1, "a", "production-inference", 1, 0, 0);
+  j.gang.task.mig_profile = "1g.10gb";
+  j.gang.task.gpu_count = 1;
+  j.gang.task.gpu_models = {"H100-80GB-SXM"};
+  Decisions d = cycle();
+  EXPECT_TRUE(d.start.empty()) << "no GPU is in MIG mode yet";
+  ASSERT_EQ(d.reconfigure_mig.size(), 1u);
+  const MigReconfigDecision& r = d.reconfigure_mig[0];
+  EXPECT_TRUE(r.enable_mig);
+  EXPECT_FALSE(r.layout.empty());
+  EXPECT_EQ(r.ready_at, kNow + config.mig.reconfigure_cost);
+  const PendingInfo* p = info(d, 1);
+  ASSERT_NE(p, nullptr);
+  EXPECT_NE(p->reason.find("MIG layout change planned on 1 GPU"), std::string::npos) << p->reason;
+  EXPECT_EQ(p->estimated_start, std::optional<Time>(kNow + config.mig.reconfigure_cost));
+
+  config.dynamic_mig = false;
+  EXPECT_TRUE(cycle().reconfigure_mig.empty());
+}
+
+TEST_F(SchedulerTest, TrainingWaitingOnMigGpusTurnsIdleOnesBackToWhole) {
+  cluster = ClusterState();
+  NodeSpec spec = node_spec("n0", "H100-80GB-SXM", 2);
+  spec.mig_gpus = {0, 1};
+  ASSERT_TRUE(cluster.add_node(spec).ok());
+  make_queues({{"a", "", {}, {}, 1}});
+  pending(1, "a", "production-training", 1, 2, 0);
+  Decisions d = cycle();
+  EXPECT_TRUE(d.start.empty());
+  ASSERT_EQ(d.reconfigure_mig.size(), 2u);
+  for (const MigReconfigDecision& r : d.reconfigure_mig) {
+    EXPECT_FALSE(r.enable_mig);
+    EXPECT_TRUE(r.layout.empty());
+  }
+  const PendingInfo* p = info(d, 1);
+  ASSERT_NE(p, nullptr);
+  EXPECT_NE(p->reason.find("in MIG mode now"), std::string::npos) << p->reason;
+  EXPECT_NE(p->reason.find("turning MIG GPUs back to whole on 2 GPUs"), std::string::npos) << p->reason;
+  // Hysteresis: GPUs changed a moment ago are left alone.
+  auto s = Scheduler::create(config);
+  ASSERT_TRUE(s.ok());
+  Snapshot snap;
+  snap.cluster = &cluster;
+  snap.queues = &tree;
+  snap.jobs = jobs;
+  snap.mig_last_changed[GpuRef{NodeId(0), 0}] = kNow - 10;
+  snap.mig_last_changed[GpuRef{NodeId(0), 1}] = kNow - 10;
+  EXPECT_TRUE(s.value()->cycle(snap, kNow).reconfigure_mig.empty());
 }
 
 }  // namespace

@@ -64,9 +64,31 @@ struct Entry {
   bool running = false;
   bool victim = false;   // chosen as a victim this cycle
   bool started = false;  // started this cycle
+  bool no_room = false;  // pending: the engine found no room now and no preemption helps
   uint32_t user = 0;     // dense user index
+  int start_index = -1;  // index in Decisions::start when started this cycle
+  Time end = 0;          // running or started: when it is expected to free its resources
+  Time estimated_start = -1;  // pending: when known (reservation, MIG layout ready)
+  std::vector<TaskPlacement> holding;  // running: its placement as it stands (instances exist)
   std::string reason;    // why it waits (pending)
 };
+
+// A placement re-applied after a release: MIG instances it created or destroyed exist as they are now.
+std::vector<TaskPlacement> settled(std::vector<TaskPlacement> ps) {
+  for (TaskPlacement& p : ps)
+    for (GpuGrant& g : p.gpus) {
+      g.mig_create = false;
+      g.mig_destroy = 0;
+    }
+  return ps;
+}
+
+std::string duration_text(Duration d) {
+  if (d < 60) return std::to_string(d) + "s";
+  if (d < 3600) return std::to_string(d / 60) + "m";
+  const Duration h = d / 3600, m = d % 3600 / 60;
+  return std::to_string(h) + "h" + (m ? std::to_string(m) + "m" : "");
+}
 
 ClassAmounts amounts_of(const std::string& cls, int64_t milli) {
   ClassAmounts a;
@@ -164,6 +186,30 @@ class Cycle {
     return k;
   }
   bool below_guarantee_after(const Entry& e, std::vector<std::string>& classes) const;
+  // Backfill (EASY): the first job that finds no room gets a reservation; later jobs may start now
+  // only if they end before it starts or keep off its nodes.
+  struct Reservation {
+    bool active = false;
+    size_t entry = 0;
+    Time start = 0;
+    std::set<uint32_t> nodes;  // node ids the reserved placement uses
+  };
+  void no_room(Entry& e, const Gang& gang);
+  void reserve(Entry& e, const Gang& gang);
+  PlacementResult place_now(Entry& e, const Gang& gang);
+  bool ends_before_reservation(const Entry& e) const {
+    return now_ + assumed_runtime(*e.job, snap_.runtimes, cfg_.default_runtime) <= res_.start;
+  }
+  void block_reserved(bool on) {
+    for (uint32_t n : res_.nodes) {
+      Status st = work_.set_schedulable(NodeId(n), on ? false : snap_.cluster->node(NodeId(n)).schedulable);
+      assert(st.ok());
+      (void)st;
+    }
+  }
+  std::string reservation_text() const;
+  void plan_mig();
+  bool blocked_by_mig_mode(const TaskRequest& t) const;
   // A running job's queue is above its guarantee in every class the job holds.
   bool borrows(const Entry& v) const {
     for (auto& [c, m] : v.held)
@@ -189,6 +235,8 @@ class Cycle {
   // fit): the engine's reason, reused instead of searching again.
   std::map<std::string, std::string> no_room_;
   std::set<std::string> no_victims_;  // (shape, class, queue) for which preemption found nothing
+  std::set<std::string> no_room_off_reservation_;  // shapes that found no room off the reserved nodes
+  Reservation res_;
   std::vector<size_t> order_;            // entries_ indices in the cycle's order
   int preemptions_ = 0;
   Decisions out_;
@@ -245,7 +293,18 @@ bool Cycle::validate(Entry& e) {
   }
   e.cls = request_class(j.gang.task);
   e.milli = e.running && !j.placement.empty() ? placement_milli(j.placement) : request_milli(j.gang);
-  if (e.running) e.held = placement_amounts(*snap_.cluster, j.placement);
+  if (e.running) {
+    e.held = placement_amounts(*snap_.cluster, j.placement);
+    e.holding = settled(j.placement);
+    if (j.state == JobState::kCheckpointing) {  // asked to stop: leaves within its save time
+      e.end = now_ + std::min(j.checkpoint.save_cost, j.checkpoint.grace);
+    } else {
+      const Time start = j.started >= 0 ? j.started : now_;
+      e.end = start + assumed_runtime(j, snap_.runtimes, cfg_.default_runtime);
+    }
+    // A job past its estimate is assumed to end at any moment (the reservation is recomputed each cycle).
+    e.end = std::max(e.end, now_);
+  }
   return true;
 }
 
@@ -294,6 +353,7 @@ Decisions Cycle::run() {
   fs_.emplace(FairShare::compute(tree_, capacity, load));
 
   order_and_place();
+  if (cfg_.dynamic_mig) plan_mig();
 
   // Why every job waits, with positions among the jobs still pending after this cycle.
   std::vector<int> per_queue(tree_.size(), 0);
@@ -306,6 +366,12 @@ Decisions Cycle::run() {
     p.reason = e.reason;
     p.queue_position = ++per_queue[e.job->queue.value];
     p.overall_position = ++overall;
+    if (res_.active && &entries_[res_.entry] == &e) {
+      p.reserved = true;
+      p.estimated_start = res_.start;
+    } else if (e.estimated_start >= 0) {
+      p.estimated_start = e.estimated_start;
+    }
     out_.pending.push_back(std::move(p));
   }
   for (const Entry& e : invalid_) {  // not in any queue order: positions 0
@@ -380,10 +446,13 @@ void Cycle::try_job(Entry& e) {
   Gang gang = gang_of(e);
   const std::string shape = shape_key(gang);
   if (auto it = no_room_.find(shape); it != no_room_.end()) {
-    if (!try_preempt(e, gang)) e.reason = it->second;
+    if (!try_preempt(e, gang)) {
+      e.reason = it->second;
+      no_room(e, gang);
+    }
     return;
   }
-  PlacementResult r = engine_.place(work_, gang);
+  PlacementResult r = place_now(e, gang);
   if (r.outcome == Outcome::kPlaced) {
     // The classes of the GPUs actually chosen must be within the queue's limits too. If not, and the
     // job allows any model, try once more on the models whose class still has room.
@@ -400,7 +469,7 @@ void Cycle::try_job(Entry& e) {
         return;
       }
       gang.task.gpu_models = room;
-      r = engine_.place(work_, gang);
+      r = place_now(e, gang);
       if (r.outcome != Outcome::kPlaced) {
         e.reason = lim.message() + "; no room on other models: " + r.reason;
         return;
@@ -411,6 +480,8 @@ void Cycle::try_job(Entry& e) {
       return;
     }
     e.started = true;
+    e.end = now_ + assumed_runtime(*e.job, snap_.runtimes, cfg_.default_runtime);
+    e.start_index = int(out_.start.size());
     const ClassAmounts got = placement_amounts(work_, r.tasks);
     fs_->add(e.job->queue, got, +1);
     user_milli_[e.job->user] += get_or(got, kAnyClass);
@@ -418,9 +489,150 @@ void Cycle::try_job(Entry& e) {
     out_.start.push_back({e.job->id, std::move(r.tasks)});
     return;
   }
+  if (r.outcome == Outcome::kRetryLater && r.nodes_scored < 0) {  // room, but only on reserved nodes
+    e.reason = r.reason;
+    return;
+  }
+  if (r.outcome == Outcome::kNeverFits && cfg_.dynamic_mig && blocked_by_mig_mode(gang.task)) {
+    // MIG mode is not permanent: the planner can change idle GPUs for it.
+    r.reason = gang.task.mig() ? "needs a " + gang.task.mig_profile + " MIG instance; no GPU that offers one is in MIG mode now"
+                               : "needs whole GPUs; the GPUs that could hold it are in MIG mode now";
+    no_room_[shape] = r.reason;
+    e.reason = r.reason;
+    e.no_room = true;  // demand for the MIG planner; no reservation (ends of running jobs do not help)
+    return;
+  }
   no_room_[shape] = r.reason;
   if (r.outcome == Outcome::kRetryLater && try_preempt(e, gang)) return;
   e.reason = r.reason;
+  if (r.outcome == Outcome::kRetryLater) no_room(e, gang);
+}
+
+// Would `t` fit some node if its GPUs' MIG modes were changed (MIG slices on a MIG-capable model,
+// or whole GPUs on a node whose GPUs are in MIG mode)?
+bool Cycle::blocked_by_mig_mode(const TaskRequest& t) const {
+  for (const Node& n : work_.nodes()) {
+    if (!n.schedulable || n.gpus.empty() || n.cpu_capacity < t.cpu || n.memory_capacity < t.memory) continue;
+    const GpuModel* m = n.gpu_model();
+    if (!m || (!t.gpu_models.empty() && std::none_of(t.gpu_models.begin(), t.gpu_models.end(), [&](const std::string& x) {
+          auto f = work_.catalog().find(x);
+          return f.ok() && f.value() == m;
+        })))
+      continue;
+    if (t.mig()) {
+      if (m->find_profile(t.mig_profile)) return true;
+    } else if (t.whole_gpus() && int(n.gpus.size()) >= t.gpu_count &&
+               std::any_of(n.gpus.begin(), n.gpus.end(), [](const Gpu& g) { return g.mig_enabled; })) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Places e now. With a reservation active, a job that would still run when the reservation starts
+// must keep off the reserved nodes; if it can only fit on them it waits (nodes_scored = -1 marks that).
+PlacementResult Cycle::place_now(Entry& e, const Gang& gang) {
+  PlacementResult r = engine_.place(work_, gang);
+  if (r.outcome != Outcome::kPlaced || !res_.active || ends_before_reservation(e)) return r;
+  bool touches = false;
+  for (const TaskPlacement& p : r.tasks) touches = touches || res_.nodes.count(p.node.value);
+  if (!touches) return r;
+  const std::string shape = shape_key(gang);
+  PlacementResult off;
+  if (!no_room_off_reservation_.count(shape)) {
+    block_reserved(true);
+    off = trial_.place(work_, gang);
+    block_reserved(false);
+    if (off.outcome == Outcome::kPlaced) return off;
+    no_room_off_reservation_.insert(shape);
+  }
+  off.outcome = Outcome::kRetryLater;
+  off.tasks.clear();
+  off.nodes_scored = -1;
+  const Duration run = assumed_runtime(*e.job, snap_.runtimes, cfg_.default_runtime);
+  off.reason = "backfill: would delay " + reservation_text() + " (this job is expected to run " + duration_text(run) +
+               ", past the reservation's start); it fits only on the reserved nodes";
+  return off;
+}
+
+std::string Cycle::reservation_text() const {
+  const Job& j = *entries_[res_.entry].job;
+  return "job " + j.name + "'s reservation at t=" + std::to_string(res_.start) + " (in " +
+         duration_text(res_.start - now_) + ")";
+}
+
+void Cycle::no_room(Entry& e, const Gang& gang) {
+  e.no_room = true;
+  if (cfg_.backfill && !res_.active) reserve(e, gang);
+}
+
+// The earliest time e fits, from the expected ends of running jobs (and of jobs started this cycle):
+// release them in end order on the working copy until the engine places e, then put them back.
+// Releases are searched by galloping then bisection (placement only gets easier as more is freed).
+void Cycle::reserve(Entry& e, const Gang& gang) {
+  struct Ending {
+    Time end;
+    JobId id;
+    const std::vector<TaskPlacement>* placement;
+    int64_t milli;
+  };
+  std::vector<Ending> ends;
+  for (const Entry& x : entries_) {
+    if (x.running && !x.holding.empty()) ends.push_back({x.victim ? now_ : x.end, x.job->id, &x.holding, x.milli});
+    if (x.started) ends.push_back({x.end, x.job->id, &out_.start[size_t(x.start_index)].placement, x.milli});
+  }
+  std::sort(ends.begin(), ends.end(), [](const Ending& a, const Ending& b) {
+    return a.end != b.end ? a.end < b.end : a.id < b.id;
+  });
+  size_t released = 0;
+  auto move_to = [&](size_t k) {
+    for (; released < k; ++released)
+      for (const TaskPlacement& p : *ends[released].placement) {
+        Status st = work_.release(p);
+        assert(st.ok() && "releasing a running job for a reservation failed");
+        (void)st;
+      }
+    for (; released > k; --released) {
+      Status st = work_.apply_all(settled(*ends[released - 1].placement));
+      assert(st.ok() && "restoring a running job after a reservation search failed");
+      (void)st;
+    }
+  };
+  auto fits = [&](size_t k) {
+    move_to(k);
+    return trial_.place(work_, gang).outcome == Outcome::kPlaced;
+  };
+  // Cheap bound: nothing fits before enough GPU milli are free; with none released it did not fit.
+  int64_t free = work_.total_gpus() * 1000 - work_.allocated_gpu_milli();
+  size_t lo = 0;  // known not to fit with `lo` released
+  while (lo < ends.size() && free + ends[lo].milli < e.milli) free += ends[lo++].milli;
+  size_t hi = 0;  // known to fit (0 = not found)
+  for (size_t step = 1; lo < ends.size(); step *= 2) {
+    const size_t k = std::min(ends.size(), lo + step);
+    if (fits(k)) {
+      hi = k;
+      break;
+    }
+    lo = k;
+  }
+  if (hi == 0) {  // does not fit even when everything running is gone
+    move_to(0);
+    return;
+  }
+  while (hi - lo > 1) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (fits(mid)) hi = mid;
+    else lo = mid;
+  }
+  move_to(hi);
+  PlacementResult r = trial_.place(work_, gang);
+  move_to(0);
+  assert(r.outcome == Outcome::kPlaced);
+  res_.active = true;
+  res_.entry = size_t(&e - entries_.data());
+  res_.start = ends[hi - 1].end;
+  for (const TaskPlacement& p : r.tasks) res_.nodes.insert(p.node.value);
+  e.reason += "; reserved to start at t=" + std::to_string(res_.start) + " (in " + duration_text(res_.start - now_) + ")";
 }
 
 // Would e's leaf queue stay within its guarantee after starting e? `classes`: the guaranteed classes.
@@ -516,7 +728,7 @@ bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
       if (!still) continue;
     }
     after.add(v.job->queue, amounts(v), -1);
-    const auto& pl = v.job->placement;
+    const auto& pl = v.holding;
     size_t done = 0;
     for (; done < pl.size(); ++done)
       if (!work_.release(pl[done]).ok()) break;
@@ -538,7 +750,7 @@ bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
   }
   // Drop victims that turned out unnecessary (most expensive first, the last one is needed).
   for (size_t k = chosen.size() - 1; k-- > 0;) {
-    const auto& pl = entries_[chosen[k].idx].job->placement;
+    const auto& pl = entries_[chosen[k].idx].holding;
     if (!work_.apply_all(pl).ok()) continue;
     if (trial_.place(work_, gang).outcome == Outcome::kPlaced) {
       chosen.erase(chosen.begin() + long(k));
@@ -566,6 +778,42 @@ bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
   e.reason = "waiting for " + std::to_string(chosen.size()) +
              (chosen.size() == 1 ? " preempted job" : " preempted jobs") + " to checkpoint and exit";
   return true;
+}
+
+// Dynamic MIG: what could not be placed (MIG slices, whole GPUs for gangs) drives layout changes
+// of idle GPUs; the planner applies NVIDIA's placement rules, the reconfigure cost and hysteresis.
+void Cycle::plan_mig() {
+  MigPlanInput in;
+  in.cluster = &work_;
+  in.now = now_;
+  in.last_changed = snap_.mig_last_changed;
+  std::map<std::pair<std::string, std::string>, int> wants;  // (profile, model) -> instances
+  for (const Entry& e : entries_) {
+    if (e.running || e.started || !e.no_room) continue;
+    const TaskRequest& t = e.job->gang.task;
+    if (t.mig()) wants[{t.mig_profile, t.gpu_models.empty() ? "" : t.gpu_models.front()}] += e.job->gang.tasks;
+    else if (t.whole_gpus()) in.whole_gpu_demand += t.gpu_count * e.job->gang.tasks;
+  }
+  if (wants.empty() && in.whole_gpu_demand == 0) return;
+  for (const auto& [k, n] : wants) in.mig_demand.push_back({k.first, n, k.second});
+  std::vector<GpuLayoutChange> changes = plan_mig_layouts(in, cfg_.mig);
+  if (changes.empty()) return;
+  int to_mig = 0, to_whole = 0;
+  Time ready = changes.front().ready_at;
+  for (GpuLayoutChange& c : changes) {
+    (c.enable_mig ? to_mig : to_whole) += 1;
+    ready = std::min(ready, c.ready_at);
+    out_.reconfigure_mig.push_back({c.gpu, c.enable_mig, std::move(c.layout), std::move(c.reason), c.ready_at});
+  }
+  for (Entry& e : entries_) {
+    if (e.running || e.started || !e.no_room) continue;
+    const bool mig = e.job->gang.task.mig();
+    const int n = mig ? to_mig : to_whole;
+    if (n == 0) continue;
+    e.reason += "; " + std::string(mig ? "MIG layout change planned on " : "turning MIG GPUs back to whole on ") +
+                std::to_string(n) + (n == 1 ? " GPU" : " GPUs") + ", ready at t=" + std::to_string(ready);
+    if (e.estimated_start < 0 || ready < e.estimated_start) e.estimated_start = ready;
+  }
 }
 
 }  // namespace
