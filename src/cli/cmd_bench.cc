@@ -104,6 +104,8 @@ void register_bench(CLI::App& app) {
                      {"decisions_per_s", r->decisions_per_s},
                      {"starts", r->starts},
                      {"preemptions", r->preemptions},
+                     {"reserved", r->reserved},
+                     {"backfill_held", r->backfill_held},
                      {"pending_after", r->pending}};
     if (*cjson == "-") {
       std::cout << j.dump(2) << "\n";
@@ -114,8 +116,10 @@ void register_bench(CLI::App& app) {
                 co->queues, (long long)r->running_before);
     std::printf("  cycle p50 %.1f ms, p99 %.1f ms, max %.1f ms; %.0f decisions/s\n", r->cycle_ms_p50, r->cycle_ms_p99,
                 r->cycle_ms_max, r->decisions_per_s);
-    std::printf("  first cycle: %lld starts, %lld preemptions, %lld pending\n", (long long)r->starts,
-                (long long)r->preemptions, (long long)r->pending);
+    std::printf("  first cycle: %lld starts, %lld preemptions, %lld pending (%lld holding a reservation, %lld held back "
+                "by it)\n",
+                (long long)r->starts, (long long)r->preemptions, (long long)r->pending, (long long)r->reserved,
+                (long long)r->backfill_held);
   });
 }
 

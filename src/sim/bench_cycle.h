@@ -26,6 +26,8 @@ struct BenchCycleResult {
   double cycle_ms_p50 = 0, cycle_ms_p99 = 0, cycle_ms_max = 0;
   double decisions_per_s = 0;  // (starts + preemptions + pending verdicts) per second of cycle time
   int64_t starts = 0, preemptions = 0, pending = 0;  // of the first cycle
+  int64_t reserved = 0;           // first cycle: pending jobs holding a backfill reservation
+  int64_t backfill_held = 0;      // first cycle: jobs kept waiting so as not to delay it
   int64_t running_before = 0;
 };
 

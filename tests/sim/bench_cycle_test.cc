@@ -17,6 +17,7 @@ TEST(BenchCycle, SmallRunStartsPreemptsAndExplains) {
   EXPECT_GT(r->starts, 0);
   EXPECT_GT(r->pending, 0);
   EXPECT_LE(r->preemptions, 16) << "the per-cycle bound holds";
+  EXPECT_LE(r->reserved, 1) << "EASY: one reservation";
   EXPECT_EQ(r->starts + r->pending, 2000) << "every pending job is started or told why it waits";
   EXPECT_LE(r->cycle_ms_p50, r->cycle_ms_p99);
   EXPECT_GT(r->decisions_per_s, 0);

@@ -19,6 +19,10 @@
 //      are gone; a non-preemptible victim of a higher class (production-inference) is never taken so.
 //      Reclaim ignores min_runtime and protection: borrowed capacity is lent on those terms.
 // Victims: least lost work first; none at all unless the engine confirms the preemptor then fits.
+//
+// Backfill (EASY, docs/scheduling.md): the first job that finds no room (and no victims) reserves the
+// earliest expected end at which the engine places it; later jobs start only if they end before that
+// or keep off its nodes. Dynamic MIG: unmet slice and whole-GPU demand drives plan_mig_layouts.
 #include "core/sched/scheduler.h"
 
 #include <algorithm>
