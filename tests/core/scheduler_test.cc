@@ -427,6 +427,32 @@ TEST_F(SchedulerTest, SameSnapshotGivesSameDecisions) {
   EXPECT_EQ(dump(cycle()), first) << "the jobs' order in the snapshot does not matter";
 }
 
+TEST_F(SchedulerTest, CheckpointGraceThenEvictAndReclaimGraceCap) {
+  make_cluster(1, 8);
+  make_queues({{"owner", "", {{"any", 8000}}, {}, 1}, {"borrower", "", {}, {}, 1}});
+  Job& b = running(1, "borrower", "research", 1, 8, kNow - 5000);
+  b.checkpoint.interval = 600;
+  b.checkpoint.grace = 900;
+  pending(2, "owner", "research", 1, 8, 0);
+  config.reclaim_grace = 120;
+  Decisions d = cycle();
+  ASSERT_EQ(d.preempt.size(), 1u);
+  EXPECT_EQ(d.preempt[0].phase, PreemptPhase::kRequestCheckpoint);
+  EXPECT_EQ(d.preempt[0].evict_by, kNow + 120) << "reclaim caps the job's 900 s grace";
+  // The caller acted: the job is checkpointing, to be evicted at kNow + 120.
+  jobs[0].state = JobState::kCheckpointing;
+  jobs[0].evict_by = kNow + 120;
+  d = cycle(kNow + 60);
+  EXPECT_TRUE(d.preempt.empty()) << "within its grace nothing more happens";
+  EXPECT_TRUE(info(d, 2)->reserved) << "the owner is next: its reservation is the victim's exit";
+  EXPECT_EQ(info(d, 2)->estimated_start, std::optional<Time>(kNow + 120));
+  d = cycle(kNow + 120);
+  ASSERT_EQ(d.preempt.size(), 1u);
+  EXPECT_EQ(d.preempt[0].victim.value, 1u);
+  EXPECT_EQ(d.preempt[0].phase, PreemptPhase::kEvict);
+  EXPECT_NE(d.preempt[0].reason.find("grace expired"), std::string::npos);
+}
+
 // --- Backfill and reservations (EASY) ---
 
 TEST_F(SchedulerTest, BlockedGangGetsAReservationAtTheEarliestEnd) {

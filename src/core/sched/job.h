@@ -56,6 +56,7 @@ struct Job {
   JobState state = JobState::kPending;
   Time started = -1;              // last (re)start
   Time last_preempted = -1;
+  Time evict_by = -1;             // kCheckpointing: evicted at this time if it has not left (from the decision)
   int preemptions = 0;
   std::vector<TaskPlacement> placement;  // when running
 };

@@ -300,8 +300,9 @@ bool Cycle::validate(Entry& e) {
   if (e.running) {
     e.held = placement_amounts(*snap_.cluster, j.placement);
     e.holding = settled(j.placement);
-    if (j.state == JobState::kCheckpointing) {  // asked to stop: leaves within its save time
+    if (j.state == JobState::kCheckpointing) {  // asked to stop: leaves within its save time or grace
       e.end = now_ + std::min(j.checkpoint.save_cost, j.checkpoint.grace);
+      if (j.evict_by >= 0) e.end = std::min(e.end, std::max(now_, j.evict_by));
     } else {
       const Time start = j.started >= 0 ? j.started : now_;
       e.end = start + assumed_runtime(j, snap_.runtimes, cfg_.default_runtime);
@@ -356,6 +357,17 @@ Decisions Cycle::run() {
     }
   fs_.emplace(FairShare::compute(tree_, capacity, load));
 
+  // Phase two of preemption: jobs asked to checkpoint whose grace has expired are evicted now.
+  for (const Entry& e : entries_) {
+    const Job& j = *e.job;
+    if (j.state != JobState::kCheckpointing || j.evict_by < 0 || now_ < j.evict_by) continue;
+    PreemptDecision d;
+    d.victim = j.id;
+    d.phase = PreemptPhase::kEvict;
+    d.evict_by = now_;
+    d.reason = "checkpoint grace expired at t=" + std::to_string(j.evict_by) + " without the job leaving";
+    out_.preempt.push_back(std::move(d));
+  }
   order_and_place();
   if (cfg_.dynamic_mig) plan_mig();
 
@@ -773,6 +785,8 @@ bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
     d.victim = v.job->id;
     d.for_job = e.job->id;
     d.phase = v.job->checkpoint.interval > 0 ? PreemptPhase::kRequestCheckpoint : PreemptPhase::kEvict;
+    const Duration grace = c.by_priority ? v.job->checkpoint.grace : std::min(v.job->checkpoint.grace, cfg_.reclaim_grace);
+    d.evict_by = d.phase == PreemptPhase::kEvict ? now_ : now_ + std::max<Duration>(0, grace);
     d.reason = c.by_priority ? "priority: " + e.pc->name + " job " + e.job->name + " needs " + need
                              : "reclaim: queue " + tree_.queue(e.job->queue).name + " takes back its guarantee";
     out_.preempt.push_back(std::move(d));

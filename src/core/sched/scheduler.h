@@ -60,6 +60,10 @@ struct PreemptDecision {
   JobId for_job;              // the job that needs the room (invalid for pure reclaim)
   PreemptPhase phase = PreemptPhase::kRequestCheckpoint;
   std::string reason;         // e.g. "reclaim: queue team-a takes back its guarantee"
+  // kRequestCheckpoint: the caller evicts the job at this time if it has not acknowledged and left
+  // (its checkpoint grace; for reclaim capped by SchedulerConfig::reclaim_grace). A later cycle at or
+  // after it emits the kEvict phase for a job still checkpointing. kEvict: now.
+  Time evict_by = 0;
 };
 
 struct MigReconfigDecision {
