@@ -43,11 +43,11 @@ ClusterState one_node(int64_t cpu, int gpus, const std::string& model = "T4") {
 
 TEST(Policies, RegistryKnowsAllAndNamesThemOnError) {
   const auto names = policy_names();
-  for (const char* n : {"random", "dotprod", "gpu-packing", "gpu-clustering", "best-fit", "fgd", "spread", "tessera"}) {
+  for (const char* n : {"random", "dotprod", "gpu-packing", "gpu-clustering", "best-fit", "fgd", "spread", "first-fit", "tessera"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
     EXPECT_EQ(policy(n)->name(), n);
   }
-  auto bad = make_policy("first-fit");
+  auto bad = make_policy("worst-fit");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("known policies: random"), std::string::npos) << bad.error().message;
   EXPECT_FALSE(policy("random")->cacheable());

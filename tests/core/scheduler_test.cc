@@ -453,6 +453,72 @@ TEST_F(SchedulerTest, CheckpointGraceThenEvictAndReclaimGraceCap) {
   EXPECT_NE(d.preempt[0].reason.find("grace expired"), std::string::npos);
 }
 
+// --- Baseline orders in the same engine ---
+
+TEST_F(SchedulerTest, PresetsAreNamedAndUnknownOnesListTheKnown) {
+  for (const std::string& n : scheduler_preset_names()) {
+    auto c = scheduler_preset(n);
+    ASSERT_TRUE(c.ok()) << n;
+    EXPECT_TRUE(Scheduler::create(*c).ok()) << n;
+  }
+  auto bad = scheduler_preset("yarn");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("known: tessera, fifo-gang, slurm, tiresias, drf"), std::string::npos);
+}
+
+TEST_F(SchedulerTest, FifoGangBlocksBehindTheHead) {
+  make_cluster(1, 8);
+  make_queues({{"a", "", {}, {}, 1}});
+  running(1, "a", "research", 1, 4, kNow - 10);
+  pending(2, "a", "research", 1, 8, 0);   // head: does not fit
+  pending(3, "a", "research", 1, 2, 10);  // would fit, but FIFO is strict
+  config = *scheduler_preset("fifo-gang");
+  Decisions d = cycle();
+  EXPECT_TRUE(d.start.empty());
+  EXPECT_EQ(info(d, 3)->reason, "waiting behind job job-2 (strict FIFO order)");
+  config = *scheduler_preset("tessera");
+  config.backfill = false;
+  EXPECT_EQ(started(cycle()), (std::vector<uint32_t>{3})) << "Tessera skips a blocked head";
+}
+
+TEST_F(SchedulerTest, MultifactorServesTheUnderservedQueueFirst) {
+  make_cluster(1, 8);
+  make_queues({{"a", "", {}, {}, 1}, {"b", "", {}, {}, 1}});
+  running(1, "a", "research", 1, 6, kNow - 10);  // a uses 6 of 8 GPUs
+  pending(2, "a", "research", 1, 2, kNow - 3600);  // older
+  pending(3, "b", "research", 1, 2, kNow - 60);
+  config = *scheduler_preset("slurm");
+  EXPECT_EQ(started(cycle()), (std::vector<uint32_t>{3})) << "fair share outweighs an hour of age";
+  config.multifactor.fairshare = 0;
+  EXPECT_EQ(started(cycle()), (std::vector<uint32_t>{2})) << "age alone: the older job";
+}
+
+TEST_F(SchedulerTest, LeastAttainedServicePreemptsTheLongestServed) {
+  make_cluster(1, 8);
+  make_queues({{"a", "", {}, {}, 1}});
+  running(1, "a", "research", 1, 8, kNow - 100000).attained_gpu_s = 800000;  // past every threshold
+  pending(2, "a", "research", 1, 8, kNow - 10);                               // new: top level
+  config = *scheduler_preset("tiresias");
+  Decisions d = cycle();
+  ASSERT_EQ(d.preempt.size(), 1u);
+  EXPECT_EQ(d.preempt[0].victim.value, 1u);
+  jobs[0].attained_gpu_s = 0;  // same level: FIFO inside it, no preemption
+  EXPECT_TRUE(cycle().preempt.empty());
+}
+
+TEST_F(SchedulerTest, DrfServesTheLowestDominantShare) {
+  make_cluster(1, 8);
+  make_queues({{"a", "", {}, {}, 1}, {"b", "", {}, {}, 1}});
+  running(1, "a", "research", 1, 4, kNow - 10);
+  pending(2, "a", "research", 1, 4, 0);   // older, but a already holds half the GPUs
+  pending(3, "b", "research", 1, 4, 50);
+  config = *scheduler_preset("drf");
+  Decisions d = cycle();
+  EXPECT_EQ(started(d), (std::vector<uint32_t>{3}));
+  EXPECT_EQ(d.pending.size(), 1u);
+  EXPECT_EQ(d.pending[0].job.value, 2u);
+}
+
 // --- Backfill and reservations (EASY) ---
 
 TEST_F(SchedulerTest, BlockedGangGetsAReservationAtTheEarliestEnd) {

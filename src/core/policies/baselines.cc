@@ -117,6 +117,19 @@ class GpuClusteringPolicy final : public ScoringPolicy {
 };
 
 // Kubernetes' default LeastAllocated: mean over CPU and GPU of the share left free after placement.
+// First fit: every feasible node scores the same, so the engine's tie-break (rank, then node id)
+// picks the first one; GPUs by the default pickers. The classic gang-FIFO baseline's placement.
+class FirstFitPolicy final : public ScoringPolicy {
+ public:
+  std::string_view name() const override { return "first-fit"; }
+  std::optional<NodeChoice> score(const Node& n, const TaskRequest& t, PolicyContext&) const override {
+    NodeChoice out;
+    if (!t.cpu_only() && !pick_default(n, t, out.pick)) return std::nullopt;
+    return out;
+  }
+  bool packs_gangs() const override { return true; }
+};
+
 class SpreadPolicy final : public ScoringPolicy {
  public:
   std::string_view name() const override { return "spread"; }
@@ -144,5 +157,6 @@ std::unique_ptr<ScoringPolicy> make_best_fit() { return std::make_unique<BestFit
 std::unique_ptr<ScoringPolicy> make_gpu_packing() { return std::make_unique<GpuPackingPolicy>(); }
 std::unique_ptr<ScoringPolicy> make_gpu_clustering() { return std::make_unique<GpuClusteringPolicy>(); }
 std::unique_ptr<ScoringPolicy> make_spread() { return std::make_unique<SpreadPolicy>(); }
+std::unique_ptr<ScoringPolicy> make_first_fit() { return std::make_unique<FirstFitPolicy>(); }
 
 }  // namespace tessera::policies

@@ -14,6 +14,7 @@ std::unique_ptr<ScoringPolicy> make_gpu_packing();
 std::unique_ptr<ScoringPolicy> make_gpu_clustering();
 std::unique_ptr<ScoringPolicy> make_best_fit();
 std::unique_ptr<ScoringPolicy> make_spread();
+std::unique_ptr<ScoringPolicy> make_first_fit();
 std::unique_ptr<ScoringPolicy> make_fgd();
 std::unique_ptr<ScoringPolicy> make_tessera();
 

@@ -17,6 +17,7 @@ constexpr std::pair<std::string_view, Factory> kPolicies[] = {
     {"best-fit", policies::make_best_fit},
     {"fgd", policies::make_fgd},
     {"spread", policies::make_spread},
+    {"first-fit", policies::make_first_fit},
     {"tessera", policies::make_tessera},
 };
 

@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cctype>
+#include <cmath>
 #include <set>
 
 namespace tessera {
@@ -69,6 +70,7 @@ struct Entry {
   bool victim = false;   // chosen as a victim this cycle
   bool started = false;  // started this cycle
   bool no_room = false;  // pending: the engine found no room now and no preemption helps
+  int64_t prio = 0;      // order and preemption rank: class value (x16), plus the LAS level bonus
   uint32_t user = 0;     // dense user index
   int start_index = -1;  // index in Decisions::start when started this cycle
   Time end = 0;          // running or started: when it is expected to free its resources
@@ -103,6 +105,54 @@ ClassAmounts amounts_of(const std::string& cls, int64_t milli) {
 }
 
 }  // namespace
+
+const char* job_order_name(JobOrder o) {
+  switch (o) {
+    case JobOrder::kFairShare: return "fair-share";
+    case JobOrder::kFifo: return "FIFO";
+    case JobOrder::kMultifactor: return "multifactor";
+    case JobOrder::kLeastAttained: return "least-attained-service";
+    case JobOrder::kDrf: return "DRF";
+  }
+  return "?";
+}
+
+std::vector<std::string> scheduler_preset_names() { return {"tessera", "fifo-gang", "slurm", "tiresias", "drf"}; }
+
+Result<SchedulerConfig> scheduler_preset(const std::string& name) {
+  SchedulerConfig c;
+  if (name == "tessera") return c;
+  c.dynamic_mig = false;  // the baselines keep MIG layouts as they are
+  c.reclaim = false;
+  c.backfill = false;
+  c.preemption = false;
+  if (name == "fifo-gang") {
+    c.order = JobOrder::kFifo;
+    c.strict_order = true;
+    c.policy = "first-fit";
+  } else if (name == "slurm") {
+    c.order = JobOrder::kMultifactor;
+    c.backfill = true;
+    c.policy = "best-fit";
+  } else if (name == "tiresias") {
+    c.order = JobOrder::kLeastAttained;
+    c.preemption = true;
+    c.policy = "gpu-packing";
+    for (PriorityClass& pc : c.priority_classes) {  // LAS preempts by attained service alone
+      pc.min_runtime = 0;
+      pc.preemptible = pc.can_preempt = true;
+    }
+    c.preemption_protection = 0;
+  } else if (name == "drf") {
+    c.order = JobOrder::kDrf;
+    c.policy = "dotprod";
+  } else {
+    std::string known;
+    for (const std::string& n : scheduler_preset_names()) known += (known.empty() ? "" : ", ") + n;
+    return invalid_argument("scheduler: unknown policy '" + name + "' (known: " + known + ")");
+  }
+  return c;
+}
 
 Result<std::unique_ptr<Scheduler>> Scheduler::create(SchedulerConfig config) {
   auto policy = make_policy(config.policy);
@@ -176,6 +226,8 @@ class Cycle {
   }
   bool validate(Entry& e);
   void order_and_place();
+  void order_flat();           // every JobOrder but kFairShare
+  bool place_in_order(size_t i);  // order_ += i and try it; false once strict order blocks
   void try_job(Entry& e);
   bool try_preempt(Entry& e, const Gang& gang);
   bool find_victims(Entry& e, const Gang& gang, int budget);
@@ -242,6 +294,7 @@ class Cycle {
   std::set<std::string> no_room_off_reservation_;  // shapes that found no room off the reserved nodes
   Reservation res_;
   std::vector<size_t> order_;            // entries_ indices in the cycle's order
+  const Entry* blocked_by_ = nullptr;    // strict order: the first job that did not start
   int preemptions_ = 0;
   Decisions out_;
 };
@@ -294,6 +347,13 @@ bool Cycle::validate(Entry& e) {
     for (const PriorityClass& pc : cfg_.priority_classes) known += (known.empty() ? "" : ", ") + pc.name;
     e.reason = "priority_class: unknown class '" + j.priority_class + "' (known: " + known + ")";
     return false;
+  }
+  e.prio = int64_t(e.pc->value) * 16;
+  if (cfg_.order == JobOrder::kLeastAttained) {  // fewer GPU-seconds attained: a higher level
+    int level = 0;
+    while (level < int(cfg_.las_thresholds_gpu_s.size()) && j.attained_gpu_s >= cfg_.las_thresholds_gpu_s[size_t(level)])
+      ++level;
+    e.prio += 15 - std::min(level, 15);
   }
   e.cls = request_class(j.gang.task);
   e.milli = e.running && !j.placement.empty() ? placement_milli(j.placement) : request_milli(j.gang);
@@ -403,30 +463,31 @@ Decisions Cycle::run() {
 void Cycle::order_and_place() {
   // Priority tiers first (urgent work is served at once, whatever its queue's share), then inside a
   // tier the queue tree by fair share, then the queue's best job.
-  std::vector<int> tiers;
+  std::map<std::string, uint32_t> users;
+  for (Entry& e : entries_) e.user = users.emplace(e.job->user, uint32_t(users.size())).first->second;
+  user_usage_.assign(users.size(), 0);
+  for (const Entry& e : entries_) user_usage_[e.user] = get_or(user_milli_, e.job->user);
+  if (cfg_.order != JobOrder::kFairShare) return order_flat();
+  std::vector<int64_t> tiers;
   for (const Entry& e : entries_)
-    if (!e.running) tiers.push_back(e.pc->value);
+    if (!e.running) tiers.push_back(e.prio);
   std::sort(tiers.begin(), tiers.end(), std::greater<>());
   tiers.erase(std::unique(tiers.begin(), tiers.end()), tiers.end());
   auto job_before = [&](size_t a, size_t b) {
     const Entry& x = entries_[a];
     const Entry& y = entries_[b];
-    if (x.pc->value != y.pc->value) return x.pc->value > y.pc->value;
+    if (x.prio != y.prio) return x.prio > y.prio;
     const int64_t ux = user_usage_[x.user], uy = user_usage_[y.user];
     if (ux != uy) return ux < uy;
     if (x.job->submitted != y.job->submitted) return x.job->submitted < y.job->submitted;
     return x.job->id < y.job->id;
   };
-  std::map<std::string, uint32_t> users;
-  for (Entry& e : entries_) e.user = users.emplace(e.job->user, uint32_t(users.size())).first->second;
-  user_usage_.assign(users.size(), 0);
-  for (const Entry& e : entries_) user_usage_[e.user] = get_or(user_milli_, e.job->user);
-  for (int tier : tiers) {
+  for (int64_t tier : tiers) {
     std::vector<std::vector<size_t>> cand(tree_.size());
     std::vector<int> remaining(tree_.size(), 0);
     size_t total = 0;
     for (size_t i = 0; i < entries_.size(); ++i) {
-      if (entries_[i].running || entries_[i].pc->value != tier) continue;
+      if (entries_[i].running || entries_[i].prio != tier) continue;
       cand[entries_[i].job->queue.value].push_back(i);
       for (QueueId q : tree_.path_to_root(entries_[i].job->queue)) ++remaining[q.value];
       ++total;
@@ -447,10 +508,101 @@ void Cycle::order_and_place() {
       const size_t i = *it;
       c.erase(it);
       for (QueueId q : tree_.path_to_root(pick)) --remaining[q.value];
-      order_.push_back(i);
-      try_job(entries_[i]);
+      place_in_order(i);
     }
   }
+}
+
+bool Cycle::place_in_order(size_t i) {
+  Entry& e = entries_[i];
+  order_.push_back(i);
+  if (blocked_by_) {
+    e.reason = "waiting behind job " + blocked_by_->job->name + " (strict " + job_order_name(cfg_.order) + " order)";
+    return false;
+  }
+  try_job(e);
+  if (cfg_.strict_order && !e.started) blocked_by_ = &e;
+  return !blocked_by_;
+}
+
+// Baseline orders: one global order (FIFO, multifactor, least attained service), or DRF's dynamic
+// pick of the leaf queue with the lowest dominant share.
+void Cycle::order_flat() {
+  std::vector<size_t> pend;
+  for (size_t i = 0; i < entries_.size(); ++i)
+    if (!entries_[i].running) pend.push_back(i);
+  const double cap_any = std::max<double>(1, double(work_.total_gpus()) * 1000);
+  if (cfg_.order == JobOrder::kDrf) {
+    // Dominant share per leaf queue over GPU, CPU and memory of what runs (and starts this cycle).
+    int64_t cap_cpu = 1, cap_mem = 1;
+    for (const Node& n : work_.nodes()) cap_cpu += n.cpu_capacity.v, cap_mem += n.memory_capacity.v;
+    std::vector<int64_t> gpu(tree_.size()), cpu(tree_.size()), mem(tree_.size());
+    auto add = [&](const Entry& e, const std::vector<TaskPlacement>& pl) {
+      const size_t q = e.job->queue.value;
+      gpu[q] += e.milli;
+      for (const TaskPlacement& p : pl) cpu[q] += p.cpu.v, mem[q] += p.memory.v;
+    };
+    for (const Entry& e : entries_)
+      if (e.running) add(e, e.holding);
+    auto share = [&](size_t q) {
+      return std::max({double(gpu[q]) / cap_any, double(cpu[q]) / double(cap_cpu), double(mem[q]) / double(cap_mem)});
+    };
+    std::vector<std::vector<size_t>> by_queue(tree_.size());
+    std::sort(pend.begin(), pend.end(), [&](size_t a, size_t b) {
+      const Job& x = *entries_[a].job;
+      const Job& y = *entries_[b].job;
+      return x.submitted != y.submitted ? x.submitted > y.submitted : x.id > y.id;  // oldest last
+    });
+    for (size_t i : pend) by_queue[entries_[i].job->queue.value].push_back(i);
+    for (size_t left = pend.size(); left > 0; --left) {
+      size_t best = tree_.size();
+      for (size_t q = 0; q < tree_.size(); ++q)
+        if (!by_queue[q].empty() && (best == tree_.size() || share(q) < share(best))) best = q;
+      const size_t i = by_queue[best].back();
+      by_queue[best].pop_back();
+      if (!place_in_order(i)) continue;
+      if (entries_[i].started) add(entries_[i], out_.start[size_t(entries_[i].start_index)].placement);
+    }
+    return;
+  }
+  std::vector<int64_t> key(entries_.size(), 0);  // higher first
+  if (cfg_.order == JobOrder::kMultifactor) {
+    // Slurm: age/max_age, 2^(-usage/shares) of the job's queue, GPUs asked / cluster GPUs, class / top class.
+    int top = 1;
+    for (const PriorityClass& pc : cfg_.priority_classes) top = std::max(top, pc.value);
+    std::vector<double> fs_factor(tree_.size(), 1);
+    for (const Queue& q : tree_.queues()) {
+      if (!q.leaf()) continue;
+      double shares = 1;
+      for (QueueId a : tree_.path_to_root(q.id)) {
+        int64_t sum = 0;
+        for (QueueId sib : tree_.queue(a).parent.valid() ? tree_.queue(tree_.queue(a).parent).children : tree_.top_level())
+          sum += tree_.queue(sib).weight;
+        shares *= double(tree_.queue(a).weight) / double(std::max<int64_t>(1, sum));
+      }
+      const double hist = q.id.value < snap_.history.size() ? snap_.history[q.id.value].decayed_usage : 0;
+      const double usage = double(fs_->allocated(q.id, kAnyClass)) / cap_any + hist;
+      fs_factor[q.id.value] = std::exp2(-usage / shares);
+    }
+    const MultifactorWeights& w = cfg_.multifactor;
+    for (size_t i : pend) {
+      const Entry& e = entries_[i];
+      const double age = double(std::clamp<Duration>(now_ - e.job->submitted, 0, w.max_age)) / double(std::max<Duration>(1, w.max_age));
+      const double p = double(w.age) * age + double(w.fairshare) * fs_factor[e.job->queue.value] +
+                       double(w.job_size) * std::min(1.0, double(e.milli) / cap_any) +
+                       double(w.qos) * double(std::max(0, e.pc->value)) / double(top);
+      key[i] = int64_t(std::llround(p * 1000));
+    }
+  } else if (cfg_.order == JobOrder::kLeastAttained) {
+    for (size_t i : pend) key[i] = entries_[i].prio;
+  }
+  std::sort(pend.begin(), pend.end(), [&](size_t a, size_t b) {
+    if (key[a] != key[b]) return key[a] > key[b];
+    const Job& x = *entries_[a].job;
+    const Job& y = *entries_[b].job;
+    return x.submitted != y.submitted ? x.submitted < y.submitted : x.id < y.id;
+  });
+  for (size_t i : pend) place_in_order(i);
 }
 
 void Cycle::try_job(Entry& e) {
@@ -668,7 +820,7 @@ bool Cycle::try_preempt(Entry& e, const Gang& gang) {
   const int budget = cfg_.max_preemptions_per_cycle - preemptions_;
   if (budget <= 0 || e.milli <= 0) return false;
   // Victims only become fewer within a cycle: a failed search stays failed for the same ask.
-  const std::string memo = shape_key(gang) + "|" + std::to_string(e.pc->value) + "|" + std::to_string(e.job->queue.value);
+  const std::string memo = shape_key(gang) + "|" + std::to_string(e.prio) + "|" + std::to_string(e.job->queue.value);
   if (no_victims_.count(memo)) return false;
   const bool found = find_victims(e, gang, budget);
   if (!found) no_victims_.insert(memo);
@@ -677,7 +829,7 @@ bool Cycle::try_preempt(Entry& e, const Gang& gang) {
 
 bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
   std::vector<std::string> reclaim_classes;
-  const bool may_reclaim = below_guarantee_after(e, reclaim_classes);
+  const bool may_reclaim = cfg_.reclaim && below_guarantee_after(e, reclaim_classes);
 
   struct Cand {
     size_t idx;
@@ -694,8 +846,8 @@ bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
     const bool protected_now = (vj.started >= 0 && now_ - vj.started < v.pc->min_runtime) ||
                                (vj.last_preempted >= 0 && now_ - vj.last_preempted < cfg_.preemption_protection);
     const bool same_queue = vj.queue == e.job->queue;
-    const bool by_priority = !protected_now && e.pc->can_preempt && v.pc->preemptible &&
-                             v.pc->value < e.pc->value && (same_queue || borrows(v));
+    const bool by_priority = cfg_.preemption && !protected_now && e.pc->can_preempt && v.pc->preemptible &&
+                             v.prio < e.prio && (same_queue || borrows(v) || cfg_.order == JobOrder::kLeastAttained);
     bool by_reclaim = false;
     if (may_reclaim && !same_queue && (v.pc->preemptible || v.pc->value <= e.pc->value)) {
       const ClassAmounts va = amounts(v);

@@ -22,7 +22,30 @@
 
 namespace tessera {
 
+// How pending jobs are ordered. kFairShare is Tessera's policy; the others reproduce baselines in
+// the same engine (docs/scheduling.md, docs/simulator.md).
+enum class JobOrder : uint8_t {
+  kFairShare,     // priority tiers, hierarchical fair share, then per-user usage, age
+  kFifo,          // submit time
+  kMultifactor,   // Slurm's multifactor priority: age + fair share + job size + class (QOS)
+  kLeastAttained, // Tiresias' discretised 2D-LAS: GPU-seconds attained, in levels, FIFO inside one
+  kDrf,           // dominant-resource fairness over leaf queues (GPU, CPU, memory)
+};
+const char* job_order_name(JobOrder o);
+
+struct MultifactorWeights {  // Slurm's PriorityWeight* (integers, as in slurm.conf)
+  int64_t age = 1000, fairshare = 10000, job_size = 1000, qos = 2000;
+  Duration max_age = 7 * 24 * 3600;  // PriorityMaxAge: the age factor saturates here
+};
+
 struct SchedulerConfig {
+  JobOrder order = JobOrder::kFairShare;
+  bool strict_order = false;   // stop at the first job that does not fit (head-of-line blocking)
+  bool preemption = true;      // priority preemption (kLeastAttained: by attained-service level)
+  bool reclaim = true;         // guarantee owners reclaim from borrowers
+  MultifactorWeights multifactor;
+  // kLeastAttained: level k holds jobs with attained GPU-seconds below thresholds[k] (ascending).
+  std::vector<int64_t> las_thresholds_gpu_s = {3600, 36000};
   std::string policy = "tessera";             // placement policy name
   std::vector<PriorityClass> priority_classes = priority_classes_default();
   std::map<std::string, std::string> gpu_class;  // GPU model -> quota class (default: model name)
@@ -89,6 +112,13 @@ struct Decisions {
   std::vector<MigReconfigDecision> reconfigure_mig;
   std::vector<PendingInfo> pending;  // every pending job not started, in overall order
 };
+
+// Named configurations: "tessera" (the default config), and the baselines "fifo-gang" (strict gang
+// FIFO, first fit, no preemption, no backfill), "slurm" (multifactor priority, EASY backfill, no
+// preemption or borrowing model), "tiresias" (2D-LAS with preemption, no backfill), "drf"
+// (dominant-resource fairness, no backfill, no preemption). Unknown names: error listing the known.
+Result<SchedulerConfig> scheduler_preset(const std::string& name);
+std::vector<std::string> scheduler_preset_names();
 
 class Scheduler {
  public:
