@@ -1,0 +1,643 @@
+#include "sim/sim_run.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <queue>
+#include <set>
+
+#include "core/placement/engine.h"
+#include "core/placement/fit.h"
+#include "core/placement/policy.h"
+#include "core/rng.h"
+#include "core/sched/runtime_history.h"
+
+namespace tessera::sim {
+
+std::vector<std::string> sim_policy_names() {
+  std::vector<std::string> v = scheduler_preset_names();
+  v.push_back("k8s-default");
+  return v;
+}
+
+namespace {
+
+constexpr const char* kK8s = "k8s-default";
+
+// Plain Kubernetes: pods one by one in creation order, least-allocated spreading, no gangs (a gang's
+// pods hold their GPUs while the rest wait), no quotas, no preemption, no MIG or sharing (the device
+// plugin hands out whole GPUs). Bound pods are reported as starts with the tasks placed this cycle.
+class K8sDefault {
+ public:
+  K8sDefault() : policy_(make_policy("spread").value()), engine_(*policy_, EngineOptions{}) {}
+  Decisions cycle(const Snapshot& snap) {
+    ClusterState work = *snap.cluster;
+    std::vector<const Job*> pend;
+    for (const Job& j : snap.jobs)
+      if (j.state == JobState::kPending) pend.push_back(&j);
+    std::sort(pend.begin(), pend.end(), [](const Job* a, const Job* b) {
+      return a->submitted != b->submitted ? a->submitted < b->submitted : a->id < b->id;
+    });
+    Decisions d;
+    std::set<std::string> full;  // pod shapes that found no node this cycle
+    for (const Job* j : pend) {
+      Gang one = j->gang;
+      one.tasks = 1;
+      one.min_tasks = 0;
+      one.topology = {};
+      const std::string shape = std::to_string(one.task.gpu_count) + "/" + std::to_string(one.task.cpu.v) + "/" +
+                                std::to_string(one.task.memory.v);
+      StartDecision s{j->id, {}};
+      for (int k = int(j->placement.size()); k < j->gang.tasks && !full.count(shape); ++k) {
+        PlacementResult r = engine_.place(work, one);
+        if (r.outcome != Outcome::kPlaced || !work.apply_all(r.tasks).ok()) {
+          full.insert(shape);
+          break;
+        }
+        s.placement.push_back(r.tasks.front());
+      }
+      const int bound = int(j->placement.size() + s.placement.size());
+      if (!s.placement.empty()) d.start.push_back(std::move(s));
+      if (bound < j->gang.tasks)
+        d.pending.push_back({j->id, std::to_string(bound) + " of " + std::to_string(j->gang.tasks) + " pods bound", 0, 0, {}, false});
+    }
+    return d;
+  }
+
+ private:
+  std::unique_ptr<ScoringPolicy> policy_;
+  PlacementEngine engine_;
+};
+
+struct SimJob {
+  const WorkloadJob* spec = nullptr;
+  Job job;
+  bool arrived = false, finished = false;
+  Time first_start = -1, finish = -1;
+  double done = 0;          // work done and safe (seconds of well-placed running)
+  Time run_start = -1;      // current run: when it got its GPUs
+  Time progress_from = -1;  // current run: when work starts advancing (after the restart cost)
+  double rate = 1;          // work per second in the current run (1 / spread slowdown)
+  uint64_t run_gen = 0;     // invalidates stale finish events
+  Time stop_at = -1;        // preempted: leaves at this time
+  bool saving = false;      // preempted with a checkpoint request: saves on the way out
+  int64_t gpus_milli = 0;   // GPU milli it holds now
+  int64_t useful_milli = 0; // of which useful (effective utilisation)
+};
+
+enum class Ev : uint8_t { kArrive, kFinish, kStop, kFail, kRepair, kMigReady, kTick };
+struct Event {
+  Time t;
+  Ev kind;
+  uint32_t id;      // job, node or GPU index (see kind)
+  uint64_t gen;     // kFinish: run generation; kMigReady: GPU ordinal
+  bool operator>(const Event& o) const {
+    if (t != o.t) return t > o.t;
+    if (kind != o.kind) return kind > o.kind;
+    if (id != o.id) return id > o.id;
+    return gen > o.gen;
+  }
+};
+
+double percentile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  const size_t i = std::min(sorted.size() - 1, size_t(std::ceil(p * double(sorted.size())) - 1));
+  return sorted[i];
+}
+
+class Simulation {
+ public:
+  Simulation(const SimCluster& c, const Workload& w, const SimRunOptions& o) : setup_(c), wl_(w), opt_(o), cluster_(c.cluster) {}
+  Result<SimReport> run();
+
+ private:
+  Status build();
+  void push(Time t, Ev k, uint32_t id, uint64_t gen = 0) { events_.push({t, k, id, gen}); }
+  void start_run(SimJob& j, Time t);
+  void end_run(SimJob& j, Time t, bool finished, bool failed);
+  void cycle(Time t);
+  void account(Time t);  // integrates metrics from last_t_ to t
+  void sample(Time t);
+  int64_t task_useful(const SimJob& j, const TaskPlacement& p) const;
+  double fragmentation() const;
+  bool apply_mig_layout(const MigReconfigDecision&) { return false; }  // MERGE: set_mig_layout + kReconfiguring
+  void mig_ready(GpuRef) {}
+
+  const SimCluster& setup_;
+  const Workload& wl_;
+  SimRunOptions opt_;
+  ClusterState cluster_;
+  QueueTree tree_;
+  std::unique_ptr<Scheduler> sched_;
+  std::unique_ptr<K8sDefault> k8s_;
+  bool k8s_mode_ = false;
+  std::vector<SimJob> jobs_;
+  std::vector<uint32_t> team_of_;      // job -> team index
+  std::vector<std::string> teams_;
+  std::vector<int64_t> team_guarantee_;  // milli, class "any" or the sum over classes
+  std::vector<int64_t> team_entitlement_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  RuntimeHistory history_;
+  std::vector<double> usage_;          // decayed usage per queue (normalised)
+  std::map<GpuRef, Time> mig_changed_;
+  std::vector<GpuRef> mig_pending_;    // GPUs reconfiguring, by event ordinal
+  Rng rng_{1};
+  std::set<uint32_t> active_;          // arrived, unfinished jobs
+  // Metrics state.
+  Time last_t_ = 0, first_arrival_ = 0, last_cycle_ = -1;
+  bool dirty_ = false, tick_pending_ = false;
+  int64_t alloc_milli_ = 0, useful_milli_ = 0;
+  double alloc_int_ = 0, useful_int_ = 0, cap_int_ = 0, jain_int_ = 0, jain_time_ = 0, frag_int_ = 0, frag_time_ = 0;
+  std::vector<int64_t> team_alloc_, team_pending_milli_;
+  std::vector<Time> below_since_;
+  SimReport rep_;
+  double lost_gpu_s_ = 0;
+};
+
+Status Simulation::build() {
+  k8s_mode_ = opt_.policy == kK8s;
+  SchedulerConfig cfg = setup_.config;
+  if (!k8s_mode_) {
+    auto preset = scheduler_preset(opt_.policy);
+    if (!preset.ok()) return invalid_argument("--policy: " + preset.error().message + ", k8s-default");
+    // The preset decides the policy's behaviour; the cluster file keeps classes, costs and graces.
+    SchedulerConfig p = *preset;
+    p.priority_classes = opt_.policy == "tiresias" ? p.priority_classes : cfg.priority_classes;
+    p.gpu_class = cfg.gpu_class;
+    p.usage_half_life = cfg.usage_half_life;
+    p.reclaim_grace = cfg.reclaim_grace;
+    p.mig = cfg.mig;
+    if (opt_.policy == "tessera") p = cfg;
+    p.seed = opt_.seed;
+    auto s = Scheduler::create(p);
+    if (!s.ok()) return s.error();
+    sched_ = std::move(s.value());
+  } else {
+    k8s_ = std::make_unique<K8sDefault>();
+  }
+  auto tree = QueueTree::build(setup_.queues);
+  if (!tree.ok()) return invalid_argument("queues: " + tree.error().message);
+  tree_ = std::move(tree.value());
+  rng_ = Rng(opt_.seed);
+
+  // Teams = leaf queues. Workload teams without a queue of that name go to a queue named "default"
+  // if there is one; otherwise it is an error naming the team.
+  for (const Queue& q : tree_.queues())
+    if (q.leaf()) teams_.push_back(q.name);
+  std::map<std::string, uint32_t> team_index;
+  for (uint32_t i = 0; i < teams_.size(); ++i) team_index[teams_[i]] = i;
+  int64_t capacity = cluster_.total_gpus() * 1000;
+  for (const std::string& t : teams_) {
+    const Queue& q = tree_.queue(*tree_.find(t));
+    int64_t g = 0;
+    for (auto& [c, v] : q.guaranteed) g = c == "any" ? std::max(g, v) : g + v;
+    team_guarantee_.push_back(g);
+  }
+  // Entitlement: the guarantee, or (without one) the weight's share of what guarantees leave.
+  int64_t gsum = 0, wsum = 0;
+  for (size_t i = 0; i < teams_.size(); ++i) {
+    gsum += team_guarantee_[i];
+    if (team_guarantee_[i] == 0) wsum += tree_.queue(*tree_.find(teams_[i])).weight;
+  }
+  for (size_t i = 0; i < teams_.size(); ++i)
+    team_entitlement_.push_back(team_guarantee_[i] > 0 ? team_guarantee_[i]
+                                                        : std::max<int64_t>(0, capacity - gsum) *
+                                                              tree_.queue(*tree_.find(teams_[i])).weight / std::max<int64_t>(1, wsum));
+  team_alloc_.assign(teams_.size(), 0);
+  team_pending_milli_.assign(teams_.size(), 0);
+  below_since_.assign(teams_.size(), -1);
+  usage_.assign(tree_.size(), 0);
+
+  jobs_.resize(wl_.jobs.size());
+  team_of_.resize(wl_.jobs.size());
+  for (size_t i = 0; i < wl_.jobs.size(); ++i) {
+    const WorkloadJob& w = wl_.jobs[i];
+    auto it = team_index.find(w.team);
+    if (it == team_index.end()) it = team_index.find("default");
+    if (it == team_index.end())
+      return invalid_argument("workload: job " + w.name + " belongs to team '" + w.team +
+                              "', which the cluster file has no leaf queue for; add a queue of that name or one named default");
+    team_of_[i] = it->second;
+    SimJob& s = jobs_[i];
+    s.spec = &w;
+    Job& j = s.job;
+    j.id = JobId(uint32_t(i));
+    j.name = w.kind.empty() ? w.name : w.kind;
+    j.user = w.user.empty() ? w.team : w.user;
+    j.queue = *tree_.find(teams_[it->second]);
+    j.priority_class = w.priority_class;
+    j.gang = w.gang;
+    j.gang.id = j.id;
+    j.gang.queue = j.queue;
+    if (k8s_mode_ && (j.gang.task.mig() || j.gang.task.milli_per_gpu.v < 1000)) {
+      // The default device plugin has no MIG changes and no sharing: a whole GPU per pod.
+      j.gang.task.mig_profile.clear();
+      j.gang.task.gpu_count = std::max(1, j.gang.task.gpu_count);
+      j.gang.task.milli_per_gpu = MilliGpu(1000);
+      j.gang.task.gpu_memory = MiB(0);
+    }
+    j.submitted = w.arrival;
+    j.expected_runtime = w.expected_runtime;
+    j.checkpoint = w.checkpoint;
+    push(w.arrival, Ev::kArrive, uint32_t(i));
+  }
+  first_arrival_ = wl_.jobs.empty() ? 0 : wl_.jobs.front().arrival;
+  for (const WorkloadJob& w : wl_.jobs) first_arrival_ = std::min(first_arrival_, w.arrival);
+  last_t_ = first_arrival_;
+  if (opt_.node_mtbf > 0)
+    for (const Node& n : cluster_.nodes()) {
+      const double u = (double(rng_.uniform(1u << 30)) + 0.5) / double(1u << 30);
+      push(first_arrival_ + Time(-std::log(u) * double(opt_.node_mtbf)), Ev::kFail, n.id.value);
+    }
+  return {};
+}
+
+int64_t Simulation::task_useful(const SimJob& j, const TaskPlacement& p) const {
+  int64_t held = 0;
+  for (const GpuGrant& g : p.gpus) held += g.kind == GrantKind::kWhole ? 1000 : g.milli.v;
+  int64_t useful = j.spec->useful_milli_per_task > 0 ? std::min(held, j.spec->useful_milli_per_task) : held;
+  return useful;
+}
+
+void Simulation::start_run(SimJob& j, Time t) {
+  std::set<uint32_t> nodes;
+  for (const TaskPlacement& p : j.job.placement) nodes.insert(p.node.value);
+  j.rate = nodes.size() > 1 ? 1000.0 / double(std::max<int64_t>(1000, j.spec->spread_slowdown_milli)) : 1.0;
+  j.job.state = JobState::kRunning;
+  j.run_start = t;
+  j.job.started = t;
+  j.progress_from = t + (j.job.preemptions > 0 || j.done > 0 ? j.job.checkpoint.restart_cost : 0);
+  if (j.first_start < 0) j.first_start = t;
+  if (j.job.checkpoint.interval > 0) j.job.checkpoint.last = t;
+  j.gpus_milli = 0;
+  j.useful_milli = 0;
+  for (const TaskPlacement& p : j.job.placement) {
+    for (const GpuGrant& g : p.gpus) j.gpus_milli += g.kind == GrantKind::kWhole ? 1000 : g.milli.v;
+    j.useful_milli += task_useful(j, p);
+  }
+  j.useful_milli = int64_t(double(j.useful_milli) * j.rate);
+  useful_milli_ += j.useful_milli;
+  const double left = std::max(0.0, double(j.spec->work) - j.done);
+  ++j.run_gen;
+  push(j.progress_from + Time(std::ceil(left / j.rate)), Ev::kFinish, j.job.id.value, j.run_gen);
+}
+
+// The job leaves its GPUs at t: finished, preempted (saving if it was asked to checkpoint) or failed.
+void Simulation::end_run(SimJob& j, Time t, bool finished, bool failed) {
+  for (const TaskPlacement& p : j.job.placement) {
+    Status s = cluster_.release(p);
+    (void)s;
+  }
+  int64_t held = 0;
+  for (const TaskPlacement& p : j.job.placement)
+    for (const GpuGrant& g : p.gpus) held += g.kind == GrantKind::kWhole ? 1000 : g.milli.v;
+  alloc_milli_ -= held;
+  team_alloc_[team_of_[j.job.id.value]] -= held;
+  const bool was_running = j.job.state == JobState::kRunning || j.job.state == JobState::kCheckpointing;
+  if (was_running) {
+    useful_milli_ -= j.useful_milli;
+    j.job.attained_gpu_s += held / 1000 * std::max<Time>(0, t - j.run_start);
+  }
+  j.job.placement.clear();
+  j.useful_milli = j.gpus_milli = 0;
+  ++j.run_gen;
+  if (finished) {
+    j.finished = true;
+    j.finish = t;
+    j.job.state = JobState::kSucceeded;
+    active_.erase(j.job.id.value);
+    history_.record(j.job.user, j.job.name, t - j.run_start);
+    return;
+  }
+  if (was_running) {
+    const double progressed = std::max<double>(0, double(t - j.progress_from)) * j.rate;
+    double safe = 0;
+    if (j.saving && !failed) {
+      safe = std::max<double>(0, double(t - j.job.checkpoint.save_cost - j.progress_from)) * j.rate;
+    } else if (j.job.checkpoint.interval > 0 && t > j.progress_from) {
+      const Time iv = j.job.checkpoint.interval;
+      safe = double((t - j.progress_from) / iv * iv) * j.rate;
+    }
+    safe = std::min(safe, progressed);
+    lost_gpu_s_ += (progressed - safe + double(std::min<Time>(t, j.progress_from) - j.run_start)) * double(held) / 1000.0;
+    j.done += safe;
+  }
+  j.job.state = JobState::kPending;
+  j.job.last_preempted = t;
+  j.job.evict_by = -1;
+  ++j.job.preemptions;
+  j.stop_at = -1;
+  j.saving = false;
+}
+
+void Simulation::account(Time t) {
+  if (t <= last_t_) return;
+  const double dt = double(t - last_t_);
+  int64_t cap = 0;
+  for (const Node& n : cluster_.nodes())
+    for (const Gpu& g : n.gpus) cap += g.health == GpuHealth::kHealthy ? 1000 : 0;
+  alloc_int_ += double(alloc_milli_) * dt;
+  useful_int_ += double(useful_milli_) * dt;
+  cap_int_ += double(cap) * dt;
+  // Jain's index over teams with demand: x = held / min(entitlement, demand).
+  double sx = 0, sxx = 0;
+  int n = 0;
+  for (size_t i = 0; i < teams_.size(); ++i) {
+    const int64_t demand = team_alloc_[i] + team_pending_milli_[i];
+    if (demand <= 0) continue;
+    const double ent = double(std::max<int64_t>(1, std::min(team_entitlement_[i], demand)));
+    const double x = double(team_alloc_[i]) / ent;
+    sx += x;
+    sxx += x * x;
+    ++n;
+  }
+  if (n > 0) {
+    jain_int_ += (sxx > 0 ? sx * sx / (double(n) * sxx) : 1.0) * dt;
+    jain_time_ += dt;
+  }
+  // Decayed usage for fair share (normalised by capacity).
+  const double decay = std::exp2(-dt / double(std::max<Duration>(1, setup_.config.usage_half_life)));
+  for (size_t i = 0; i < teams_.size(); ++i) {
+    const size_t q = tree_.find(teams_[i])->value;
+    const double now_share = cap > 0 ? double(team_alloc_[i]) / double(cap) : 0;
+    usage_[q] = usage_[q] * decay + now_share * (1 - decay);
+  }
+  last_t_ = t;
+}
+
+double Simulation::fragmentation() const {
+  // Free GPU milli on nodes where no pending request fits now.
+  std::vector<const TaskRequest*> shapes;
+  std::set<std::string> seen;
+  for (uint32_t id : active_) {
+    const SimJob& j = jobs_[id];
+    if (j.job.state != JobState::kPending || !j.job.placement.empty()) continue;
+    const TaskRequest& t = j.job.gang.task;
+    const std::string k = std::to_string(t.gpu_count) + "/" + std::to_string(t.milli_per_gpu.v) + "/" + t.mig_profile +
+                          "/" + std::to_string(t.cpu.v) + "/" + std::to_string(t.memory.v);
+    if (seen.insert(k).second) shapes.push_back(&t);
+    if (shapes.size() >= 32) break;
+  }
+  if (shapes.empty()) return 0;
+  int64_t free = 0, unusable = 0;
+  for (const Node& n : cluster_.nodes()) {
+    if (n.free_gpu_milli <= 0) continue;
+    free += n.free_gpu_milli;
+    bool any = false;
+    for (const TaskRequest* t : shapes) any = any || check_fit(n, *t) == Misfit::kFits;
+    if (!any) unusable += n.free_gpu_milli;
+  }
+  const int64_t cap = cluster_.total_gpus() * 1000;
+  return cap > 0 ? double(unusable) * 100.0 / double(cap) : 0;
+}
+
+void Simulation::sample(Time t) {
+  SimSample s;
+  s.t = t;
+  int64_t cap = 0;
+  for (const Node& n : cluster_.nodes())
+    for (const Gpu& g : n.gpus) cap += g.health == GpuHealth::kHealthy ? 1000 : 0;
+  s.allocation_pct = cap > 0 ? double(alloc_milli_) * 100.0 / double(cap) : 0;
+  s.effective_pct = cap > 0 ? double(useful_milli_) * 100.0 / double(cap) : 0;
+  for (uint32_t id : active_) (jobs_[id].job.state == JobState::kPending ? s.pending : s.running) += 1;
+  for (int64_t a : team_alloc_) s.team_gpus.push_back(double(a) / 1000.0);
+  rep_.timeline.push_back(std::move(s));
+  const double f = fragmentation();
+  frag_int_ += f;
+  frag_time_ += 1;
+}
+
+void Simulation::cycle(Time t) {
+  last_cycle_ = t;
+  dirty_ = false;
+  ++rep_.metrics.cycles;
+  Snapshot snap;
+  snap.cluster = &cluster_;
+  snap.queues = &tree_;
+  snap.jobs.reserve(active_.size());
+  for (uint32_t id : active_) {
+    Job j = jobs_[id].job;
+    if (j.state == JobState::kRunning || j.state == JobState::kCheckpointing)
+      j.attained_gpu_s += jobs_[id].gpus_milli / 1000 * (t - jobs_[id].run_start);
+    snap.jobs.push_back(std::move(j));
+  }
+  snap.history.resize(tree_.size());
+  for (size_t q = 0; q < tree_.size(); ++q) snap.history[q].decayed_usage = usage_[q];
+  snap.mig_last_changed = mig_changed_;
+  snap.runtimes = &history_;
+  Decisions d = k8s_mode_ ? k8s_->cycle(snap) : sched_->cycle(snap, t);
+
+  for (const PreemptDecision& p : d.preempt) {
+    SimJob& v = jobs_[p.victim.value];
+    if (v.job.state == JobState::kRunning && p.phase == PreemptPhase::kRequestCheckpoint && v.job.checkpoint.interval > 0) {
+      ++rep_.metrics.preemptions;
+      v.job.state = JobState::kCheckpointing;
+      v.job.evict_by = p.evict_by;
+      v.saving = true;
+      v.stop_at = std::min(t + v.job.checkpoint.save_cost, p.evict_by);
+      push(v.stop_at, Ev::kStop, p.victim.value, v.run_gen);
+    } else if (v.job.state == JobState::kRunning || v.job.state == JobState::kCheckpointing) {
+      if (v.job.state == JobState::kRunning) ++rep_.metrics.preemptions;
+      v.saving = v.saving && v.job.state == JobState::kCheckpointing && t >= v.stop_at;
+      end_run(v, t, false, false);
+      dirty_ = true;
+    }
+  }
+  for (const MigReconfigDecision& m : d.reconfigure_mig) {
+    if (!apply_mig_layout(m)) continue;
+    mig_changed_[m.gpu] = t;
+    ++rep_.metrics.mig_reconfigurations;
+    mig_pending_.push_back(m.gpu);
+    push(std::max(m.ready_at, t + 1), Ev::kMigReady, 0, mig_pending_.size() - 1);
+  }
+  for (const StartDecision& s : d.start) {
+    SimJob& j = jobs_[s.job.value];
+    if (!cluster_.apply_all(s.placement).ok()) continue;  // cannot happen with a consistent policy
+    int64_t held = 0;
+    for (const TaskPlacement& p : s.placement)
+      for (const GpuGrant& g : p.gpus) held += g.kind == GrantKind::kWhole ? 1000 : g.milli.v;
+    alloc_milli_ += held;
+    team_alloc_[team_of_[s.job.value]] += held;
+    // Settle MIG creation flags: the instances now exist.
+    for (TaskPlacement p : s.placement) {
+      for (GpuGrant& g : p.gpus) g.mig_create = false, g.mig_destroy = 0;
+      j.job.placement.push_back(std::move(p));
+    }
+    if (int(j.job.placement.size()) >= j.job.gang.required_tasks()) start_run(j, t);
+  }
+  // Pending demand per team (for fairness and guarantees).
+  std::fill(team_pending_milli_.begin(), team_pending_milli_.end(), 0);
+  bool waiting = false;
+  for (uint32_t id : active_) {
+    const SimJob& j = jobs_[id];
+    if (j.job.state != JobState::kPending) continue;
+    waiting = true;
+    const TaskRequest& tr = j.job.gang.task;
+    const int64_t per = tr.mig() ? 1000 / 7 : (tr.gpu_count > 0 ? int64_t(tr.gpu_count) * tr.milli_per_gpu.v : 0);
+    team_pending_milli_[team_of_[id]] += per * j.job.gang.tasks;
+  }
+  if (waiting && !tick_pending_) {
+    tick_pending_ = true;
+    push(t + opt_.cycle_interval, Ev::kTick, 0);
+  }
+}
+
+Result<SimReport> Simulation::run() {
+  if (Status s = build(); !s.ok()) return s.error();
+  rep_.metrics.policy = opt_.policy;
+  rep_.metrics.jobs = int64_t(jobs_.size());
+  rep_.teams = teams_;
+  Time span = 0;
+  for (const WorkloadJob& w : wl_.jobs) span = std::max(span, w.arrival + w.work);
+  const Duration sample_every = opt_.sample_interval > 0 ? opt_.sample_interval : std::max<Duration>(60, (span - first_arrival_) / 400);
+  Time next_sample = first_arrival_;
+  int64_t finished = 0;
+  while (!events_.empty()) {
+    const Time t = events_.top().t;
+    if (opt_.horizon > 0 && t > opt_.horizon) break;
+    while (next_sample <= t) {
+      account(next_sample);
+      sample(next_sample);
+      next_sample += sample_every;
+    }
+    account(t);
+    // All events at t, then one cycle.
+    while (!events_.empty() && events_.top().t == t) {
+      const Event e = events_.top();
+      events_.pop();
+      switch (e.kind) {
+        case Ev::kArrive: {
+          SimJob& j = jobs_[e.id];
+          j.arrived = true;
+          active_.insert(e.id);
+          dirty_ = true;
+          break;
+        }
+        case Ev::kFinish: {
+          SimJob& j = jobs_[e.id];
+          if (j.run_gen != e.gen || j.finished) break;
+          end_run(j, t, true, false);
+          ++finished;
+          if (opt_.progress) opt_.progress(finished, int64_t(jobs_.size()));
+          dirty_ = true;
+          break;
+        }
+        case Ev::kStop: {
+          SimJob& j = jobs_[e.id];
+          if (j.run_gen != e.gen || j.job.state != JobState::kCheckpointing) break;
+          end_run(j, t, false, false);
+          dirty_ = true;
+          break;
+        }
+        case Ev::kFail: {
+          const NodeId n(e.id);
+          ++rep_.metrics.failures;
+          for (uint32_t id : std::vector<uint32_t>(active_.begin(), active_.end())) {
+            SimJob& j = jobs_[id];
+            bool on = false;
+            for (const TaskPlacement& p : j.job.placement) on = on || p.node == n;
+            if (!on) continue;
+            const bool running = j.job.state != JobState::kPending;
+            j.saving = false;
+            end_run(j, t, false, true);
+            if (!running) --j.job.preemptions;  // a partially bound gang just loses its pods
+          }
+          for (const Gpu& g : cluster_.node(n).gpus) (void)cluster_.set_health({n, g.index}, GpuHealth::kUnhealthy);
+          push(t + opt_.node_repair, Ev::kRepair, e.id);
+          dirty_ = true;
+          break;
+        }
+        case Ev::kRepair: {
+          const NodeId n(e.id);
+          for (const Gpu& g : cluster_.node(n).gpus) (void)cluster_.set_health({n, g.index}, GpuHealth::kHealthy);
+          const double u = (double(rng_.uniform(1u << 30)) + 0.5) / double(1u << 30);
+          push(t + Time(-std::log(u) * double(opt_.node_mtbf)) + 1, Ev::kFail, e.id);
+          dirty_ = true;
+          break;
+        }
+        case Ev::kMigReady: {
+          const GpuRef g = mig_pending_[e.gen];
+          mig_ready(g);
+          dirty_ = true;
+          break;
+        }
+        case Ev::kTick:
+          tick_pending_ = false;
+          dirty_ = true;
+          break;
+      }
+    }
+    if (finished == int64_t(jobs_.size())) break;
+    if (dirty_) {
+      if (last_cycle_ < 0 || t >= last_cycle_ + opt_.min_cycle_gap) {
+        cycle(t);
+      } else if (!tick_pending_) {
+        tick_pending_ = true;
+        push(last_cycle_ + opt_.min_cycle_gap, Ev::kTick, 0);
+      }
+    }
+    // Guarantees: a team below its guarantee with demand pending.
+    for (size_t i = 0; i < teams_.size(); ++i) {
+      const bool below = team_guarantee_[i] > 0 && team_pending_milli_[i] > 0 && team_alloc_[i] < team_guarantee_[i];
+      if (below && below_since_[i] < 0) below_since_[i] = t;
+      if (!below && below_since_[i] >= 0) {
+        rep_.metrics.below_guarantee_s += double(t - below_since_[i]);
+        rep_.metrics.max_below_guarantee_s = std::max(rep_.metrics.max_below_guarantee_s, double(t - below_since_[i]));
+        below_since_[i] = -1;
+      }
+    }
+  }
+  const Time end = last_t_;
+  for (size_t i = 0; i < teams_.size(); ++i)
+    if (below_since_[i] >= 0) {
+      rep_.metrics.below_guarantee_s += double(end - below_since_[i]);
+      rep_.metrics.max_below_guarantee_s = std::max(rep_.metrics.max_below_guarantee_s, double(end - below_since_[i]));
+    }
+  sample(end);
+
+  SimMetrics& m = rep_.metrics;
+  std::vector<double> jct, wait;
+  Time last_finish = first_arrival_;
+  for (const SimJob& j : jobs_) {
+    if (j.first_start >= 0) wait.push_back(double(j.first_start - j.spec->arrival));
+    if (!j.finished) continue;
+    jct.push_back(double(j.finish - j.spec->arrival));
+    last_finish = std::max(last_finish, j.finish);
+  }
+  std::sort(jct.begin(), jct.end());
+  std::sort(wait.begin(), wait.end());
+  auto mean = [](const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return v.empty() ? 0 : s / double(v.size());
+  };
+  m.finished = int64_t(jct.size());
+  m.unfinished = m.jobs - m.finished;
+  m.jct_mean_s = mean(jct);
+  m.jct_p50_s = percentile(jct, 0.5);
+  m.jct_p99_s = percentile(jct, 0.99);
+  m.wait_mean_s = mean(wait);
+  m.wait_p99_s = percentile(wait, 0.99);
+  m.makespan_s = double(last_finish - first_arrival_);
+  m.allocation_pct = cap_int_ > 0 ? alloc_int_ * 100.0 / cap_int_ : 0;
+  m.effective_util_pct = cap_int_ > 0 ? useful_int_ * 100.0 / cap_int_ : 0;
+  m.jain_fairness = jain_time_ > 0 ? jain_int_ / jain_time_ : 1;
+  m.lost_gpu_hours = lost_gpu_s_ / 3600.0;
+  m.jobs_per_hour = m.makespan_s > 0 ? double(m.finished) * 3600.0 / m.makespan_s : 0;
+  m.fragmentation_pct = frag_time_ > 0 ? frag_int_ / frag_time_ : 0;
+  rep_.jct_s = std::move(jct);
+  return std::move(rep_);
+}
+
+}  // namespace
+
+Result<SimReport> run_simulation(const SimCluster& cluster, const Workload& workload, const SimRunOptions& options) {
+  if (options.cycle_interval <= 0) return invalid_argument("cycle_interval: must be > 0 seconds");
+  if (options.min_cycle_gap < 0) return invalid_argument("min_cycle_gap: must be >= 0 seconds");
+  if (options.node_mtbf < 0) return invalid_argument("--mtbf: must be >= 0 seconds");
+  Simulation s(cluster, workload, options);
+  return s.run();
+}
+
+}  // namespace tessera::sim
