@@ -221,6 +221,7 @@ void register_sim(CLI::App& app) {
     run_alloc_command(*args);
   });
   register_scenario(*sim);
+  register_sim_run(*sim);
 }
 
 }  // namespace tessera::cli
