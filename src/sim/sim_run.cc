@@ -121,6 +121,14 @@ class Simulation {
   void sample(Time t);
   int64_t task_useful(const SimJob& j, const TaskPlacement& p) const;
   double fragmentation() const;
+  // Healthy GPU capacity in milli: all GPUs less those failed or reconfiguring.
+  int64_t healthy_milli() const { return (cluster_.total_gpus() - out_of_service_) * 1000; }
+  void set_gpu_health(GpuRef g, GpuHealth h) {
+    const bool was = cluster_.node(g.node).gpus[g.index].health == GpuHealth::kHealthy;
+    if (!cluster_.set_health(g, h).ok()) return;
+    out_of_service_ += (was ? 1 : 0) - (h == GpuHealth::kHealthy ? 1 : 0);
+  }
+  int64_t out_of_service_ = 0;
   bool apply_mig_layout(const MigReconfigDecision&) { return false; }  // MERGE: set_mig_layout + kReconfiguring
   void mig_ready(GpuRef) {}
 
@@ -334,9 +342,7 @@ void Simulation::end_run(SimJob& j, Time t, bool finished, bool failed) {
 void Simulation::account(Time t) {
   if (t <= last_t_) return;
   const double dt = double(t - last_t_);
-  int64_t cap = 0;
-  for (const Node& n : cluster_.nodes())
-    for (const Gpu& g : n.gpus) cap += g.health == GpuHealth::kHealthy ? 1000 : 0;
+  const int64_t cap = healthy_milli();
   alloc_int_ += double(alloc_milli_) * dt;
   useful_int_ += double(useful_milli_) * dt;
   cap_int_ += double(cap) * dt;
@@ -395,9 +401,7 @@ double Simulation::fragmentation() const {
 void Simulation::sample(Time t) {
   SimSample s;
   s.t = t;
-  int64_t cap = 0;
-  for (const Node& n : cluster_.nodes())
-    for (const Gpu& g : n.gpus) cap += g.health == GpuHealth::kHealthy ? 1000 : 0;
+  const int64_t cap = healthy_milli();
   s.allocation_pct = cap > 0 ? double(alloc_milli_) * 100.0 / double(cap) : 0;
   s.effective_pct = cap > 0 ? double(useful_milli_) * 100.0 / double(cap) : 0;
   for (uint32_t id : active_) (jobs_[id].job.state == JobState::kPending ? s.pending : s.running) += 1;
@@ -543,14 +547,14 @@ Result<SimReport> Simulation::run() {
             end_run(j, t, false, true);
             if (!running) --j.job.preemptions;  // a partially bound gang just loses its pods
           }
-          for (const Gpu& g : cluster_.node(n).gpus) (void)cluster_.set_health({n, g.index}, GpuHealth::kUnhealthy);
+          for (const Gpu& g : cluster_.node(n).gpus) set_gpu_health({n, g.index}, GpuHealth::kUnhealthy);
           push(t + opt_.node_repair, Ev::kRepair, e.id);
           dirty_ = true;
           break;
         }
         case Ev::kRepair: {
           const NodeId n(e.id);
-          for (const Gpu& g : cluster_.node(n).gpus) (void)cluster_.set_health({n, g.index}, GpuHealth::kHealthy);
+          for (const Gpu& g : cluster_.node(n).gpus) set_gpu_health({n, g.index}, GpuHealth::kHealthy);
           const double u = (double(rng_.uniform(1u << 30)) + 0.5) / double(1u << 30);
           push(t + Time(-std::log(u) * double(opt_.node_mtbf)) + 1, Ev::kFail, e.id);
           dirty_ = true;
