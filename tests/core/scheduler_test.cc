@@ -58,14 +58,17 @@ class SchedulerTest : public ::testing::Test {
     j.placement = r.tasks;
     return j;
   }
-  Decisions cycle(Time now = kNow) {
-    auto s = Scheduler::create(config);
-    EXPECT_TRUE(s.ok());
+  Snapshot snapshot() const {
     Snapshot snap;
     snap.cluster = &cluster;
     snap.queues = &tree;
     snap.jobs = jobs;
-    return s.value()->cycle(snap, now);
+    return snap;
+  }
+  Decisions cycle(Time now = kNow) {
+    auto s = Scheduler::create(config);
+    EXPECT_TRUE(s.ok());
+    return s.value()->cycle(snapshot(), now);
   }
   static std::vector<uint32_t> started(const Decisions& d) {
     std::vector<uint32_t> v;
@@ -588,10 +591,7 @@ TEST_F(SchedulerTest, ReservationUsesLearnedRuntimes) {
   history.record("u", "other", 9000);
   auto s = Scheduler::create(config);
   ASSERT_TRUE(s.ok());
-  Snapshot snap;
-  snap.cluster = &cluster;
-  snap.queues = &tree;
-  snap.jobs = jobs;
+  Snapshot snap = snapshot();
   snap.runtimes = &history;
   Decisions d = s.value()->cycle(snap, kNow);
   EXPECT_EQ(info(d, 2)->estimated_start, std::optional<Time>(kNow + 500)) << "longest recent run: 600 s";
@@ -663,10 +663,7 @@ TEST_F(SchedulerTest, TrainingWaitingOnMigGpusTurnsIdleOnesBackToWhole) {
   // Hysteresis: GPUs changed a moment ago are left alone.
   auto s = Scheduler::create(config);
   ASSERT_TRUE(s.ok());
-  Snapshot snap;
-  snap.cluster = &cluster;
-  snap.queues = &tree;
-  snap.jobs = jobs;
+  Snapshot snap = snapshot();
   snap.mig_last_changed[GpuRef{NodeId(0), 0}] = kNow - 10;
   snap.mig_last_changed[GpuRef{NodeId(0), 1}] = kNow - 10;
   EXPECT_TRUE(s.value()->cycle(snap, kNow).reconfigure_mig.empty());
