@@ -26,6 +26,7 @@
 #include "core/sched/scheduler.h"
 
 #include <algorithm>
+#include <deque>
 #include <cassert>
 #include <cctype>
 #include <cmath>
@@ -217,12 +218,19 @@ class Cycle {
       for (const GpuGrant& g : p.gpus) {
         const int64_t m = g.kind == GrantKind::kWhole ? 1000 : g.milli.v;
         a[kAnyClass] += m;
-        const GpuModel* model = c.node(p.node).gpus[g.gpu].model;
-        if (!model) continue;
-        const std::string cls = model_class(model->name);
-        if (cls != kAnyClass && quota_classes_.count(cls)) a[cls] += m;
+        if (const std::string* cls = accounted_class(c.node(p.node).gpus[g.gpu].model)) a[*cls] += m;
       }
     return a;
+  }
+  // The quota class a GPU model is accounted in beside "any", or null (cached per model).
+  const std::string* accounted_class(const GpuModel* model) const {
+    if (!model) return nullptr;
+    for (const auto& [m, cls] : class_cache_)
+      if (m == model) return cls.empty() ? nullptr : &cls;
+    std::string cls = model_class(model->name);
+    if (cls == kAnyClass || !quota_classes_.count(cls)) cls.clear();
+    class_cache_.emplace_back(model, std::move(cls));
+    return class_cache_.back().second.empty() ? nullptr : &class_cache_.back().second;
   }
   bool validate(Entry& e);
   void order_and_place();
@@ -283,6 +291,7 @@ class Cycle {
   PlacementEngine trial_;  // for preemption trials: no failure explanations (they cost full scans)
   std::optional<FairShare> fs_;
   std::set<std::string> quota_classes_;  // classes some queue guarantees or limits (plus "any")
+  mutable std::deque<std::pair<const GpuModel*, std::string>> class_cache_;  // accounted_class()
   std::vector<Entry> entries_;           // valid jobs, by id
   std::vector<Entry> invalid_;           // pending jobs that cannot be scheduled, by id
   std::map<std::string, int64_t> user_milli_;  // running GPU usage per user
@@ -412,8 +421,7 @@ Decisions Cycle::run() {
     for (const Gpu& g : n.gpus) {
       if (g.health != GpuHealth::kHealthy || !g.model) continue;
       capacity[kAnyClass] += 1000;
-      const std::string c = model_class(g.model->name);
-      if (c != kAnyClass && quota_classes_.count(c)) capacity[c] += 1000;
+      if (const std::string* c = accounted_class(g.model)) capacity[*c] += 1000;
     }
   fs_.emplace(FairShare::compute(tree_, capacity, load));
 
@@ -995,6 +1003,11 @@ Decisions Scheduler::cycle(const Snapshot& snapshot, Time now) const {
       if (j.state == JobState::kPending) d.pending.push_back({j.id, "snapshot: no cluster or queue tree given", 0, 0, {}, false});
     return d;
   }
+  // Nothing waits and no eviction is due: nothing to decide (and no working copy to build).
+  const bool idle = std::none_of(snapshot.jobs.begin(), snapshot.jobs.end(), [&](const Job& j) {
+    return j.state == JobState::kPending || (j.state == JobState::kCheckpointing && j.evict_by >= 0 && j.evict_by <= now);
+  });
+  if (idle) return {};
   return Cycle(config_, *policy_, snapshot, now).run();
 }
 
