@@ -486,7 +486,7 @@ Result<ScheduleRunResult> run_schedule_scenario(const ScheduleScenario& sc) {
   const Time horizon = times.empty() ? 0 : *times.rbegin();
   ScheduleRunResult res;
   auto log = [&](Time t, const std::string& what) { res.log.push_back("t=" + std::to_string(t) + " " + what); };
-  Time last_t = times.empty() ? 0 : *times.begin();
+  Time last_t = std::min<Time>(0, times.empty() ? 0 : *times.begin());  // usage seeds are at t=0
   Time same_t = -1;
   int cycles_at_t = 0;
   while (!times.empty()) {
