@@ -454,6 +454,7 @@ Result<ScheduleRunResult> run_schedule_scenario(const ScheduleScenario& sc) {
   };
   auto end_time = [&](const Live& l) { return l.job.started + (sc.jobs[l.job.id.value].duration - l.run_from); };
   constexpr Time kNever = std::numeric_limits<Time>::max();
+  constexpr int kMaxCycles = 20000;
   auto timeout_time = [&](const Live& l) { return l.job.max_runtime > 0 ? l.job.started + l.job.max_runtime : kNever; };
 
   // Fair-share history: per-queue decayed usage, as the simulator (sim_run.cc) keeps it: every second
@@ -492,6 +493,11 @@ Result<ScheduleRunResult> run_schedule_scenario(const ScheduleScenario& sc) {
   while (!times.empty()) {
     const Time t = *times.begin();
     times.erase(times.begin());
+    if (res.cycles >= kMaxCycles) {  // e.g. a preemption livelock that never lets a job finish
+      res.failures.push_back("t=" + std::to_string(t) + ": stopped after " + std::to_string(kMaxCycles) +
+                             " cycles (events never run out: a livelock?)");
+      return res;
+    }
     if (t == same_t) {
       if (++cycles_at_t > 64) {
         res.failures.push_back("t=" + std::to_string(t) + ": more than 64 cycles at one time (decisions never settle)");
