@@ -557,15 +557,15 @@ Result<ScheduleRunResult> run_schedule_scenario(const ScheduleScenario& sc) {
         log(t, "timed out " + spec.name + " after its max_runtime of " + std::to_string(l.job.max_runtime) + "s");
       } else {
         // Work is kept up to the last completed checkpoint: the one asked for, if it finished saving
-        // before the job left, else the last periodic one.
-        Time safe = std::max(l.job.started, l.job.checkpoint.interval > 0 && l.job.checkpoint.last >= 0
-                                                ? l.job.checkpoint.last
-                                                : l.job.started);
-        if (l.job.checkpoint.interval > 0 && t > l.job.started)
-          safe = std::max(safe, l.job.started + (t - l.job.started) / l.job.checkpoint.interval * l.job.checkpoint.interval);
-        if (l.job.state == JobState::kCheckpointing && t >= l.ckpt_at + l.job.checkpoint.save_cost)
-          safe = std::max(safe, l.ckpt_at);
-        const bool saved = l.job.state == JobState::kCheckpointing && t >= l.ckpt_at + l.job.checkpoint.save_cost;
+        // before the job left, else the last periodic one (periodic checkpoints stop when the job is
+        // asked to checkpoint: it is busy saving that one).
+        const bool asked = l.job.state == JobState::kCheckpointing;
+        const bool saved = asked && t >= l.ckpt_at + l.job.checkpoint.save_cost;
+        const Time until = asked ? std::min(t, l.ckpt_at) : t;
+        Time safe = l.job.started;
+        if (l.job.checkpoint.interval > 0 && until > l.job.started)
+          safe = l.job.started + (until - l.job.started) / l.job.checkpoint.interval * l.job.checkpoint.interval;
+        if (saved) safe = std::max(safe, l.ckpt_at);
         l.run_from += std::max<Time>(0, safe - l.job.started);
         l.run_from = std::min(l.run_from, spec.duration);
         l.job.state = JobState::kPending;
