@@ -361,6 +361,35 @@ Status ClusterState::destroy_mig_instance(GpuRef gpu, int start) {
   return {};
 }
 
+Status ClusterState::set_mig_layout(GpuRef gpu, bool enable_mig, const std::vector<MigInstance>& layout) {
+  if (gpu.node.value >= nodes_.size() || gpu.index >= nodes_[gpu.node.value].gpus.size())
+    return invalid_argument("set_mig_layout: no such GPU");
+  Node& n = nodes_[gpu.node.value];
+  Gpu& g = n.gpus[gpu.index];
+  const std::string gw = "node '" + n.name + "' GPU " + std::to_string(gpu.index) + ": ";
+  if (g.whole_held || g.share_count > 0) return failed_precondition(gw + "not idle (held whole or shared)");
+  for (const MigInstance& m : g.mig.instances())
+    if (m.in_use)
+      return failed_precondition(gw + "not idle (MIG instance at slice " + std::to_string(m.start) + " in use)");
+  if (!enable_mig && !layout.empty()) return invalid_argument(gw + "a whole GPU takes no MIG layout");
+  if (enable_mig && (!g.model || !g.model->mig_capable()))
+    return invalid_argument(gw + (g.model ? g.model->name : std::string("GPU")) + " does not support MIG");
+  MigLayout next(g.model);
+  for (const MigInstance& m : layout) {
+    const MigProfile* p = g.model->find_profile_id(m.profile_id);
+    if (!p) return invalid_argument(gw + "unknown MIG profile id " + std::to_string(m.profile_id));
+    if (m.in_use) return invalid_argument(gw + "instances of a new layout must be idle");
+    if (Status s = next.create(*p, m.start); !s.ok()) return invalid_argument(gw + s.message());
+  }
+  g.mig_enabled = enable_mig;
+  g.mig = std::move(next);
+  ++capacity_generation_;
+  refresh_derived(n);
+  n.generation = next_generation();
+  reindex(n, true);
+  return {};
+}
+
 Status ClusterState::check_invariants() const {
   int64_t milli = 0;
   for (const Node& n : nodes_) {

@@ -25,7 +25,9 @@
 
 namespace tessera {
 
-enum class GpuHealth : uint8_t { kHealthy, kUnhealthy };
+// kReconfiguring: out of service while its MIG mode or layout changes (set_mig_layout; the caller sets it
+// back to kHealthy when the change is ready). Like kUnhealthy, nothing is placed on it and it is not capacity.
+enum class GpuHealth : uint8_t { kHealthy, kUnhealthy, kReconfiguring };
 
 struct Gpu {
   uint16_t index = 0;
@@ -142,6 +144,12 @@ class ClusterState {
   Status set_schedulable(NodeId node, bool schedulable);
   // Destroys an idle MIG instance (reconfiguration).
   Status destroy_mig_instance(GpuRef gpu, int start);
+  // Dynamic MIG: sets an idle GPU's mode and layout (the agent destroys the old instances and creates
+  // `layout`, idle, at its explicit starts). enable_mig false turns it back to a whole GPU (layout must
+  // be empty). Fails, changing nothing, if the GPU holds anything (held whole, shared, a MIG instance
+  // in use), the model does not support MIG, or the layout breaks the catalog's placement rules.
+  // Health is left as it is (the caller marks the GPU kReconfiguring until the change is ready).
+  Status set_mig_layout(GpuRef gpu, bool enable_mig, const std::vector<MigInstance>& layout);
 
   Status check_invariants() const;
   int64_t total_gpus() const { return total_gpus_; }

@@ -171,3 +171,105 @@ TEST(ClusterState, MigReconfigurationDestroysOnlyIdleInstances) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+using namespace tessera::testing;
+
+MigInstance inst(const GpuModel& m, const char* profile, int start) {
+  const MigProfile* p = m.find_profile(profile);
+  EXPECT_NE(p, nullptr) << profile;
+  return MigInstance{p ? p->id : -1, uint8_t(start), uint8_t(p ? p->memory_slices : 0), false};
+}
+
+TEST(ClusterState, SetMigLayoutTurnsAnIdleGpuToMigAndBack) {
+  ClusterState c;
+  NodeId n = *c.add_node(node_spec("n0", "A100-40GB", 2));
+  const GpuModel& m = *c.node(n).gpus[0].model;
+  const uint64_t cap = c.capacity_generation();
+  const uint64_t gen = c.node(n).generation;
+  EXPECT_EQ(c.node(n).idle_gpus, 2);
+  ASSERT_TRUE(c.set_mig_layout(GpuRef{n, 0}, true, {inst(m, "3g", 4), inst(m, "1g", 0), inst(m, "1g", 1)}).ok());
+  const Gpu& g = c.node(n).gpus[0];
+  EXPECT_TRUE(g.mig_enabled);
+  ASSERT_EQ(g.mig.instances().size(), 3u);
+  EXPECT_EQ(g.mig.instances()[0].start, 0) << "sorted by start";
+  EXPECT_EQ(c.node(n).idle_gpus, 1) << "a MIG GPU is not an idle whole GPU";
+  EXPECT_GT(c.capacity_generation(), cap);
+  EXPECT_NE(c.node(n).generation, gen);
+  EXPECT_TRUE(c.check_invariants().ok()) << c.check_invariants().message();
+  // The candidate indexes follow: the node now holds idle 1g and 3g instances, and is in by_idle(1).
+  const int one_g = ClusterState::mig_shape(*m.find_profile("1g"));
+  const int three_g = ClusterState::mig_shape(*m.find_profile("3g"));
+  EXPECT_TRUE(c.mig_idle(one_g).count(n.value));
+  EXPECT_TRUE(c.mig_idle(three_g).count(n.value));
+  EXPECT_TRUE(c.by_idle(1).count(n.value));
+  EXPECT_FALSE(c.by_idle(2).count(n.value));
+  EXPECT_EQ(check_fit(c.node(n), mig("1g")), Misfit::kFits);
+  EXPECT_NE(check_fit(c.node(n), whole(2)), Misfit::kFits);
+
+  // Back to a whole GPU.
+  ASSERT_TRUE(c.set_mig_layout(GpuRef{n, 0}, false, {}).ok());
+  EXPECT_FALSE(c.node(n).gpus[0].mig_enabled);
+  EXPECT_TRUE(c.node(n).gpus[0].mig.instances().empty());
+  EXPECT_EQ(c.node(n).idle_gpus, 2);
+  EXPECT_FALSE(c.mig_idle(one_g).count(n.value));
+  EXPECT_TRUE(c.by_idle(2).count(n.value));
+  EXPECT_TRUE(c.check_invariants().ok()) << c.check_invariants().message();
+  EXPECT_EQ(check_fit(c.node(n), whole(2)), Misfit::kFits);
+}
+
+TEST(ClusterState, SetMigLayoutRefusesBusyGpusAndBadLayouts) {
+  ClusterState c;
+  NodeId n = *c.add_node(node_spec("n0", "A100-40GB", 2));
+  const GpuModel& m = *c.node(n).gpus[0].model;
+  // Busy: held whole.
+  GpuPick pick;
+  ASSERT_TRUE(pick_default(c.node(n), whole(1), pick));
+  TaskPlacement held = make_placement(c.node(n), whole(1), pick);
+  ASSERT_TRUE(c.apply(held).ok());
+  const GpuRef busy{n, held.gpus[0].gpu};
+  auto s = c.set_mig_layout(busy, true, {});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("not idle"), std::string::npos) << s.message();
+  ASSERT_TRUE(c.release(held).ok());
+  // Invalid layouts change nothing: overlapping instances, a profile of another model, a whole GPU with a layout.
+  const GpuRef gpu{n, 0};
+  s = c.set_mig_layout(gpu, true, {inst(m, "4g", 0), inst(m, "3g", 0)});
+  EXPECT_FALSE(s.ok());
+  EXPECT_FALSE(c.node(n).gpus[0].mig_enabled);
+  EXPECT_FALSE(c.set_mig_layout(gpu, true, {MigInstance{99, 0, 1, false}}).ok());
+  EXPECT_FALSE(c.set_mig_layout(gpu, false, {inst(m, "1g", 0)}).ok());
+  EXPECT_FALSE(c.set_mig_layout(GpuRef{n, 7}, true, {}).ok());
+  EXPECT_TRUE(c.check_invariants().ok());
+  // Busy: a MIG instance in use.
+  ASSERT_TRUE(c.set_mig_layout(gpu, true, {inst(m, "3g", 4)}).ok());
+  ASSERT_TRUE(pick_default(c.node(n), mig("3g"), pick));
+  TaskPlacement three = make_placement(c.node(n), mig("3g"), pick);
+  ASSERT_TRUE(c.apply(three).ok());
+  EXPECT_FALSE(c.set_mig_layout(gpu, false, {}).ok());
+  EXPECT_TRUE(c.node(n).gpus[0].mig_enabled);
+  ASSERT_TRUE(c.release(three).ok());
+  EXPECT_TRUE(c.set_mig_layout(gpu, false, {}).ok());
+  // A model without MIG.
+  NodeId t4 = *c.add_node(node_spec("n1", "T4", 1));
+  EXPECT_FALSE(c.set_mig_layout(GpuRef{t4, 0}, true, {}).ok());
+  EXPECT_TRUE(c.check_invariants().ok());
+}
+
+TEST(ClusterState, ReconfiguringGpusAreNotOffered) {
+  ClusterState c;
+  NodeId n = *c.add_node(node_spec("n0", "A100-40GB", 1));
+  const GpuModel& m = *c.node(n).gpus[0].model;
+  ASSERT_TRUE(c.set_mig_layout(GpuRef{n, 0}, true, {inst(m, "1g", 0)}).ok());
+  ASSERT_TRUE(c.set_health(GpuRef{n, 0}, GpuHealth::kReconfiguring).ok());
+  EXPECT_NE(check_fit(c.node(n), mig("1g")), Misfit::kFits);
+  EXPECT_FALSE(c.mig_idle(ClusterState::mig_shape(*m.find_profile("1g"))).count(n.value));
+  ASSERT_TRUE(c.set_health(GpuRef{n, 0}, GpuHealth::kHealthy).ok());
+  EXPECT_EQ(check_fit(c.node(n), mig("1g")), Misfit::kFits);
+  EXPECT_TRUE(c.check_invariants().ok());
+}
+
+}  // namespace
+}  // namespace tessera
