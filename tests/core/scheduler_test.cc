@@ -296,6 +296,22 @@ TEST_F(SchedulerTest, ReclaimPreemptsABorrower) {
   EXPECT_EQ(info(d, 5)->reason, "waiting for 2 preempted jobs to checkpoint and exit");
 }
 
+// A queue reclaiming for a request without models must also be ordered below its guarantee, or the
+// room its reclaim frees goes to the other queue first and it reclaims again (an endless loop at one
+// timestamp when the victims restart). Here b's reclaim has just freed 2 GPUs.
+TEST_F(SchedulerTest, ModelFreeDemandCountsInGuaranteedClassesSoTheReclaimerGetsTheRoom) {
+  make_cluster(1, 8);
+  make_queues({{"a", "", {{"H100-80GB-SXM", 4000}}, {}, 1}, {"b", "", {{"H100-80GB-SXM", 4000}}, {}, 1}});
+  running(1, "a", "research", 1, 2, kNow - 1000);
+  running(2, "a", "research", 1, 2, kNow - 1000);
+  running(3, "b", "research", 1, 2, kNow - 1000);
+  pending(4, "a", "research", 1, 2, 0);  // a is at its guarantee: it waits
+  pending(5, "b", "research", 1, 2, 0);  // b is below its guarantee: it gets the free GPUs
+  Decisions d = cycle();
+  EXPECT_EQ(started(d), (std::vector<uint32_t>{5}));
+  EXPECT_TRUE(d.preempt.empty());
+}
+
 TEST_F(SchedulerTest, ReclaimNeverTakesAQueueBelowItsGuarantee) {
   make_cluster(2, 2);
   make_queues({{"a", "", {{"any", 2000}}, {}, 1}, {"b", "", {{"any", 2000}}, {}, 1}});

@@ -405,6 +405,17 @@ Decisions Cycle::run() {
       l.demand[c] += v;
       if (e.running) l.allocated[c] += v;
     }
+    // A pending request without model constraints may use any class guaranteed on its queue's path
+    // (as reclaim assumes, below_guarantee_after): it is demand there too, so a queue that reclaims
+    // for it is also ordered below its guarantee and gets the room it freed (else another queue
+    // takes that room and the owner reclaims again, with no end when the victims restart).
+    if (!e.running && e.cls == kAnyClass && e.milli > 0) {
+      std::set<std::string> guaranteed;
+      for (QueueId p : tree_.path_to_root(e.job->queue))
+        for (auto& [c, g] : tree_.queue(p).guaranteed)
+          if (g > 0 && c != kAnyClass) guaranteed.insert(c);
+      for (const std::string& c : guaranteed) l.demand[c] += e.milli;
+    }
     if (e.running) user_milli_[e.job->user] += e.milli;
   }
   ClassAmounts capacity;
