@@ -312,6 +312,19 @@ TEST_F(SchedulerTest, ModelFreeDemandCountsInGuaranteedClassesSoTheReclaimerGets
   EXPECT_TRUE(d.preempt.empty());
 }
 
+// A limit on a model class is checked on the GPUs chosen (the request names no model): preempting
+// for a placement that limit then refuses frees room for nobody, every protection window again.
+TEST_F(SchedulerTest, NoPreemptionForAPlacementTheQueueLimitWouldRefuse) {
+  make_cluster(2, 8);
+  make_queues({{"a", "", {}, {{"H100-80GB-SXM", 8000}}, 1}, {"b", "", {}, {}, 1}});
+  running(1, "a", "production-training", 1, 8, kNow - 5000);  // not preemptible by job 3 (same class)
+  running(2, "b", "research", 1, 8, kNow - 5000);             // b borrows: a priority victim
+  pending(3, "a", "production-training", 1, 8, 0);
+  Decisions d = cycle();
+  EXPECT_TRUE(d.preempt.empty()) << "queue a is at its limit of 8 H100s: job 3 could not start anyway";
+  EXPECT_TRUE(d.start.empty());
+}
+
 TEST_F(SchedulerTest, ReclaimNeverTakesAQueueBelowItsGuarantee) {
   make_cluster(2, 2);
   make_queues({{"a", "", {{"any", 2000}}, {}, 1}, {"b", "", {{"any", 2000}}, {}, 1}});

@@ -888,6 +888,12 @@ bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
   // victims keep their resources this cycle) until the engine places the job. The engine's cache is
   // keyed by node generation, which every release/apply advances, so it stays valid.
   FairShare after = *fs_;  // allocations as if the victims chosen so far were gone
+  // The job fits, and on GPUs its queue's limits allow (try_job checks the GPUs chosen too: a
+  // preemption for a placement the limits then refuse would free room for nobody, again and again).
+  auto fits_now = [&] {
+    PlacementResult r = trial_.place(work_, gang);
+    return r.outcome == Outcome::kPlaced && after.within_limits(e.job->queue, placement_amounts(work_, r.tasks)).ok();
+  };
   std::vector<Cand> chosen;
   bool fits = false;
   std::vector<const std::vector<TaskPlacement>*> released;
@@ -918,7 +924,7 @@ bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
     }
     released.push_back(&pl);
     chosen.push_back(c);
-    if (trial_.place(work_, gang).outcome == Outcome::kPlaced) {
+    if (fits_now()) {
       fits = true;
       break;
     }
@@ -929,13 +935,16 @@ bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
   }
   // Drop victims that turned out unnecessary (most expensive first, the last one is needed).
   for (size_t k = chosen.size() - 1; k-- > 0;) {
-    const auto& pl = entries_[chosen[k].idx].holding;
+    const Entry& v = entries_[chosen[k].idx];
+    const auto& pl = v.holding;
     if (!work_.apply_all(pl).ok()) continue;
-    if (trial_.place(work_, gang).outcome == Outcome::kPlaced) {
+    after.add(v.job->queue, amounts(v), +1);
+    if (fits_now()) {
       chosen.erase(chosen.begin() + long(k));
       released.erase(released.begin() + long(k));
     } else {
       for (const TaskPlacement& p : pl) (void)work_.release(p);
+      after.add(v.job->queue, amounts(v), -1);
     }
   }
   restore();
