@@ -325,6 +325,22 @@ TEST_F(SchedulerTest, NoPreemptionForAPlacementTheQueueLimitWouldRefuse) {
   EXPECT_TRUE(d.start.empty());
 }
 
+// A preemptor whose victim is still checkpointing (asked in an earlier cycle) waits for it; it does
+// not preempt another job in the cycles before the victim leaves.
+TEST_F(SchedulerTest, VictimStillCheckpointingIsCountedNotAnotherOne) {
+  make_cluster(2, 8);
+  make_queues({{"q", "", {}, {}, 1}});
+  Job& leaving = running(1, "q", "research", 1, 8, kNow - 5000);
+  leaving.checkpoint.interval = 600;
+  leaving.state = JobState::kCheckpointing;
+  running(2, "q", "research", 1, 8, kNow - 5000).checkpoint.interval = 600;
+  pending(3, "q", "production-inference", 1, 8, 0);
+  Decisions d = cycle();
+  EXPECT_TRUE(d.preempt.empty()) << "job 1 is leaving: its 8 GPUs are enough";
+  EXPECT_TRUE(d.start.empty());
+  EXPECT_TRUE(info(d, 3)->reserved) << "its reservation is job 1's exit";
+}
+
 TEST_F(SchedulerTest, ReclaimNeverTakesAQueueBelowItsGuarantee) {
   make_cluster(2, 2);
   make_queues({{"a", "", {{"any", 2000}}, {}, 1}, {"b", "", {{"any", 2000}}, {}, 1}});

@@ -69,6 +69,7 @@ struct Entry {
   bool running = false;
   bool victim = false;   // chosen as a victim this cycle
   bool started = false;  // started this cycle
+  bool claimed = false;  // checkpointing on its way out, and counted as room by a preemptor this cycle
   bool no_room = false;  // pending: the engine found no room now and no preemption helps
   int64_t prio = 0;      // order and preemption rank: class value (x16), plus the LAS level bonus
   uint32_t user = 0;     // dense user index
@@ -296,6 +297,7 @@ class Cycle {
   std::vector<size_t> order_;            // entries_ indices in the cycle's order
   const Entry* blocked_by_ = nullptr;    // strict order: the first job that did not start
   int preemptions_ = 0;
+  bool only_leaving_ = false;  // find_victims: jobs already leaving make room, no new victim needed
   Decisions out_;
 };
 
@@ -833,8 +835,9 @@ bool Cycle::try_preempt(Entry& e, const Gang& gang) {
   // Victims only become fewer within a cycle: a failed search stays failed for the same ask.
   const std::string memo = shape_key(gang) + "|" + std::to_string(e.prio) + "|" + std::to_string(e.job->queue.value);
   if (no_victims_.count(memo)) return false;
+  only_leaving_ = false;
   const bool found = find_victims(e, gang, budget);
-  if (!found) no_victims_.insert(memo);
+  if (!found && !only_leaving_) no_victims_.insert(memo);
   return found;
 }
 
@@ -846,8 +849,18 @@ bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
     size_t idx;
     int64_t cost;
     bool by_priority;
+    bool leaving = false;  // already asked to checkpoint and exit (a victim of an earlier cycle)
   };
   std::vector<Cand> cands;
+  // Jobs already checkpointing on their way out free their GPUs within their save time: count them
+  // first (no new decision, no lost work), so a preemptor waiting for its victims to leave does not
+  // preempt more jobs in the cycles in between.
+  if ((cfg_.preemption && e.pc->can_preempt) || may_reclaim)
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      const Entry& v = entries_[i];
+      if (v.running && !v.claimed && v.job->state == JobState::kCheckpointing && !v.holding.empty())
+        cands.push_back({i, -1, true, true});
+    }
   for (size_t i = 0; i < entries_.size(); ++i) {
     const Entry& v = entries_[i];
     const Job& vj = *v.job;
@@ -950,8 +963,21 @@ bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
   restore();
 
   const std::string need = gpus_text(e.milli);
+  int fresh = 0;
+  for (const Cand& c : chosen) fresh += c.leaving ? 0 : 1;
+  if (fresh == 0) {
+    // The jobs already leaving are enough: nothing new is preempted; the job waits for them like any
+    // job without room (its reservation is their exit). They are not counted by a later preemptor.
+    for (const Cand& c : chosen) entries_[c.idx].claimed = true;
+    only_leaving_ = true;
+    return false;
+  }
   for (const Cand& c : chosen) {
     Entry& v = entries_[c.idx];
+    if (c.leaving) {  // not counted again by a later preemptor; no new decision
+      v.claimed = true;
+      continue;
+    }
     v.victim = true;
     PreemptDecision d;
     d.victim = v.job->id;
@@ -963,7 +989,7 @@ bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
                              : "reclaim: queue " + tree_.queue(e.job->queue).name + " takes back its guarantee";
     out_.preempt.push_back(std::move(d));
   }
-  preemptions_ += int(chosen.size());
+  preemptions_ += fresh;
   // Victims keep their resources in the working copy this cycle, so nobody else takes the room.
   e.reason = "waiting for " + std::to_string(chosen.size()) +
              (chosen.size() == 1 ? " preempted job" : " preempted jobs") + " to checkpoint and exit";
