@@ -341,6 +341,20 @@ TEST_F(SchedulerTest, VictimStillCheckpointingIsCountedNotAnotherOne) {
   EXPECT_TRUE(info(d, 3)->reserved) << "its reservation is job 1's exit";
 }
 
+// The cycle after a reclaim evicted a borrower's production-training job: that job (a higher tier)
+// must not take back the GPUs the owner is owed, or the owner reclaims again, every cycle.
+TEST_F(SchedulerTest, HigherTierBorrowerDoesNotRetakeWhatAnOwnerIsOwed) {
+  make_cluster(2, 8);
+  make_queues({{"owner", "", {{"H100-80GB-SXM", 8000}}, {}, 1}, {"borrower", "", {}, {}, 1}});
+  running(1, "borrower", "production-inference", 1, 8, kNow - 1000);
+  pending(2, "borrower", "production-training", 1, 8, 0);  // just reclaimed
+  pending(3, "owner", "research", 1, 8, 0);
+  Decisions d = cycle();
+  EXPECT_EQ(started(d), (std::vector<uint32_t>{3}));
+  EXPECT_TRUE(d.preempt.empty());
+  EXPECT_NE(info(d, 2)->reason.find("queue owner is owed"), std::string::npos) << info(d, 2)->reason;
+}
+
 TEST_F(SchedulerTest, ReclaimNeverTakesAQueueBelowItsGuarantee) {
   make_cluster(2, 2);
   make_queues({{"a", "", {{"any", 2000}}, {}, 1}, {"b", "", {{"any", 2000}}, {}, 1}});

@@ -17,7 +17,10 @@
 //  (b) reclaim: the preemptor's leaf queue stays within its guarantee after starting the job, and the
 //      victim's queue (another one) is still borrowing in that class once the victims chosen before
 //      are gone; a non-preemptible victim of a higher class (production-inference) is never taken so.
-//      Reclaim ignores min_runtime and protection: borrowed capacity is lent on those terms.
+//      Reclaim ignores min_runtime and protection: borrowed capacity is lent on those terms. A job
+//      whose start would make its queue borrow in a class may not take the GPUs other queues below
+//      their guarantee (with jobs waiting) are owed there (takes_owed), so a higher-tier borrower
+//      cannot retake what was just reclaimed.
 // Victims: least lost work first; none at all unless the engine confirms the preemptor then fits.
 //
 // Backfill (EASY, docs/scheduling.md): the first job that finds no room (and no victims) reserves the
@@ -243,6 +246,7 @@ class Cycle {
     return k;
   }
   bool below_guarantee_after(const Entry& e, std::vector<std::string>& classes) const;
+  std::string takes_owed(const FairShare& fs, const Entry& e, const ClassAmounts& got) const;
   // Backfill (EASY): the first job that finds no room gets a reservation; later jobs may start now
   // only if they end before it starts or keep off its nodes.
   struct Reservation {
@@ -298,6 +302,7 @@ class Cycle {
   const Entry* blocked_by_ = nullptr;    // strict order: the first job that did not start
   int preemptions_ = 0;
   bool only_leaving_ = false;  // find_victims: jobs already leaving make room, no new victim needed
+  ClassAmounts capacity_;      // healthy milli-GPU per accounted class
   Decisions out_;
 };
 
@@ -429,6 +434,7 @@ Decisions Cycle::run() {
       if (c != kAnyClass && quota_classes_.count(c)) capacity[c] += 1000;
     }
   fs_.emplace(FairShare::compute(tree_, capacity, load));
+  capacity_ = capacity;
 
   // Phase two of preemption: jobs asked to checkpoint whose grace has expired are evicted now.
   for (const Entry& e : entries_) {
@@ -656,6 +662,10 @@ void Cycle::try_job(Entry& e) {
         return;
       }
     }
+    if (std::string owed = takes_owed(*fs_, e, placement_amounts(work_, r.tasks)); !owed.empty()) {
+      e.reason = owed;
+      return;
+    }
     if (Status s = work_.apply_all(r.tasks); !s.ok()) {
       e.reason = "internal: placement could not be applied: " + s.message();
       return;
@@ -829,6 +839,37 @@ bool Cycle::below_guarantee_after(const Entry& e, std::vector<std::string>& clas
   return !classes.empty();
 }
 
+// A job whose start makes its queue (or an ancestor) borrow in a class may use only the free GPUs of
+// that class that no other leaf queue is owed: a queue below its guarantee with jobs waiting there
+// would reclaim them at once, and when the borrower's priority tier comes first it would retake them
+// in the next cycle, a reclaim loop. Empty when allowed, else the reason.
+std::string Cycle::takes_owed(const FairShare& fs, const Entry& e, const ClassAmounts& got) const {
+  const std::vector<QueueId> path = tree_.path_to_root(e.job->queue);
+  for (const auto& [c, x] : got) {
+    if (x <= 0) continue;
+    bool borrows_c = false;
+    for (QueueId p : path) borrows_c = borrows_c || fs.allocated(p, c) + x > get_or(tree_.queue(p).guaranteed, c);
+    if (!borrows_c) continue;
+    int64_t owed = 0;
+    std::string owner;
+    for (const Queue& q : tree_.queues()) {
+      const int64_t g = get_or(q.guaranteed, c);
+      if (!q.leaf() || g <= 0 || std::find(path.begin(), path.end(), q.id) != path.end()) continue;
+      const int64_t o = std::min(g, fs.demand(q.id, c)) - fs.allocated(q.id, c);
+      if (o <= 0) continue;
+      owed += o;
+      if (owner.empty()) owner = q.name;
+    }
+    if (owed <= 0) continue;
+    int64_t used = 0;
+    for (QueueId t : tree_.top_level()) used += fs.allocated(t, c);
+    if (get_or(capacity_, c) - used - owed < x)
+      return "guarantee: would borrow " + gpus_text(x) + " of class " + c + " that queue " + owner +
+             " is owed (below its guarantee, with jobs waiting)";
+  }
+  return "";
+}
+
 bool Cycle::try_preempt(Entry& e, const Gang& gang) {
   const int budget = cfg_.max_preemptions_per_cycle - preemptions_;
   if (budget <= 0 || e.milli <= 0) return false;
@@ -905,7 +946,9 @@ bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
   // preemption for a placement the limits then refuse would free room for nobody, again and again).
   auto fits_now = [&] {
     PlacementResult r = trial_.place(work_, gang);
-    return r.outcome == Outcome::kPlaced && after.within_limits(e.job->queue, placement_amounts(work_, r.tasks)).ok();
+    if (r.outcome != Outcome::kPlaced) return false;
+    const ClassAmounts got = placement_amounts(work_, r.tasks);
+    return after.within_limits(e.job->queue, got).ok() && takes_owed(after, e, got).empty();
   };
   std::vector<Cand> chosen;
   bool fits = false;
