@@ -624,6 +624,22 @@ TEST_F(SchedulerTest, BackfillStartsOnlyWhatDoesNotDelayTheReservation) {
   EXPECT_FALSE(info(d, 2)->reserved);
 }
 
+// A gang naming no model, whose queue's limit on the model class its GPUs would have is reached,
+// gets no reservation (it could not start then anyway), so it blocks no backfill.
+TEST_F(SchedulerTest, NoReservationForAJobTheLimitOnItsGpusWouldRefuse) {
+  make_cluster(4, 8);
+  make_queues({{"a", "", {}, {{"H100-80GB-SXM", 16000}}, 1}, {"b", "", {}, {}, 1}});
+  running(1, "a", "research", 2, 8, kNow - 100).expected_runtime = 4000;
+  running(2, "b", "research", 1, 8, kNow - 100).expected_runtime = 1000;
+  pending(3, "a", "research", 2, 8, 0);
+  pending(4, "b", "research", 1, 8, 10).expected_runtime = 10000;
+  Decisions d = cycle();
+  EXPECT_EQ(started(d), (std::vector<uint32_t>{4}));
+  EXPECT_FALSE(info(d, 3)->reserved);
+  EXPECT_NE(info(d, 3)->reason.find("no reservation: queue a at its limit of 16 GPUs"), std::string::npos)
+      << info(d, 3)->reason;
+}
+
 TEST_F(SchedulerTest, BackfillKeepsOffReservedNodesButUsesOthers) {
   make_cluster(3, 8);
   make_queues({{"a", "", {}, {}, 1}});

@@ -819,6 +819,12 @@ void Cycle::reserve(Entry& e, const Gang& gang) {
   PlacementResult r = trial_.place(work_, gang);
   move_to(0);
   assert(r.outcome == Outcome::kPlaced);
+  // Quotas apply to the reserved job as to any other: a limit on a model class is only seen on the
+  // GPUs chosen (the request names no model), so a job those GPUs would put over a limit gets none.
+  if (Status lim = fs_->within_limits(e.job->queue, placement_amounts(work_, r.tasks)); !lim.ok()) {
+    e.reason += "; no reservation: " + lim.message();
+    return;
+  }
   res_.active = true;
   res_.entry = size_t(&e - entries_.data());
   res_.start = ends[hi - 1].end;
