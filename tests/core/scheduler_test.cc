@@ -355,6 +355,21 @@ TEST_F(SchedulerTest, HigherTierBorrowerDoesNotRetakeWhatAnOwnerIsOwed) {
   EXPECT_NE(info(d, 2)->reason.find("queue owner is owed"), std::string::npos) << info(d, 2)->reason;
 }
 
+// Two preemptors in one cycle: the second uses what the first one's victim leaves over (a 16-GPU
+// gang for an 8-GPU job) instead of preempting another gang.
+TEST_F(SchedulerTest, SecondPreemptorUsesTheFirstVictimsLeftover) {
+  make_cluster(4, 8);
+  make_queues({{"q", "", {}, {}, 1}});
+  running(1, "q", "research", 2, 8, kNow - 5000).checkpoint.interval = 600;
+  running(2, "q", "research", 2, 8, kNow - 5000).checkpoint.interval = 600;
+  pending(3, "q", "production-inference", 1, 8, 0);
+  pending(4, "q", "production-inference", 1, 8, 1);
+  Decisions d = cycle();
+  EXPECT_EQ(victims(d).size(), 1u) << "one gang frees 16 GPUs: enough for both";
+  EXPECT_EQ(info(d, 3)->reason, "waiting for 1 preempted job to checkpoint and exit");
+  EXPECT_TRUE(d.start.empty());
+}
+
 TEST_F(SchedulerTest, ReclaimNeverTakesAQueueBelowItsGuarantee) {
   make_cluster(2, 2);
   make_queues({{"a", "", {{"any", 2000}}, {}, 1}, {"b", "", {{"any", 2000}}, {}, 1}});

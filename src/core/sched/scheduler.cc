@@ -235,6 +235,7 @@ class Cycle {
   void try_job(Entry& e);
   bool try_preempt(Entry& e, const Gang& gang);
   bool find_victims(Entry& e, const Gang& gang, int budget);
+  bool find_victims_inner(Entry& e, const Gang& gang, int budget);
   Gang gang_of(const Entry& e) const;
   static std::string shape_key(const Gang& g) {
     const TaskRequest& t = g.task;
@@ -303,6 +304,13 @@ class Cycle {
   int preemptions_ = 0;
   bool only_leaving_ = false;  // find_victims: jobs already leaving make room, no new victim needed
   ClassAmounts capacity_;      // healthy milli-GPU per accounted class
+  // Placements of the jobs that wait for victims (chosen this cycle or still checkpointing): a later
+  // preemptor searches with those victims gone and these placed, so it uses what their exits leave
+  // over before preempting anyone else. Whole-GPU placements only (claims_ok_ false otherwise).
+  std::vector<std::vector<TaskPlacement>> claims_;
+  bool claims_ok_ = true;
+  bool claims_active_ = false;           // find_victims: the working copy is in that state now
+  std::vector<TaskPlacement> last_fit_;  // find_victims: where the job fit in the last successful trial
   Decisions out_;
 };
 
@@ -889,6 +897,66 @@ bool Cycle::try_preempt(Entry& e, const Gang& gang) {
 }
 
 bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
+  std::vector<const std::vector<TaskPlacement>*> gone;
+  claims_active_ = claims_ok_ && !claims_.empty();
+  if (claims_active_) {
+    for (const Entry& v : entries_)
+      if (v.running && (v.victim || v.claimed) && !v.holding.empty()) {
+        for (const TaskPlacement& p : v.holding) {
+          Status st = work_.release(p);
+          assert(st.ok() && "releasing a victim for a later preemptor failed");
+          (void)st;
+        }
+        gone.push_back(&v.holding);
+      }
+    size_t applied = 0;
+    for (; applied < claims_.size(); ++applied)
+      if (!work_.apply_all(claims_[applied]).ok()) break;
+    if (applied < claims_.size()) {  // a job started since took part of a claim: give the idea up
+      while (applied-- > 0)
+        for (const TaskPlacement& p : claims_[applied]) (void)work_.release(p);
+      for (const auto* pl : gone) {
+        Status st = work_.apply_all(*pl);
+        assert(st.ok() && "restoring a victim failed");
+        (void)st;
+      }
+      gone.clear();
+      claims_active_ = false;
+      claims_ok_ = false;
+      claims_.clear();
+    }
+  }
+  last_fit_.clear();
+  const bool found = find_victims_inner(e, gang, budget);
+  if (claims_active_) {
+    for (auto it = claims_.rbegin(); it != claims_.rend(); ++it)
+      for (const TaskPlacement& p : *it) {
+        Status st = work_.release(p);
+        assert(st.ok() && "removing a waiting preemptor failed");
+        (void)st;
+      }
+    for (const auto* pl : gone) {
+      Status st = work_.apply_all(*pl);
+      assert(st.ok() && "restoring a victim failed");
+      (void)st;
+    }
+    claims_active_ = false;
+  }
+  if ((found || only_leaving_) && !last_fit_.empty()) {
+    bool whole = true;
+    for (const TaskPlacement& p : last_fit_)
+      for (const GpuGrant& g : p.gpus) whole = whole && g.kind == GrantKind::kWhole;
+    if (whole) {
+      claims_.push_back(std::move(last_fit_));
+    } else {
+      claims_ok_ = false;
+      claims_.clear();
+    }
+  }
+  return found;
+}
+
+bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
   std::vector<std::string> reclaim_classes;
   const bool may_reclaim = cfg_.reclaim && below_guarantee_after(e, reclaim_classes);
 
@@ -930,6 +998,19 @@ bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
     const int64_t lost = std::max<int64_t>(0, now_ - since) + vj.checkpoint.save_cost + vj.checkpoint.restart_cost;
     cands.push_back({i, v.milli * lost, by_priority});
   }
+  // With this cycle's victims gone and their preemptors placed, the job may fit already: it waits
+  // for those exits like its own victims (no new decision).
+  if (claims_active_ && ((cfg_.preemption && e.pc->can_preempt) || may_reclaim)) {
+    PlacementResult r = trial_.place(work_, gang);
+    if (r.outcome == Outcome::kPlaced) {
+      const ClassAmounts got = placement_amounts(work_, r.tasks);
+      if (fs_->within_limits(e.job->queue, got).ok() && takes_owed(*fs_, e, got).empty()) {
+        last_fit_ = std::move(r.tasks);
+        only_leaving_ = true;
+        return false;
+      }
+    }
+  }
   // Cheap bound before copying the cluster: all candidates plus what is free must cover the job.
   int64_t room = work_.total_gpus() * 1000 - work_.allocated_gpu_milli();
   for (const Cand& c : cands) room += entries_[c.idx].milli;
@@ -954,7 +1035,9 @@ bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
     PlacementResult r = trial_.place(work_, gang);
     if (r.outcome != Outcome::kPlaced) return false;
     const ClassAmounts got = placement_amounts(work_, r.tasks);
-    return after.within_limits(e.job->queue, got).ok() && takes_owed(after, e, got).empty();
+    if (!after.within_limits(e.job->queue, got).ok() || !takes_owed(after, e, got).empty()) return false;
+    last_fit_ = std::move(r.tasks);
+    return true;
   };
   std::vector<Cand> chosen;
   bool fits = false;
