@@ -21,7 +21,9 @@
 //      whose start would make its queue borrow in a class may not take the GPUs other queues below
 //      their guarantee (with jobs waiting) are owed there (takes_owed), so a higher-tier borrower
 //      cannot retake what was just reclaimed.
-// Victims: least lost work first; none at all unless the engine confirms the preemptor then fits.
+// Victims: least lost work first; none at all unless the engine confirms the preemptor then fits
+// (within its queue's limits). Jobs already on their way out (checkpointing, or chosen this cycle,
+// less what their own preemptors take) count first, so no more is preempted than needed.
 //
 // Backfill (EASY, docs/scheduling.md): the first job that finds no room (and no victims) reserves the
 // earliest expected end at which the engine places it; later jobs start only if they end before that
