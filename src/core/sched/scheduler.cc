@@ -860,6 +860,7 @@ bool Cycle::below_guarantee_after(const Entry& e, std::vector<std::string>& clas
 // would reclaim them at once, and when the borrower's priority tier comes first it would retake them
 // in the next cycle, a reclaim loop. Empty when allowed, else the reason.
 std::string Cycle::takes_owed(const FairShare& fs, const Entry& e, const ClassAmounts& got) const {
+  if (!cfg_.reclaim) return "";  // nobody reclaims: nothing is owed
   const std::vector<QueueId> path = tree_.path_to_root(e.job->queue);
   for (const auto& [c, x] : got) {
     if (x <= 0) continue;
