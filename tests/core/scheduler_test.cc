@@ -296,6 +296,80 @@ TEST_F(SchedulerTest, ReclaimPreemptsABorrower) {
   EXPECT_EQ(info(d, 5)->reason, "waiting for 2 preempted jobs to checkpoint and exit");
 }
 
+// A queue reclaiming for a request without models must also be ordered below its guarantee, or the
+// room its reclaim frees goes to the other queue first and it reclaims again (an endless loop at one
+// timestamp when the victims restart). Here b's reclaim has just freed 2 GPUs.
+TEST_F(SchedulerTest, ModelFreeDemandCountsInGuaranteedClassesSoTheReclaimerGetsTheRoom) {
+  make_cluster(1, 8);
+  make_queues({{"a", "", {{"H100-80GB-SXM", 4000}}, {}, 1}, {"b", "", {{"H100-80GB-SXM", 4000}}, {}, 1}});
+  running(1, "a", "research", 1, 2, kNow - 1000);
+  running(2, "a", "research", 1, 2, kNow - 1000);
+  running(3, "b", "research", 1, 2, kNow - 1000);
+  pending(4, "a", "research", 1, 2, 0);  // a is at its guarantee: it waits
+  pending(5, "b", "research", 1, 2, 0);  // b is below its guarantee: it gets the free GPUs
+  Decisions d = cycle();
+  EXPECT_EQ(started(d), (std::vector<uint32_t>{5}));
+  EXPECT_TRUE(d.preempt.empty());
+}
+
+// A limit on a model class is checked on the GPUs chosen (the request names no model): preempting
+// for a placement that limit then refuses frees room for nobody, every protection window again.
+TEST_F(SchedulerTest, NoPreemptionForAPlacementTheQueueLimitWouldRefuse) {
+  make_cluster(2, 8);
+  make_queues({{"a", "", {}, {{"H100-80GB-SXM", 8000}}, 1}, {"b", "", {}, {}, 1}});
+  running(1, "a", "production-training", 1, 8, kNow - 5000);  // not preemptible by job 3 (same class)
+  running(2, "b", "research", 1, 8, kNow - 5000);             // b borrows: a priority victim
+  pending(3, "a", "production-training", 1, 8, 0);
+  Decisions d = cycle();
+  EXPECT_TRUE(d.preempt.empty()) << "queue a is at its limit of 8 H100s: job 3 could not start anyway";
+  EXPECT_TRUE(d.start.empty());
+}
+
+// A preemptor whose victim is still checkpointing (asked in an earlier cycle) waits for it; it does
+// not preempt another job in the cycles before the victim leaves.
+TEST_F(SchedulerTest, VictimStillCheckpointingIsCountedNotAnotherOne) {
+  make_cluster(2, 8);
+  make_queues({{"q", "", {}, {}, 1}});
+  Job& leaving = running(1, "q", "research", 1, 8, kNow - 5000);
+  leaving.checkpoint.interval = 600;
+  leaving.state = JobState::kCheckpointing;
+  running(2, "q", "research", 1, 8, kNow - 5000).checkpoint.interval = 600;
+  pending(3, "q", "production-inference", 1, 8, 0);
+  Decisions d = cycle();
+  EXPECT_TRUE(d.preempt.empty()) << "job 1 is leaving: its 8 GPUs are enough";
+  EXPECT_TRUE(d.start.empty());
+  EXPECT_TRUE(info(d, 3)->reserved) << "its reservation is job 1's exit";
+}
+
+// The cycle after a reclaim evicted a borrower's production-training job: that job (a higher tier)
+// must not take back the GPUs the owner is owed, or the owner reclaims again, every cycle.
+TEST_F(SchedulerTest, HigherTierBorrowerDoesNotRetakeWhatAnOwnerIsOwed) {
+  make_cluster(2, 8);
+  make_queues({{"owner", "", {{"H100-80GB-SXM", 8000}}, {}, 1}, {"borrower", "", {}, {}, 1}});
+  running(1, "borrower", "production-inference", 1, 8, kNow - 1000);
+  pending(2, "borrower", "production-training", 1, 8, 0);  // just reclaimed
+  pending(3, "owner", "research", 1, 8, 0);
+  Decisions d = cycle();
+  EXPECT_EQ(started(d), (std::vector<uint32_t>{3}));
+  EXPECT_TRUE(d.preempt.empty());
+  EXPECT_NE(info(d, 2)->reason.find("queue owner is owed"), std::string::npos) << info(d, 2)->reason;
+}
+
+// Two preemptors in one cycle: the second uses what the first one's victim leaves over (a 16-GPU
+// gang for an 8-GPU job) instead of preempting another gang.
+TEST_F(SchedulerTest, SecondPreemptorUsesTheFirstVictimsLeftover) {
+  make_cluster(4, 8);
+  make_queues({{"q", "", {}, {}, 1}});
+  running(1, "q", "research", 2, 8, kNow - 5000).checkpoint.interval = 600;
+  running(2, "q", "research", 2, 8, kNow - 5000).checkpoint.interval = 600;
+  pending(3, "q", "production-inference", 1, 8, 0);
+  pending(4, "q", "production-inference", 1, 8, 1);
+  Decisions d = cycle();
+  EXPECT_EQ(victims(d).size(), 1u) << "one gang frees 16 GPUs: enough for both";
+  EXPECT_EQ(info(d, 3)->reason, "waiting for 1 preempted job to checkpoint and exit");
+  EXPECT_TRUE(d.start.empty());
+}
+
 TEST_F(SchedulerTest, ReclaimNeverTakesAQueueBelowItsGuarantee) {
   make_cluster(2, 2);
   make_queues({{"a", "", {{"any", 2000}}, {}, 1}, {"b", "", {{"any", 2000}}, {}, 1}});
@@ -563,6 +637,22 @@ TEST_F(SchedulerTest, BackfillStartsOnlyWhatDoesNotDelayTheReservation) {
   d = cycle();
   EXPECT_EQ(started(d), (std::vector<uint32_t>{3, 4}));
   EXPECT_FALSE(info(d, 2)->reserved);
+}
+
+// A gang naming no model, whose queue's limit on the model class its GPUs would have is reached,
+// gets no reservation (it could not start then anyway), so it blocks no backfill.
+TEST_F(SchedulerTest, NoReservationForAJobTheLimitOnItsGpusWouldRefuse) {
+  make_cluster(4, 8);
+  make_queues({{"a", "", {}, {{"H100-80GB-SXM", 16000}}, 1}, {"b", "", {}, {}, 1}});
+  running(1, "a", "research", 2, 8, kNow - 100).expected_runtime = 4000;
+  running(2, "b", "research", 1, 8, kNow - 100).expected_runtime = 1000;
+  pending(3, "a", "research", 2, 8, 0);
+  pending(4, "b", "research", 1, 8, 10).expected_runtime = 10000;
+  Decisions d = cycle();
+  EXPECT_EQ(started(d), (std::vector<uint32_t>{4}));
+  EXPECT_FALSE(info(d, 3)->reserved);
+  EXPECT_NE(info(d, 3)->reason.find("no reservation: queue a at its limit of 16 GPUs"), std::string::npos)
+      << info(d, 3)->reason;
 }
 
 TEST_F(SchedulerTest, BackfillKeepsOffReservedNodesButUsesOthers) {

@@ -17,8 +17,13 @@
 //  (b) reclaim: the preemptor's leaf queue stays within its guarantee after starting the job, and the
 //      victim's queue (another one) is still borrowing in that class once the victims chosen before
 //      are gone; a non-preemptible victim of a higher class (production-inference) is never taken so.
-//      Reclaim ignores min_runtime and protection: borrowed capacity is lent on those terms.
-// Victims: least lost work first; none at all unless the engine confirms the preemptor then fits.
+//      Reclaim ignores min_runtime and protection: borrowed capacity is lent on those terms. A job
+//      whose start would make its queue borrow in a class may not take the GPUs other queues below
+//      their guarantee (with jobs waiting) are owed there (takes_owed), so a higher-tier borrower
+//      cannot retake what was just reclaimed.
+// Victims: least lost work first; none at all unless the engine confirms the preemptor then fits
+// (within its queue's limits). Jobs already on their way out (checkpointing, or chosen this cycle,
+// less what their own preemptors take) count first, so no more is preempted than needed.
 //
 // Backfill (EASY, docs/scheduling.md): the first job that finds no room (and no victims) reserves the
 // earliest expected end at which the engine places it; later jobs start only if they end before that
@@ -70,6 +75,7 @@ struct Entry {
   bool running = false;
   bool victim = false;   // chosen as a victim this cycle
   bool started = false;  // started this cycle
+  bool claimed = false;  // checkpointing on its way out, and counted as room by a preemptor this cycle
   bool no_room = false;  // pending: the engine found no room now and no preemption helps
   int64_t prio = 0;      // order and preemption rank: class value (x16), plus the LAS level bonus
   uint32_t user = 0;     // dense user index
@@ -239,6 +245,7 @@ class Cycle {
   void try_job(Entry& e);
   bool try_preempt(Entry& e, const Gang& gang);
   bool find_victims(Entry& e, const Gang& gang, int budget);
+  bool find_victims_inner(Entry& e, const Gang& gang, int budget);
   Gang gang_of(const Entry& e) const;
   static std::string shape_key(const Gang& g) {
     const TaskRequest& t = g.task;
@@ -250,6 +257,7 @@ class Cycle {
     return k;
   }
   bool below_guarantee_after(const Entry& e, std::vector<std::string>& classes) const;
+  std::string takes_owed(const FairShare& fs, const Entry& e, const ClassAmounts& got) const;
   // Backfill (EASY): the first job that finds no room gets a reservation; later jobs may start now
   // only if they end before it starts or keep off its nodes.
   struct Reservation {
@@ -305,6 +313,15 @@ class Cycle {
   std::vector<size_t> order_;            // entries_ indices in the cycle's order
   const Entry* blocked_by_ = nullptr;    // strict order: the first job that did not start
   int preemptions_ = 0;
+  bool only_leaving_ = false;  // find_victims: jobs already leaving make room, no new victim needed
+  ClassAmounts capacity_;      // healthy milli-GPU per accounted class
+  // Placements of the jobs that wait for victims (chosen this cycle or still checkpointing): a later
+  // preemptor searches with those victims gone and these placed, so it uses what their exits leave
+  // over before preempting anyone else. Whole-GPU placements only (claims_ok_ false otherwise).
+  std::vector<std::vector<TaskPlacement>> claims_;
+  bool claims_ok_ = true;
+  bool claims_active_ = false;           // find_victims: the working copy is in that state now
+  std::vector<TaskPlacement> last_fit_;  // find_victims: where the job fit in the last successful trial
   Decisions out_;
 };
 
@@ -414,6 +431,17 @@ Decisions Cycle::run() {
       l.demand[c] += v;
       if (e.running) l.allocated[c] += v;
     }
+    // A pending request without model constraints may use any class guaranteed on its queue's path
+    // (as reclaim assumes, below_guarantee_after): it is demand there too, so a queue that reclaims
+    // for it is also ordered below its guarantee and gets the room it freed (else another queue
+    // takes that room and the owner reclaims again, with no end when the victims restart).
+    if (!e.running && e.cls == kAnyClass && e.milli > 0) {
+      std::set<std::string> guaranteed;
+      for (QueueId p : tree_.path_to_root(e.job->queue))
+        for (auto& [c, g] : tree_.queue(p).guaranteed)
+          if (g > 0 && c != kAnyClass) guaranteed.insert(c);
+      for (const std::string& c : guaranteed) l.demand[c] += e.milli;
+    }
     if (e.running) user_milli_[e.job->user] += e.milli;
   }
   ClassAmounts capacity;
@@ -424,6 +452,7 @@ Decisions Cycle::run() {
       if (const std::string* c = accounted_class(g.model)) capacity[*c] += 1000;
     }
   fs_.emplace(FairShare::compute(tree_, capacity, load));
+  capacity_ = capacity;
 
   // Phase two of preemption: jobs asked to checkpoint whose grace has expired are evicted now.
   for (const Entry& e : entries_) {
@@ -651,6 +680,10 @@ void Cycle::try_job(Entry& e) {
         return;
       }
     }
+    if (std::string owed = takes_owed(*fs_, e, placement_amounts(work_, r.tasks)); !owed.empty()) {
+      e.reason = owed;
+      return;
+    }
     if (Status s = work_.apply_all(r.tasks); !s.ok()) {
       e.reason = "internal: placement could not be applied: " + s.message();
       return;
@@ -804,6 +837,12 @@ void Cycle::reserve(Entry& e, const Gang& gang) {
   PlacementResult r = trial_.place(work_, gang);
   move_to(0);
   assert(r.outcome == Outcome::kPlaced);
+  // Quotas apply to the reserved job as to any other: a limit on a model class is only seen on the
+  // GPUs chosen (the request names no model), so a job those GPUs would put over a limit gets none.
+  if (Status lim = fs_->within_limits(e.job->queue, placement_amounts(work_, r.tasks)); !lim.ok()) {
+    e.reason += "; no reservation: " + lim.message();
+    return;
+  }
   res_.active = true;
   res_.entry = size_t(&e - entries_.data());
   res_.start = ends[hi - 1].end;
@@ -824,18 +863,111 @@ bool Cycle::below_guarantee_after(const Entry& e, std::vector<std::string>& clas
   return !classes.empty();
 }
 
+// A job whose start makes its queue (or an ancestor) borrow in a class may use only the free GPUs of
+// that class that no other leaf queue is owed: a queue below its guarantee with jobs waiting there
+// would reclaim them at once, and when the borrower's priority tier comes first it would retake them
+// in the next cycle, a reclaim loop. Empty when allowed, else the reason.
+std::string Cycle::takes_owed(const FairShare& fs, const Entry& e, const ClassAmounts& got) const {
+  if (!cfg_.reclaim) return "";  // nobody reclaims: nothing is owed
+  const std::vector<QueueId> path = tree_.path_to_root(e.job->queue);
+  for (const auto& [c, x] : got) {
+    if (x <= 0) continue;
+    bool borrows_c = false;
+    for (QueueId p : path) borrows_c = borrows_c || fs.allocated(p, c) + x > get_or(tree_.queue(p).guaranteed, c);
+    if (!borrows_c) continue;
+    int64_t owed = 0;
+    std::string owner;
+    for (const Queue& q : tree_.queues()) {
+      const int64_t g = get_or(q.guaranteed, c);
+      if (!q.leaf() || g <= 0 || std::find(path.begin(), path.end(), q.id) != path.end()) continue;
+      const int64_t o = std::min(g, fs.demand(q.id, c)) - fs.allocated(q.id, c);
+      if (o <= 0) continue;
+      owed += o;
+      if (owner.empty()) owner = q.name;
+    }
+    if (owed <= 0) continue;
+    int64_t used = 0;
+    for (QueueId t : tree_.top_level()) used += fs.allocated(t, c);
+    if (get_or(capacity_, c) - used - owed < x)
+      return "guarantee: would borrow " + gpus_text(x) + " of class " + c + " that queue " + owner +
+             " is owed (below its guarantee, with jobs waiting)";
+  }
+  return "";
+}
+
 bool Cycle::try_preempt(Entry& e, const Gang& gang) {
   const int budget = cfg_.max_preemptions_per_cycle - preemptions_;
   if (budget <= 0 || e.milli <= 0) return false;
   // Victims only become fewer within a cycle: a failed search stays failed for the same ask.
   const std::string memo = shape_key(gang) + "|" + std::to_string(e.prio) + "|" + std::to_string(e.job->queue.value);
   if (no_victims_.count(memo)) return false;
+  only_leaving_ = false;
   const bool found = find_victims(e, gang, budget);
-  if (!found) no_victims_.insert(memo);
+  if (!found && !only_leaving_) no_victims_.insert(memo);
   return found;
 }
 
 bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
+  std::vector<const std::vector<TaskPlacement>*> gone;
+  claims_active_ = claims_ok_ && !claims_.empty();
+  if (claims_active_) {
+    for (const Entry& v : entries_)
+      if (v.running && (v.victim || v.claimed) && !v.holding.empty()) {
+        for (const TaskPlacement& p : v.holding) {
+          Status st = work_.release(p);
+          assert(st.ok() && "releasing a victim for a later preemptor failed");
+          (void)st;
+        }
+        gone.push_back(&v.holding);
+      }
+    size_t applied = 0;
+    for (; applied < claims_.size(); ++applied)
+      if (!work_.apply_all(claims_[applied]).ok()) break;
+    if (applied < claims_.size()) {  // a job started since took part of a claim: give the idea up
+      while (applied-- > 0)
+        for (const TaskPlacement& p : claims_[applied]) (void)work_.release(p);
+      for (const auto* pl : gone) {
+        Status st = work_.apply_all(*pl);
+        assert(st.ok() && "restoring a victim failed");
+        (void)st;
+      }
+      gone.clear();
+      claims_active_ = false;
+      claims_ok_ = false;
+      claims_.clear();
+    }
+  }
+  last_fit_.clear();
+  const bool found = find_victims_inner(e, gang, budget);
+  if (claims_active_) {
+    for (auto it = claims_.rbegin(); it != claims_.rend(); ++it)
+      for (const TaskPlacement& p : *it) {
+        Status st = work_.release(p);
+        assert(st.ok() && "removing a waiting preemptor failed");
+        (void)st;
+      }
+    for (const auto* pl : gone) {
+      Status st = work_.apply_all(*pl);
+      assert(st.ok() && "restoring a victim failed");
+      (void)st;
+    }
+    claims_active_ = false;
+  }
+  if ((found || only_leaving_) && !last_fit_.empty()) {
+    bool whole = true;
+    for (const TaskPlacement& p : last_fit_)
+      for (const GpuGrant& g : p.gpus) whole = whole && g.kind == GrantKind::kWhole;
+    if (whole) {
+      claims_.push_back(std::move(last_fit_));
+    } else {
+      claims_ok_ = false;
+      claims_.clear();
+    }
+  }
+  return found;
+}
+
+bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
   std::vector<std::string> reclaim_classes;
   const bool may_reclaim = cfg_.reclaim && below_guarantee_after(e, reclaim_classes);
 
@@ -843,8 +975,18 @@ bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
     size_t idx;
     int64_t cost;
     bool by_priority;
+    bool leaving = false;  // already asked to checkpoint and exit (a victim of an earlier cycle)
   };
   std::vector<Cand> cands;
+  // Jobs already checkpointing on their way out free their GPUs within their save time: count them
+  // first (no new decision, no lost work), so a preemptor waiting for its victims to leave does not
+  // preempt more jobs in the cycles in between.
+  if ((cfg_.preemption && e.pc->can_preempt) || may_reclaim)
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      const Entry& v = entries_[i];
+      if (v.running && !v.claimed && v.job->state == JobState::kCheckpointing && !v.holding.empty())
+        cands.push_back({i, -1, true, true});
+    }
   for (size_t i = 0; i < entries_.size(); ++i) {
     const Entry& v = entries_[i];
     const Job& vj = *v.job;
@@ -867,6 +1009,19 @@ bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
     const int64_t lost = std::max<int64_t>(0, now_ - since) + vj.checkpoint.save_cost + vj.checkpoint.restart_cost;
     cands.push_back({i, v.milli * lost, by_priority});
   }
+  // With this cycle's victims gone and their preemptors placed, the job may fit already: it waits
+  // for those exits like its own victims (no new decision).
+  if (claims_active_ && ((cfg_.preemption && e.pc->can_preempt) || may_reclaim)) {
+    PlacementResult r = trial_.place(work_, gang);
+    if (r.outcome == Outcome::kPlaced) {
+      const ClassAmounts got = placement_amounts(work_, r.tasks);
+      if (fs_->within_limits(e.job->queue, got).ok() && takes_owed(*fs_, e, got).empty()) {
+        last_fit_ = std::move(r.tasks);
+        only_leaving_ = true;
+        return false;
+      }
+    }
+  }
   // Cheap bound before copying the cluster: all candidates plus what is free must cover the job.
   int64_t room = work_.total_gpus() * 1000 - work_.allocated_gpu_milli();
   for (const Cand& c : cands) room += entries_[c.idx].milli;
@@ -885,6 +1040,16 @@ bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
   // victims keep their resources this cycle) until the engine places the job. The engine's cache is
   // keyed by node generation, which every release/apply advances, so it stays valid.
   FairShare after = *fs_;  // allocations as if the victims chosen so far were gone
+  // The job fits, and on GPUs its queue's limits allow (try_job checks the GPUs chosen too: a
+  // preemption for a placement the limits then refuse would free room for nobody, again and again).
+  auto fits_now = [&] {
+    PlacementResult r = trial_.place(work_, gang);
+    if (r.outcome != Outcome::kPlaced) return false;
+    const ClassAmounts got = placement_amounts(work_, r.tasks);
+    if (!after.within_limits(e.job->queue, got).ok() || !takes_owed(after, e, got).empty()) return false;
+    last_fit_ = std::move(r.tasks);
+    return true;
+  };
   std::vector<Cand> chosen;
   bool fits = false;
   std::vector<const std::vector<TaskPlacement>*> released;
@@ -915,7 +1080,7 @@ bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
     }
     released.push_back(&pl);
     chosen.push_back(c);
-    if (trial_.place(work_, gang).outcome == Outcome::kPlaced) {
+    if (fits_now()) {
       fits = true;
       break;
     }
@@ -926,20 +1091,36 @@ bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
   }
   // Drop victims that turned out unnecessary (most expensive first, the last one is needed).
   for (size_t k = chosen.size() - 1; k-- > 0;) {
-    const auto& pl = entries_[chosen[k].idx].holding;
+    const Entry& v = entries_[chosen[k].idx];
+    const auto& pl = v.holding;
     if (!work_.apply_all(pl).ok()) continue;
-    if (trial_.place(work_, gang).outcome == Outcome::kPlaced) {
+    after.add(v.job->queue, amounts(v), +1);
+    if (fits_now()) {
       chosen.erase(chosen.begin() + long(k));
       released.erase(released.begin() + long(k));
     } else {
       for (const TaskPlacement& p : pl) (void)work_.release(p);
+      after.add(v.job->queue, amounts(v), -1);
     }
   }
   restore();
 
   const std::string need = gpus_text(e.milli);
+  int fresh = 0;
+  for (const Cand& c : chosen) fresh += c.leaving ? 0 : 1;
+  if (fresh == 0) {
+    // The jobs already leaving are enough: nothing new is preempted; the job waits for them like any
+    // job without room (its reservation is their exit). They are not counted by a later preemptor.
+    for (const Cand& c : chosen) entries_[c.idx].claimed = true;
+    only_leaving_ = true;
+    return false;
+  }
   for (const Cand& c : chosen) {
     Entry& v = entries_[c.idx];
+    if (c.leaving) {  // not counted again by a later preemptor; no new decision
+      v.claimed = true;
+      continue;
+    }
     v.victim = true;
     PreemptDecision d;
     d.victim = v.job->id;
@@ -951,7 +1132,7 @@ bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
                              : "reclaim: queue " + tree_.queue(e.job->queue).name + " takes back its guarantee";
     out_.preempt.push_back(std::move(d));
   }
-  preemptions_ += int(chosen.size());
+  preemptions_ += fresh;
   // Victims keep their resources in the working copy this cycle, so nobody else takes the room.
   e.reason = "waiting for " + std::to_string(chosen.size()) +
              (chosen.size() == 1 ? " preempted job" : " preempted jobs") + " to checkpoint and exit";
