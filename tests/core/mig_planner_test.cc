@@ -204,6 +204,40 @@ TEST(MigPlanner, ReverseConversionWhenTrainingWaits) {
   EXPECT_TRUE(plan_mig_layouts(input(c, {}, 0), {}).empty());
 }
 
+TEST(MigPlanner, ChangesInProgressAreNotPlannedTwice) {
+  // GPU 0 is becoming 7 x 1g (applied, not ready yet): two pending 1g are covered by it, so no other
+  // GPU is converted, and GPU 0 itself is not changed again even with no hysteresis.
+  ClusterState c;
+  NodeId a = *c.add_node(node_spec("a", "A100-40GB", 4));
+  std::vector<MigInstance> seven;
+  for (int i = 0; i < 7; ++i) {
+    MigInstance m;
+    m.profile_id = a100_40().find_profile("1g.5gb")->id;
+    m.start = uint8_t(i);
+    m.size = 1;
+    seven.push_back(m);
+  }
+  ASSERT_TRUE(c.set_mig_layout(GpuRef{a, 0}, true, seven).ok());
+  ASSERT_TRUE(c.set_health(GpuRef{a, 0}, GpuHealth::kReconfiguring).ok());
+  MigPlannerConfig cfg;
+  cfg.min_layout_age = 0;
+  EXPECT_TRUE(plan_mig_layouts(input(c, {D("1g", 2)}), cfg).empty());
+  // More than it will hold: one more GPU, never GPU 0.
+  auto more = plan_mig_layouts(input(c, {D("1g", 9)}), cfg);
+  ASSERT_EQ(more.size(), 1u);
+  EXPECT_NE(more[0].gpu, (GpuRef{a, 0}));
+
+  // The reverse: a GPU turning whole covers one pending whole GPU.
+  ClusterState m;
+  NodeId n = *m.add_node(mig_node("m", "A100-40GB", 2, {0, 1}));
+  ASSERT_TRUE(m.set_mig_layout(GpuRef{n, 0}, false, {}).ok());
+  ASSERT_TRUE(m.set_health(GpuRef{n, 0}, GpuHealth::kReconfiguring).ok());
+  EXPECT_TRUE(plan_mig_layouts(input(m, {}, 1), cfg).empty());
+  auto back = plan_mig_layouts(input(m, {}, 2), cfg);
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].gpu, (GpuRef{n, 1}));
+}
+
 TEST(MigPlanner, HysteresisLeavesRecentlyChangedGpusAlone) {
   ClusterState c;
   NodeId a = *c.add_node(node_spec("a", "A100-40GB", 2));

@@ -15,6 +15,7 @@ struct SimGpu {
   MigLayout layout;
   bool all_idle = true;  // no instance in use in the real cluster
   bool served = false;   // the simulation gave it some pending request
+  bool reconfiguring = false;  // its new layout is not ready yet: never changed again now
 };
 
 // A candidate for a change.
@@ -153,13 +154,18 @@ std::vector<GpuLayoutChange> plan_mig_layouts(const MigPlanInput& in, const MigP
   for (const Node& n : c.nodes()) {
     if (!n.schedulable) continue;
     for (const Gpu& g : n.gpus) {
+      // A GPU still reconfiguring counts as what it is becoming (so a change in progress is not
+      // planned twice), but is never a candidate for another change.
+      const bool reconfiguring = g.health == GpuHealth::kReconfiguring;
       if (g.idle()) {
         ++node_idle_whole[n.id.value];
         ++idle_whole_all;
         if (g.model && g.model->mig_capable()) ++idle_whole_capable;
+      } else if (reconfiguring && !g.mig_enabled) {
+        ++idle_whole_all;
       }
-      if (g.mig_enabled && g.health == GpuHealth::kHealthy && g.model && g.model->mig_capable()) {
-        sim.push_back(SimGpu{GpuRef{n.id, g.index}, g.model, g.mig, all_instances_idle(g.mig), false});
+      if (g.mig_enabled && (g.health == GpuHealth::kHealthy || reconfiguring) && g.model && g.model->mig_capable()) {
+        sim.push_back(SimGpu{GpuRef{n.id, g.index}, g.model, g.mig, all_instances_idle(g.mig), false, reconfiguring});
       }
     }
   }
@@ -222,7 +228,7 @@ std::vector<GpuLayoutChange> plan_mig_layouts(const MigPlanInput& in, const MigP
   // Entirely idle MIG GPUs that no pending request can use as they are.
   std::vector<Candidate> idle_mig;
   for (const SimGpu& s : sim) {
-    if (s.all_idle && !s.served && !too_recent(s.ref))
+    if (s.all_idle && !s.served && !s.reconfiguring && !too_recent(s.ref))
       idle_mig.push_back(Candidate{s.ref, s.model, true, node_idle_whole[s.ref.node.value]});
   }
   std::vector<bool> taken(idle_mig.size(), false);

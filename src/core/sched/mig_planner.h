@@ -8,6 +8,8 @@
 //  - A GPU is touched only if it is healthy, on a schedulable node, and idle: a whole GPU with no
 //    holder and no share, or a MIG GPU whose every instance is idle. A GPU with an instance in use,
 //    held whole or shared is never changed.
+//  - A GPU still reconfiguring (GpuHealth::kReconfiguring) counts as what it is becoming: its new
+//    instances serve MIG demand, a GPU turning whole covers whole demand; it is not changed again.
 //  - Every layout is built and validated with MigLayout (the catalog's placement rules); starts are
 //    explicit.
 //  - Hysteresis: a GPU changed less than `min_layout_age` ago is left alone; at most
