@@ -412,6 +412,29 @@ TEST_F(SchedulerTest, AtMostMaxPreemptionsPerCycle) {
   EXPECT_EQ(d.preempt.size(), 4u);
 }
 
+TEST_F(SchedulerTest, FruitlessVictimSearchesAreBoundedPerCycle) {
+  // Two nodes of 8, each with four 1-GPU preemptible jobs and a 4-GPU inference job (never a
+  // victim). Job 9 (8 GPUs on one node) cannot be helped, though the victims add up to 8 GPUs: its
+  // search finds nothing. With one search per cycle, job 10 (which one victim would help) waits
+  // for the next cycle; with two it preempts at once.
+  make_cluster(2, 8);
+  make_queues({{"a", "", {}, {}, 1}});
+  for (int i = 1; i <= 4; ++i) running(i, "a", "preemptible", 1, 1, kNow - 1000);
+  running(5, "a", "production-inference", 1, 4, kNow - 1000);
+  for (int i = 6; i <= 7; ++i) running(i, "a", "preemptible", 1, 1, kNow - 1000);
+  running(8, "a", "production-inference", 1, 4, kNow - 1000);
+  for (int i = 11; i <= 12; ++i) running(i, "a", "preemptible", 1, 1, kNow - 1000);
+  pending(9, "a", "production-inference", 1, 8, 0);
+  pending(10, "a", "production-training", 1, 1, 1);
+  config.max_victim_searches_per_cycle = 1;
+  Decisions d = cycle();
+  EXPECT_TRUE(d.preempt.empty());
+  config.max_victim_searches_per_cycle = 2;
+  d = cycle();
+  ASSERT_EQ(d.preempt.size(), 1u);
+  EXPECT_EQ(d.preempt[0].for_job.value, 10u);
+}
+
 TEST_F(SchedulerTest, NoPreemptionLoop) {
   make_cluster(1, 1);
   make_queues({{"a", "", {}, {}, 1}});

@@ -30,6 +30,8 @@
 // or keep off its nodes. Dynamic MIG: unmet slice and whole-GPU demand drives plan_mig_layouts.
 #include "core/sched/scheduler.h"
 
+#include "core/placement/fit.h"
+
 #include <algorithm>
 #include <deque>
 #include <cassert>
@@ -319,6 +321,16 @@ class Cycle {
   // preemptor searches with those victims gone and these placed, so it uses what their exits leave
   // over before preempting anyone else. Whole-GPU placements only (claims_ok_ false otherwise).
   std::vector<std::vector<TaskPlacement>> claims_;
+  int failed_searches_ = 0;  // victim searches that found nothing this cycle
+  bool searched_ = false;    // the last find_victims tried the engine (not just cheap bounds)
+  // Per class: what leaves below their guarantee (with demand) are owed under fs_ (takes_owed),
+  // filled on first use and kept current as jobs start.
+  mutable std::map<std::string, int64_t> owed_sum_;
+  static int64_t leaf_owed(const FairShare& fs, const Queue& q, const std::string& c) {
+    const int64_t g = get_or(q.guaranteed, c);
+    if (!q.leaf() || g <= 0) return 0;
+    return std::max<int64_t>(0, std::min(g, fs.demand(q.id, c)) - fs.allocated(q.id, c));
+  }
   bool claims_ok_ = true;
   bool claims_active_ = false;           // find_victims: the working copy is in that state now
   std::vector<TaskPlacement> last_fit_;  // find_victims: where the job fit in the last successful trial
@@ -692,7 +704,14 @@ void Cycle::try_job(Entry& e) {
     e.end = now_ + assumed_runtime(*e.job, snap_.runtimes, cfg_.default_runtime);
     e.start_index = int(out_.start.size());
     const ClassAmounts got = placement_amounts(work_, r.tasks);
-    fs_->add(e.job->queue, got, +1);
+    {
+      const Queue& leaf = tree_.queue(e.job->queue);
+      ClassAmounts before;
+      for (auto& [c, v] : got)
+        if (owed_sum_.count(c)) before[c] = leaf_owed(*fs_, leaf, c);
+      fs_->add(e.job->queue, got, +1);
+      for (auto& [c, b] : before) owed_sum_[c] += leaf_owed(*fs_, leaf, c) - b;
+    }
     user_milli_[e.job->user] += get_or(got, kAnyClass);
     user_usage_[e.user] += get_or(got, kAnyClass);
     out_.start.push_back({e.job->id, std::move(r.tasks)});
@@ -875,22 +894,35 @@ std::string Cycle::takes_owed(const FairShare& fs, const Entry& e, const ClassAm
     bool borrows_c = false;
     for (QueueId p : path) borrows_c = borrows_c || fs.allocated(p, c) + x > get_or(tree_.queue(p).guaranteed, c);
     if (!borrows_c) continue;
+    // Owed to other leaves (the only leaf on the path is the job's own): kept per class for the
+    // cycle's fair share, summed afresh for a trial copy.
+    const Queue& own = tree_.queue(e.job->queue);
     int64_t owed = 0;
-    std::string owner;
-    for (const Queue& q : tree_.queues()) {
-      const int64_t g = get_or(q.guaranteed, c);
-      if (!q.leaf() || g <= 0 || std::find(path.begin(), path.end(), q.id) != path.end()) continue;
-      const int64_t o = std::min(g, fs.demand(q.id, c)) - fs.allocated(q.id, c);
-      if (o <= 0) continue;
-      owed += o;
-      if (owner.empty()) owner = q.name;
+    if (&fs == &*fs_) {
+      auto it = owed_sum_.find(c);
+      if (it == owed_sum_.end()) {
+        int64_t sum = 0;
+        for (const Queue& q : tree_.queues()) sum += leaf_owed(fs, q, c);
+        it = owed_sum_.emplace(c, sum).first;
+      }
+      owed = it->second - leaf_owed(fs, own, c);
+    } else {
+      for (const Queue& q : tree_.queues())
+        if (q.id != own.id) owed += leaf_owed(fs, q, c);
     }
     if (owed <= 0) continue;
     int64_t used = 0;
     for (QueueId t : tree_.top_level()) used += fs.allocated(t, c);
-    if (get_or(capacity_, c) - used - owed < x)
+    if (get_or(capacity_, c) - used - owed < x) {
+      std::string owner;
+      for (const Queue& q : tree_.queues())
+        if (q.id != own.id && leaf_owed(fs, q, c) > 0) {
+          owner = q.name;
+          break;
+        }
       return "guarantee: would borrow " + gpus_text(x) + " of class " + c + " that queue " + owner +
              " is owed (below its guarantee, with jobs waiting)";
+    }
   }
   return "";
 }
@@ -901,9 +933,16 @@ bool Cycle::try_preempt(Entry& e, const Gang& gang) {
   // Victims only become fewer within a cycle: a failed search stays failed for the same ask.
   const std::string memo = shape_key(gang) + "|" + std::to_string(e.prio) + "|" + std::to_string(e.job->queue.value);
   if (no_victims_.count(memo)) return false;
+  // Bounded work per cycle: after this many fruitless searches, later jobs wait for the next cycle
+  // (the most deserving jobs, first in order, were searched).
+  if (failed_searches_ >= cfg_.max_victim_searches_per_cycle) return false;
   only_leaving_ = false;
+  searched_ = false;
   const bool found = find_victims(e, gang, budget);
-  if (!found && !only_leaving_) no_victims_.insert(memo);
+  if (!found && !only_leaving_) {
+    no_victims_.insert(memo);
+    if (searched_) ++failed_searches_;
+  }
   return found;
 }
 
@@ -1026,6 +1065,7 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
   int64_t room = work_.total_gpus() * 1000 - work_.allocated_gpu_milli();
   for (const Cand& c : cands) room += entries_[c.idx].milli;
   if (cands.empty() || room < e.milli) return false;
+  searched_ = true;
   std::sort(cands.begin(), cands.end(), [&](const Cand& a, const Cand& b) {
     if (a.cost != b.cost) return a.cost < b.cost;
     const Job& x = *entries_[a.idx].job;
@@ -1051,7 +1091,7 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
     return true;
   };
   std::vector<Cand> chosen;
-  bool fits = false;
+  bool fits = false, room_opened = false;
   std::vector<const std::vector<TaskPlacement>*> released;
   auto restore = [&] {
     for (const auto* pl : released) {
@@ -1080,7 +1120,12 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
     }
     released.push_back(&pl);
     chosen.push_back(c);
-    if (fits_now()) {
+    // The job did not fit before any release, so a fit needs a task's room on a released node:
+    // try the engine only once some released node can hold one task.
+    if (!room_opened)
+      for (const TaskPlacement& tp : pl)
+        if (check_fit(work_.node(tp.node), gang.task) == Misfit::kFits) room_opened = true;
+    if (room_opened && fits_now()) {
       fits = true;
       break;
     }

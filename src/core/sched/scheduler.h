@@ -53,6 +53,9 @@ struct SchedulerConfig {
   Duration reclaim_grace = 300;                // owner gets borrowed capacity back within this
   Duration preemption_protection = 600;        // a job preempted recently is not preempted again
   int max_preemptions_per_cycle = 16;
+  // Victim searches that may find nothing in one cycle before later jobs stop searching until the
+  // next cycle (each search may try the placement engine once per candidate victim).
+  int max_victim_searches_per_cycle = 64;
   bool backfill = true;                        // EASY backfill behind reservations (docs/scheduling.md)
   // Runtime assumed for a running or candidate job with no expected_runtime, max_runtime or learned
   // estimate (like a partition's default time limit); used only for reservations and backfill.
