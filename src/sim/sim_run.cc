@@ -129,8 +129,17 @@ class Simulation {
     out_of_service_ += (was ? 1 : 0) - (h == GpuHealth::kHealthy ? 1 : 0);
   }
   int64_t out_of_service_ = 0;
-  bool apply_mig_layout(const MigReconfigDecision&) { return false; }  // MERGE: set_mig_layout + kReconfiguring
-  void mig_ready(GpuRef) {}
+  // A planned layout change: the GPU takes its new mode and layout and is out of service until ready.
+  bool apply_mig_layout(const MigReconfigDecision& m) {
+    const Gpu& g = cluster_.node(m.gpu.node).gpus[m.gpu.index];
+    if (g.health != GpuHealth::kHealthy) return false;
+    if (!cluster_.set_mig_layout(m.gpu, m.enable_mig, m.layout).ok()) return false;
+    set_gpu_health(m.gpu, GpuHealth::kReconfiguring);
+    return true;
+  }
+  void mig_ready(GpuRef g) {
+    if (cluster_.node(g.node).gpus[g.index].health == GpuHealth::kReconfiguring) set_gpu_health(g, GpuHealth::kHealthy);
+  }
 
   const SimCluster& setup_;
   const Workload& wl_;

@@ -161,6 +161,48 @@ TEST(SimRun, FairnessAndGuaranteesAreMeasured) {
   EXPECT_LT(f->metrics.jain_fairness, t->metrics.jain_fairness);
 }
 
+TEST(SimRun, DynamicMigServesSlicesOnWholeGpusAfterTheReconfigureCost) {
+  // One node of 8 whole A100-80GB; 14 inference services of 2g.20gb (2 of 7 compute each). Tessera
+  // lays out MIG on idle GPUs (out of service for reconfigure_cost) and packs 3 per GPU; k8s-default
+  // gives each a whole GPU, so only 8 run and each counts 2/7 as effective.
+  SimCluster c = make_cluster(1, 8);
+  NodeSpec n;
+  n.name = "a";
+  n.gpu_model = "A100-80GB";
+  n.gpu_count = 8;
+  n.cpu = MilliCpu(128000);
+  n.memory = MiB(1 << 20);
+  c.cluster = *build_cluster({}, {n});
+  c.config.mig.reconfigure_cost = 120;
+  std::vector<WorkloadJob> jobs;
+  for (int i = 0; i < 14; ++i) {
+    WorkloadJob j = job("svc" + std::to_string(i), 0, 1, 0, 10000);
+    j.gang.task.mig_profile = "2g.20gb";
+    j.useful_milli_per_task = 2000 / 7;
+    j.service = true;
+    j.priority_class = "production-inference";
+    jobs.push_back(j);
+  }
+  Workload w = workload(jobs);
+  SimRunOptions o;
+  auto t = run_simulation(c, w, o);
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  EXPECT_EQ(t->metrics.finished, 14);
+  EXPECT_GT(t->metrics.mig_reconfigurations, 0);
+  EXPECT_LE(t->metrics.mig_reconfigurations, 8);
+  // All start once their GPUs are ready: 120 s of reconfiguration, then 10000 s of work.
+  EXPECT_DOUBLE_EQ(t->metrics.wait_mean_s, 120);
+  EXPECT_DOUBLE_EQ(t->metrics.makespan_s, 10120);
+
+  o.policy = "k8s-default";
+  auto k = run_simulation(c, w, o);
+  ASSERT_TRUE(k.ok()) << k.error().message;
+  EXPECT_EQ(k->metrics.finished, 14);
+  EXPECT_EQ(k->metrics.mig_reconfigurations, 0);
+  EXPECT_DOUBLE_EQ(k->metrics.makespan_s, 20000) << "8 at a time on whole GPUs, then the other 6";
+  EXPECT_GT(t->metrics.effective_util_pct, k->metrics.effective_util_pct);
+}
+
 TEST(SimRun, BadInputNamesTheField) {
   SimCluster c = make_cluster(1, 8);
   Workload w = workload({job("x", 0, 1, 1, 10, "nobody")});
