@@ -38,6 +38,16 @@ bool parse_number(const std::string& text, double& out) {
   return ec == std::errc() && p == e && std::isfinite(out);
 }
 
+// Training jobs of the trace workloads checkpoint every 30 minutes (docs/simulator.md).
+CheckpointInfo training_checkpoints() {
+  CheckpointInfo c;
+  c.interval = 1800;
+  c.save_cost = 60;
+  c.restart_cost = 120;
+  c.grace = 300;
+  return c;
+}
+
 void finish(Workload& w) {
   std::sort(w.jobs.begin(), w.jobs.end(), [](const WorkloadJob& a, const WorkloadJob& b) {
     return a.arrival != b.arrival ? a.arrival < b.arrival : a.name < b.name;
@@ -186,10 +196,7 @@ Result<Workload> load_philly(const std::string& dir_text) {
         j.spread_slowdown_milli = std::max<int64_t>(1000, int64_t(std::llround(1000.0 * p->second / u->second)));
         break;
       }
-      j.checkpoint.interval = 1800;
-      j.checkpoint.save_cost = 60;
-      j.checkpoint.restart_cost = 120;
-      j.checkpoint.grace = 300;
+      j.checkpoint = training_checkpoints();
       w.jobs.push_back(std::move(j));
     }
   }
@@ -402,9 +409,7 @@ Result<Workload> load_synthetic(const std::string& text) {
       j.gang.task.gpu_count = std::min(gpus, 8);
       j.gang.task.cpu = MilliCpu(4000LL * j.gang.task.gpu_count);
       j.gang.task.memory = MiB(32768LL * j.gang.task.gpu_count);
-      j.checkpoint.interval = 1800;
-      j.checkpoint.save_cost = 60;
-      j.checkpoint.restart_cost = 120;
+      j.checkpoint = training_checkpoints();
       w.jobs.push_back(std::move(j));
     }
   }
