@@ -269,7 +269,7 @@ int64_t mig_milli(const GpuModel& model, int profile_id) {
 namespace {
 int64_t placement_milli(const TaskPlacement& p) {
   int64_t m = 0;
-  for (const GpuGrant& g : p.gpus) m += g.kind == GrantKind::kWhole ? 1000 : g.milli.v;
+  for (const GpuGrant& g : p.gpus) m += g.milli_held();
   return m;
 }
 }  // namespace

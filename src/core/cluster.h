@@ -108,6 +108,8 @@ struct GpuGrant {
   uint8_t mig_start = 0;
   bool mig_create = false;  // kMig: the instance must be created (a MIG layout change)
   uint8_t mig_destroy = 0;  // kMig: start slices of idle instances destroyed first (reconfiguration)
+  // Milli-GPU it holds: 1000 for a whole GPU, else its share or the instance's compute fraction.
+  int64_t milli_held() const { return kind == GrantKind::kWhole ? 1000 : milli.v; }
   bool operator==(const GpuGrant&) const = default;
 };
 

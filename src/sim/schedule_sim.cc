@@ -386,8 +386,6 @@ std::string layout_text(const ClusterState& c, GpuRef g, const std::vector<MigIn
   return s.empty() ? "(empty)" : s;
 }
 
-int64_t grant_milli(const GpuGrant& g) { return g.kind == GrantKind::kWhole ? 1000 : g.milli.v; }
-
 }  // namespace
 
 Result<ScheduleRunResult> run_schedule_scenario(const ScheduleScenario& sc) {
@@ -446,7 +444,7 @@ Result<ScheduleRunResult> run_schedule_scenario(const ScheduleScenario& sc) {
   auto held_milli = [](const Live& l) {
     int64_t m = 0;
     for (const TaskPlacement& p : l.job.placement)
-      for (const GpuGrant& g : p.gpus) m += grant_milli(g);
+      for (const GpuGrant& g : p.gpus) m += g.milli_held();
     return m;
   };
   auto holding = [](const Live& l) {
@@ -696,8 +694,8 @@ Result<ScheduleRunResult> run_schedule_scenario(const ScheduleScenario& sc) {
           for (const GpuGrant& g : p.gpus) {
             const std::string cls = model_class(cluster.node(p.node).gpus[g.gpu].model->name);
             for (QueueId a : tree->path_to_root(l.job.queue)) {
-              alloc[a.value]["any"] += grant_milli(g);
-              if (cls != "any") alloc[a.value][cls] += grant_milli(g);
+              alloc[a.value]["any"] += g.milli_held();
+              if (cls != "any") alloc[a.value][cls] += g.milli_held();
             }
           }
       }

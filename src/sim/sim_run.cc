@@ -272,7 +272,7 @@ Status Simulation::build() {
 
 int64_t Simulation::task_useful(const SimJob& j, const TaskPlacement& p) const {
   int64_t held = 0;
-  for (const GpuGrant& g : p.gpus) held += g.kind == GrantKind::kWhole ? 1000 : g.milli.v;
+  for (const GpuGrant& g : p.gpus) held += g.milli_held();
   int64_t useful = j.spec->useful_milli_per_task > 0 ? std::min(held, j.spec->useful_milli_per_task) : held;
   return useful;
 }
@@ -290,7 +290,7 @@ void Simulation::start_run(SimJob& j, Time t) {
   j.gpus_milli = 0;
   j.useful_milli = 0;
   for (const TaskPlacement& p : j.job.placement) {
-    for (const GpuGrant& g : p.gpus) j.gpus_milli += g.kind == GrantKind::kWhole ? 1000 : g.milli.v;
+    for (const GpuGrant& g : p.gpus) j.gpus_milli += g.milli_held();
     j.useful_milli += task_useful(j, p);
   }
   j.useful_milli = int64_t(double(j.useful_milli) * j.rate);
@@ -308,7 +308,7 @@ void Simulation::end_run(SimJob& j, Time t, bool finished, bool failed) {
   }
   int64_t held = 0;
   for (const TaskPlacement& p : j.job.placement)
-    for (const GpuGrant& g : p.gpus) held += g.kind == GrantKind::kWhole ? 1000 : g.milli.v;
+    for (const GpuGrant& g : p.gpus) held += g.milli_held();
   alloc_milli_ -= held;
   team_alloc_[team_of_[j.job.id.value]] -= held;
   const bool was_running = j.job.state == JobState::kRunning || j.job.state == JobState::kCheckpointing;
@@ -469,7 +469,7 @@ void Simulation::cycle(Time t) {
     if (!cluster_.apply_all(s.placement).ok()) continue;  // cannot happen with a consistent policy
     int64_t held = 0;
     for (const TaskPlacement& p : s.placement)
-      for (const GpuGrant& g : p.gpus) held += g.kind == GrantKind::kWhole ? 1000 : g.milli.v;
+      for (const GpuGrant& g : p.gpus) held += g.milli_held();
     alloc_milli_ += held;
     team_alloc_[team_of_[s.job.value]] += held;
     // Settle MIG creation flags: the instances now exist.

@@ -53,7 +53,7 @@ int64_t get_or(const ClassAmounts& m, const std::string& c, int64_t def = 0) {
 int64_t placement_milli(const std::vector<TaskPlacement>& ps) {
   int64_t m = 0;
   for (const TaskPlacement& p : ps)
-    for (const GpuGrant& g : p.gpus) m += g.kind == GrantKind::kWhole ? 1000 : g.milli.v;
+    for (const GpuGrant& g : p.gpus) m += g.milli_held();
   return m;
 }
 
@@ -224,7 +224,7 @@ class Cycle {
     ClassAmounts a;
     for (const TaskPlacement& p : ps)
       for (const GpuGrant& g : p.gpus) {
-        const int64_t m = g.kind == GrantKind::kWhole ? 1000 : g.milli.v;
+        const int64_t m = g.milli_held();
         a[kAnyClass] += m;
         if (const std::string* cls = accounted_class(c.node(p.node).gpus[g.gpu].model)) a[*cls] += m;
       }
