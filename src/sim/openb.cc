@@ -126,6 +126,8 @@ Result<std::vector<OpenbPod>> parse_openb_pods(std::istream& in, const std::stri
   if (Status s = csv.read_header({"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"}); !s.ok())
     return s.error();
   const bool has_spec = csv.column("gpu_spec") >= 0;
+  const bool has_times = csv.column("creation_time") >= 0 && csv.column("deletion_time") >= 0 &&
+                         csv.column("scheduled_time") >= 0;
   std::vector<OpenbPod> pods;
   while (csv.next()) {
     if (Status s = csv.check_width(); !s.ok()) return s.error();
@@ -157,6 +159,21 @@ Result<std::vector<OpenbPod>> parse_openb_pods(std::istream& in, const std::stri
       }
     }
     if (Status s = t.validate(); !s.ok()) return csv.error("", s.message());
+    p.qos = csv.field("qos");
+    if (has_times) {
+      OpenbTimes& tm = p.times.emplace();
+      auto created = csv.integer("creation_time", 0, kMaxInt);
+      if (!created) return created.error();
+      auto deleted = csv.integer("deletion_time", 0, kMaxInt);
+      if (!deleted) return deleted.error();
+      tm.creation = *created;
+      tm.deletion = *deleted;
+      if (!csv.field("scheduled_time").empty()) {
+        auto scheduled = csv.integer("scheduled_time", 0, kMaxInt);
+        if (!scheduled) return scheduled.error();
+        tm.scheduled = *scheduled;
+      }
+    }
     pods.push_back(std::move(p));
   }
   return pods;

@@ -9,7 +9,6 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "core/rng.h"
 #include "sim/openb.h"
@@ -210,56 +209,26 @@ Result<Workload> load_openb(const std::string& path) {
   std::ifstream in(path);
   if (!in) return not_found("openb:" + path + ": cannot open; point it at an openb pod list with times (e.g. "
                             "../shared/data/openb/openb_pod_list_default.csv)");
-  std::stringstream buf;
-  buf << in.rdbuf();
-  const std::string text = buf.str();
-  std::istringstream pods_in(text);
-  auto pods = parse_openb_pods(pods_in, path);
+  auto pods = parse_openb_pods(in, path);
   if (!pods.ok()) return pods.error();
-
-  std::istringstream lines(text);
-  std::string line;
-  std::getline(lines, line);
-  if (!line.empty() && line.back() == '\r') line.pop_back();
-  const auto header = split(line, ',');
-  auto column = [&](const char* name) {
-    for (size_t i = 0; i < header.size(); ++i)
-      if (header[i] == name) return int(i);
-    return -1;
-  };
-  const int c_create = column("creation_time"), c_delete = column("deletion_time"), c_sched = column("scheduled_time");
-  const int c_qos = column("qos");
-  if (c_create < 0 || c_delete < 0 || c_sched < 0)
-    return invalid_argument(path + ":1: the pod list has no creation_time/deletion_time/scheduled_time columns; "
-                            "time-driven simulation needs openb_pod_list_default.csv (the sampled variants have no times)");
   Workload w;
   w.source = "openb:" + path;
-  size_t k = 0;
-  int line_no = 1;
-  while (std::getline(lines, line)) {
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.empty()) continue;
-    if (k >= pods->size()) break;
-    const OpenbPod& pod = (*pods)[k++];
-    const auto col = split(line, ',');
-    const std::string at = path + ":" + std::to_string(line_no);
-    double created = 0, deleted = 0, scheduled = 0;
-    if (!parse_number(col.at(size_t(c_create)), created) || created < 0)
-      return invalid_argument(at + ": creation_time must be seconds >= 0");
-    if (!parse_number(col.at(size_t(c_delete)), deleted)) return invalid_argument(at + ": deletion_time must be seconds");
-    if (!parse_number(col.at(size_t(c_sched)), scheduled)) scheduled = created;
+  for (const OpenbPod& pod : *pods) {
+    if (!pod.times)
+      return invalid_argument(path + ":1: the pod list has no creation_time/deletion_time/scheduled_time columns; "
+                              "time-driven simulation needs openb_pod_list_default.csv (the sampled variants have no times)");
+    const OpenbTimes& tm = *pod.times;
     WorkloadJob j;
     j.name = pod.name;
     j.team = "default";
     j.user = "default";
-    j.kind = c_qos >= 0 && size_t(c_qos) < col.size() ? "openb-" + col[size_t(c_qos)] : "openb";
-    j.arrival = Time(created);
+    j.kind = pod.qos.empty() ? "openb" : "openb-" + pod.qos;
+    j.arrival = tm.creation;
     j.gang.name = pod.name;
     j.gang.tasks = 1;
     j.gang.task = pod.task;
-    // Run time as the trace saw it: from scheduling to deletion.
-    j.work = std::max<Duration>(1, Duration(deleted - std::max(scheduled, created)));
+    // Run time as the trace saw it: from scheduling (creation if it never was) to deletion.
+    j.work = std::max<Duration>(1, tm.deletion - std::max(tm.scheduled.value_or(tm.creation), tm.creation));
     w.jobs.push_back(std::move(j));
   }
   finish(w);

@@ -129,6 +129,22 @@ TEST(OpenbWorkload, ArrivalAndRunTimeFromTheTimes) {
   EXPECT_EQ(w->jobs[1].work, 940);  // deletion - scheduled
   EXPECT_EQ(w->teams, std::vector<std::string>{"default"});
 
+  // Never scheduled (empty scheduled_time): runs from creation to deletion.
+  d.write("pending.csv",
+          "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+          "p2,1000,1024,1,1000,,LS,Pending,300,420,\n");
+  auto pending = load_workload("openb:" + (d.path() / "pending.csv").string());
+  ASSERT_TRUE(pending.ok()) << pending.error().message;
+  EXPECT_EQ(pending->jobs[0].work, 120);
+  EXPECT_EQ(pending->jobs[0].kind, "openb-LS");
+
+  d.write("bad.csv",
+          "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+          "p3,1000,1024,1,1000,,LS,Running,soon,420,300\n");
+  auto bad = load_workload("openb:" + (d.path() / "bad.csv").string());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("bad.csv:2: field 'creation_time'"), std::string::npos) << bad.error().message;
+
   d.write("nt.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,1000,1024,1,1000\n");
   auto nt = load_workload("openb:" + (d.path() / "nt.csv").string());
   ASSERT_FALSE(nt.ok());
