@@ -260,6 +260,11 @@ class Cycle {
   }
   bool below_guarantee_after(const Entry& e, std::vector<std::string>& classes) const;
   std::string takes_owed(const FairShare& fs, const Entry& e, const ClassAmounts& got) const;
+  // Preemption trial: the engine places the gang on the working copy now, on GPUs the job's queue
+  // limits and the owed guarantees allow under `fs`; the placement is kept in last_fit_.
+  bool fits_under(const FairShare& fs, const Entry& e, const Gang& gang);
+  // Puts placements released for a trial back on the working copy.
+  void reapply(const std::vector<const std::vector<TaskPlacement>*>& placements);
   // Backfill (EASY): the first job that finds no room gets a reservation; later jobs may start now
   // only if they end before it starts or keep off its nodes.
   struct Reservation {
@@ -323,6 +328,20 @@ class Cycle {
   std::vector<std::vector<TaskPlacement>> claims_;
   int failed_searches_ = 0;  // victim searches that found nothing this cycle
   bool searched_ = false;    // the last find_victims tried the engine (not just cheap bounds)
+  // Model classes guaranteed (> 0) on a queue's path to the root, sorted; filled per queue on first use.
+  std::vector<std::optional<std::vector<std::string>>> path_guaranteed_;
+  const std::vector<std::string>& path_guaranteed(QueueId q) {
+    if (path_guaranteed_.empty()) path_guaranteed_.resize(tree_.size());
+    auto& slot = path_guaranteed_[q.value];
+    if (!slot) {
+      std::set<std::string> classes;
+      for (QueueId p : tree_.path_to_root(q))
+        for (auto& [c, g] : tree_.queue(p).guaranteed)
+          if (g > 0 && c != kAnyClass) classes.insert(c);
+      slot.emplace(classes.begin(), classes.end());
+    }
+    return *slot;
+  }
   // Per class: what leaves below their guarantee (with demand) are owed under fs_ (takes_owed),
   // filled on first use and kept current as jobs start.
   mutable std::map<std::string, int64_t> owed_sum_;
@@ -447,24 +466,17 @@ Decisions Cycle::run() {
     // (as reclaim assumes, below_guarantee_after): it is demand there too, so a queue that reclaims
     // for it is also ordered below its guarantee and gets the room it freed (else another queue
     // takes that room and the owner reclaims again, with no end when the victims restart).
-    if (!e.running && e.cls == kAnyClass && e.milli > 0) {
-      std::set<std::string> guaranteed;
-      for (QueueId p : tree_.path_to_root(e.job->queue))
-        for (auto& [c, g] : tree_.queue(p).guaranteed)
-          if (g > 0 && c != kAnyClass) guaranteed.insert(c);
-      for (const std::string& c : guaranteed) l.demand[c] += e.milli;
-    }
+    if (!e.running && e.cls == kAnyClass && e.milli > 0)
+      for (const std::string& c : path_guaranteed(e.job->queue)) l.demand[c] += e.milli;
     if (e.running) user_milli_[e.job->user] += e.milli;
   }
-  ClassAmounts capacity;
   for (const Node& n : work_.nodes())
     for (const Gpu& g : n.gpus) {
       if (g.health != GpuHealth::kHealthy || !g.model) continue;
-      capacity[kAnyClass] += 1000;
-      if (const std::string* c = accounted_class(g.model)) capacity[*c] += 1000;
+      capacity_[kAnyClass] += 1000;
+      if (const std::string* c = accounted_class(g.model)) capacity_[*c] += 1000;
     }
-  fs_.emplace(FairShare::compute(tree_, capacity, load));
-  capacity_ = capacity;
+  fs_.emplace(FairShare::compute(tree_, capacity_, load));
 
   // Phase two of preemption: jobs asked to checkpoint whose grace has expired are evicted now.
   for (const Entry& e : entries_) {
@@ -946,6 +958,23 @@ bool Cycle::try_preempt(Entry& e, const Gang& gang) {
   return found;
 }
 
+bool Cycle::fits_under(const FairShare& fs, const Entry& e, const Gang& gang) {
+  PlacementResult r = trial_.place(work_, gang);
+  if (r.outcome != Outcome::kPlaced) return false;
+  const ClassAmounts got = placement_amounts(work_, r.tasks);
+  if (!fs.within_limits(e.job->queue, got).ok() || !takes_owed(fs, e, got).empty()) return false;
+  last_fit_ = std::move(r.tasks);
+  return true;
+}
+
+void Cycle::reapply(const std::vector<const std::vector<TaskPlacement>*>& placements) {
+  for (const auto* pl : placements) {
+    Status st = work_.apply_all(*pl);
+    assert(st.ok() && "restoring a released placement failed");
+    (void)st;
+  }
+}
+
 bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
   std::vector<const std::vector<TaskPlacement>*> gone;
   claims_active_ = claims_ok_ && !claims_.empty();
@@ -965,11 +994,7 @@ bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
     if (applied < claims_.size()) {  // a job started since took part of a claim: give the idea up
       while (applied-- > 0)
         for (const TaskPlacement& p : claims_[applied]) (void)work_.release(p);
-      for (const auto* pl : gone) {
-        Status st = work_.apply_all(*pl);
-        assert(st.ok() && "restoring a victim failed");
-        (void)st;
-      }
+      reapply(gone);
       gone.clear();
       claims_active_ = false;
       claims_ok_ = false;
@@ -985,11 +1010,7 @@ bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
         assert(st.ok() && "removing a waiting preemptor failed");
         (void)st;
       }
-    for (const auto* pl : gone) {
-      Status st = work_.apply_all(*pl);
-      assert(st.ok() && "restoring a victim failed");
-      (void)st;
-    }
+    reapply(gone);
     claims_active_ = false;
   }
   if ((found || only_leaving_) && !last_fit_.empty()) {
@@ -1051,14 +1072,9 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
   // With this cycle's victims gone and their preemptors placed, the job may fit already: it waits
   // for those exits like its own victims (no new decision).
   if (claims_active_ && ((cfg_.preemption && e.pc->can_preempt) || may_reclaim)) {
-    PlacementResult r = trial_.place(work_, gang);
-    if (r.outcome == Outcome::kPlaced) {
-      const ClassAmounts got = placement_amounts(work_, r.tasks);
-      if (fs_->within_limits(e.job->queue, got).ok() && takes_owed(*fs_, e, got).empty()) {
-        last_fit_ = std::move(r.tasks);
-        only_leaving_ = true;
-        return false;
-      }
+    if (fits_under(*fs_, e, gang)) {
+      only_leaving_ = true;
+      return false;
     }
   }
   // Cheap bound before copying the cluster: all candidates plus what is free must cover the job.
@@ -1079,27 +1095,13 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
   // Release victims one by one on the working copy itself (their placements are put back below:
   // victims keep their resources this cycle) until the engine places the job. The engine's cache is
   // keyed by node generation, which every release/apply advances, so it stays valid.
-  FairShare after = *fs_;  // allocations as if the victims chosen so far were gone
-  // The job fits, and on GPUs its queue's limits allow (try_job checks the GPUs chosen too: a
-  // preemption for a placement the limits then refuse would free room for nobody, again and again).
-  auto fits_now = [&] {
-    PlacementResult r = trial_.place(work_, gang);
-    if (r.outcome != Outcome::kPlaced) return false;
-    const ClassAmounts got = placement_amounts(work_, r.tasks);
-    if (!after.within_limits(e.job->queue, got).ok() || !takes_owed(after, e, got).empty()) return false;
-    last_fit_ = std::move(r.tasks);
-    return true;
-  };
+  // Allocations as if the victims chosen so far were gone. Fits are checked against its limits and
+  // owed guarantees (try_job checks the GPUs chosen too: a preemption for a placement they then
+  // refuse would free room for nobody, again and again).
+  FairShare after = *fs_;
   std::vector<Cand> chosen;
   bool fits = false, room_opened = false;
   std::vector<const std::vector<TaskPlacement>*> released;
-  auto restore = [&] {
-    for (const auto* pl : released) {
-      Status s = work_.apply_all(*pl);
-      assert(s.ok() && "restoring a victim's placement failed");
-      (void)s;
-    }
-  };
   for (const Cand& c : cands) {
     if (int(chosen.size()) >= budget) break;
     const Entry& v = entries_[c.idx];
@@ -1115,7 +1117,7 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
       if (!work_.release(pl[done]).ok()) break;
     if (done < pl.size()) {  // inconsistent snapshot: put everything back and preempt nothing
       for (size_t k = 0; k < done; ++k) (void)work_.apply(pl[k]);
-      restore();
+      reapply(released);
       return false;
     }
     released.push_back(&pl);
@@ -1125,13 +1127,13 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
     if (!room_opened)
       for (const TaskPlacement& tp : pl)
         if (check_fit(work_.node(tp.node), gang.task) == Misfit::kFits) room_opened = true;
-    if (room_opened && fits_now()) {
+    if (room_opened && fits_under(after, e, gang)) {
       fits = true;
       break;
     }
   }
   if (!fits) {
-    restore();
+    reapply(released);
     return false;
   }
   // Drop victims that turned out unnecessary (most expensive first, the last one is needed).
@@ -1140,7 +1142,7 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
     const auto& pl = v.holding;
     if (!work_.apply_all(pl).ok()) continue;
     after.add(v.job->queue, amounts(v), +1);
-    if (fits_now()) {
+    if (fits_under(after, e, gang)) {
       chosen.erase(chosen.begin() + long(k));
       released.erase(released.begin() + long(k));
     } else {
@@ -1148,7 +1150,7 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
       after.add(v.job->queue, amounts(v), -1);
     }
   }
-  restore();
+  reapply(released);
 
   const std::string need = gpus_text(e.milli);
   int fresh = 0;
