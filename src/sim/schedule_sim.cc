@@ -5,7 +5,6 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <map>
 #include <set>
@@ -455,17 +454,15 @@ Result<ScheduleRunResult> run_schedule_scenario(const ScheduleScenario& sc) {
   constexpr int kMaxCycles = 20000;
   auto timeout_time = [&](const Live& l) { return l.job.max_runtime > 0 ? l.job.started + l.job.max_runtime : kNever; };
 
-  // Fair-share history: per-queue decayed usage, as the simulator (sim_run.cc) keeps it: every second
-  // usage = usage * d + share * (1 - d), d = 2^(-1/half_life), share = the queue's allocated milli-GPU
-  // over the healthy capacity. A seed of G GPU-seconds is that usage after G GPU-seconds in the last
-  // second before t=0: G / total GPUs * (1 - d).
+  // Fair-share history: per-queue decayed usage (decay_usage, as the simulator keeps it). A seed of
+  // G GPU-seconds is that usage after G GPU-seconds in the last second before t=0: a share of
+  // G / total GPUs for one second.
   std::vector<double> usage(tree->size(), 0.0);
-  const double half_life = double(std::max<Duration>(1, cfg.usage_half_life));
   for (const auto& [qname, gpu_s] : sc.usage) {
     auto q = tree->find(qname);
     if (!q.ok()) return invalid_argument("usage." + qname + ": " + q.error().message);
     if (cluster.total_gpus() > 0)
-      usage[q->value] = gpu_s / double(cluster.total_gpus()) * (1 - std::exp2(-1.0 / half_life));
+      usage[q->value] = decay_usage(0, gpu_s / double(cluster.total_gpus()), 1, cfg.usage_half_life);
   }
   RuntimeHistory runtimes;
   std::map<GpuRef, Time> mig_last_changed;
@@ -513,10 +510,9 @@ Result<ScheduleRunResult> run_schedule_scenario(const ScheduleScenario& sc) {
       std::vector<int64_t> alloc(tree->size(), 0);
       for (const Live& l : jobs)
         if (holding(l)) alloc[l.job.queue.value] += held_milli(l);
-      const double decay = std::exp2(-double(t - last_t) / half_life);
       for (size_t q = 0; q < usage.size(); ++q) {
         const double share = cap > 0 ? double(alloc[q]) / double(cap) : 0;
-        usage[q] = usage[q] * decay + share * (1 - decay);
+        usage[q] = decay_usage(usage[q], share, t - last_t, cfg.usage_half_life);
       }
       last_t = t;
     }

@@ -372,11 +372,10 @@ void Simulation::account(Time t) {
     jain_time_ += dt;
   }
   // Decayed usage for fair share (normalised by capacity).
-  const double decay = std::exp2(-dt / double(std::max<Duration>(1, setup_.config.usage_half_life)));
   for (size_t i = 0; i < teams_.size(); ++i) {
     const size_t q = tree_.find(teams_[i])->value;
     const double now_share = cap > 0 ? double(team_alloc_[i]) / double(cap) : 0;
-    usage_[q] = usage_[q] * decay + now_share * (1 - decay);
+    usage_[q] = decay_usage(usage_[q], now_share, t - last_t_, setup_.config.usage_half_life);
   }
   last_t_ = t;
 }

@@ -520,3 +520,20 @@ TEST(FairShare, ShortLoadVectorMeansNoLoad) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+TEST(DecayUsage, HalfLifeHalvesHistoryAndMovesTowardTheShare) {
+  EXPECT_DOUBLE_EQ(decay_usage(0.8, 0.0, 3600, 3600), 0.4);   // one half-life idle: half is left
+  EXPECT_DOUBLE_EQ(decay_usage(0.8, 0.0, 7200, 3600), 0.2);
+  EXPECT_DOUBLE_EQ(decay_usage(0.0, 0.6, 3600, 3600), 0.3);   // half way to a steady share
+  EXPECT_DOUBLE_EQ(decay_usage(0.5, 0.5, 100000, 3600), 0.5); // at the share it stays
+  EXPECT_DOUBLE_EQ(decay_usage(0.7, 0.2, 0, 3600), 0.7);      // no time, no change
+  // In steps or at once: the same.
+  EXPECT_NEAR(decay_usage(decay_usage(0.1, 0.9, 1000, 3600), 0.9, 2000, 3600), decay_usage(0.1, 0.9, 3000, 3600), 1e-12);
+  EXPECT_DOUBLE_EQ(decay_usage(1.0, 0.0, 1, 0), 0.5);          // half-life at least 1 s
+}
+
+}  // namespace
+}  // namespace tessera

@@ -4,6 +4,7 @@
 #include "core/sched/queues.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cassert>
 #include <limits>
 
@@ -317,6 +318,11 @@ void FairShare::add(QueueId leaf, const ClassAmounts& delta, int sign) {
     add_into(alloc_[p.value], delta, sign);
     if (p.value < key_.size()) key_[p.value].valid = false;
   }
+}
+
+double decay_usage(double usage, double share, int64_t elapsed_s, int64_t half_life_s) {
+  const double d = std::exp2(-double(elapsed_s) / double(std::max<int64_t>(1, half_life_s)));
+  return usage * d + share * (1 - d);
 }
 
 }  // namespace tessera

@@ -64,6 +64,11 @@ struct QueueLoad {
   double decayed_usage = 0;   // historical usage (GPU-class-normalised, decayed by the half-life)
 };
 
+// The one definition of decayed usage over time: after `elapsed_s` seconds at `share` (the queue's
+// allocated milli-GPU over the healthy capacity, 0..1), usage = usage * d + share * (1 - d) with
+// d = 2^(-elapsed / half_life) (half_life at least 1 s). Whoever keeps QueueLoad::decayed_usage calls it.
+double decay_usage(double usage, double share, int64_t elapsed_s, int64_t half_life_s);
+
 // Fair share of one cycle. Holds a pointer to the tree, which must outlive it.
 // Invariants: allocated and demand of an inner queue are sums over its subtree's leaves; fair
 // shares are fixed at compute() (add() moves allocated only); siblings' fair shares sum to at most
