@@ -6,7 +6,7 @@ packages=(
   g++ cmake ninja-build pkg-config
   libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libyaml-cpp-dev
+  libyaml-cpp-dev libsqlite3-dev libssl-dev libcpp-httplib-dev libspdlog-dev libfmt-dev sqlite3
 )
 missing=()
 for p in "${packages[@]}"; do

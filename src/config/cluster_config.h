@@ -1,0 +1,42 @@
+// The cluster configuration file (YAML) shared by `tessera server --config` and `tessera sim`:
+// network levels, nodes or node groups (`count`), GPU catalog overrides, queues (with the priority
+// classes each may use), the scheduler's configuration and priority classes. The grammar is the one
+// docs/scenarios.md documents for scenario files (minus jobs and expectations). Validation is
+// complete at load: every error names the field path ("queues[2].guaranteed", "nodes[0].gpu_model")
+// and says why. Pure functions; thread-safe.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/cluster.h"
+#include "core/gpu_catalog.h"
+#include "core/sched/queues.h"
+#include "core/sched/scheduler.h"
+#include "core/status.h"
+
+namespace tessera::config {
+
+struct ClusterConfig {
+  std::vector<std::string> levels;             // network levels, outermost first (e.g. block, spine, leaf)
+  std::vector<NodeSpec> nodes;                 // groups expanded: name-0, name-1, ...
+  std::vector<QueueSpec> queues;               // default: one queue "default"
+  // Per queue: the priority classes jobs in it may use (absent or empty = all classes).
+  std::map<std::string, std::vector<std::string>> queue_classes;
+  SchedulerConfig scheduler;                   // `config:`, `priority_classes:`, `policy:`
+  // The built-ins plus the `gpu_models:` declared (same fields as sim/gpu_models.h's JSON format).
+  // ClusterStates built from this config point into it: keep it alive as long as they live.
+  std::shared_ptr<const GpuCatalog> catalog;
+};
+
+// Parses and validates everything, including building the cluster and the queue tree once.
+Result<ClusterConfig> parse_cluster_config_yaml(std::string_view text);
+// Reads `path`; errors are prefixed with the path.
+Result<ClusterConfig> load_cluster_config(const std::string& path);
+// The cluster the config describes (nothing allocated).
+Result<ClusterState> build_cluster_state(const ClusterConfig& c);
+
+}  // namespace tessera::config

@@ -1,0 +1,77 @@
+// A job as users submit it (YAML through the CLI, JSON over HTTP): who it belongs to, the gang and
+// each task's resources, topology, checkpointing, runtimes, spot tolerance and what to run. Parsing is
+// strict: unknown fields are rejected, every error names the field (JSON-pointer-like path such as
+// "resources.gpus") and says why. Value types; the parsers are pure functions (thread-safe).
+//
+// JSON form (YAML is the same structure):
+//   {"name": "bert-large", "queue": "team-a", "project": "nlp", "priority_class": "research",
+//    "kind": "training",                       // training | inference | interactive | batch
+//    "tasks": 4, "min_tasks": 4,               // gang size; min_tasks 0 or absent = tasks (rigid)
+//    "resources": {                            // per task
+//      "gpus": 8, "gpu_models": ["H100-80GB"],  // whole GPUs (models: canonical names or aliases)
+//      "mig": "3g.40gb",                        // or one MIG instance (gpus absent or 0)
+//      "gpu_milli": 500, "gpu_memory": "20Gi",  // or a share of gpus (default 1) GPUs
+//      "cpu": 16,  "memory": "64Gi"},            // cpu: cores (int) or "500m"; memory: MiB (int) or "64Gi"/"512Mi"/"1Ti"
+//    "topology": {"mode": "required", "level": "leaf"},   // mode: required | preferred
+//    "checkpoint": {"interval": 1800, "signal": "SIGUSR1", "grace": 300, "dir": "/ckpt"},
+//    "expected_runtime": 3600, "max_runtime": 86400,       // seconds, or "90m"/"2h"/"1d"
+//    "spot_tolerant": false,
+//    "command": ["python", "train.py"], "env": {"K": "V"}, "working_dir": "/work"}
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/request.h"
+#include "core/sched/job.h"
+#include "core/status.h"
+
+namespace tessera::config {
+
+struct CheckpointSpec {
+  Duration interval = 0;            // 0 = the job does not checkpoint
+  std::string signal = "SIGUSR1";   // sent to ask for a checkpoint (a known signal name)
+  Duration grace = 300;             // how long to wait for the checkpoint before stopping
+  std::string dir;                  // where the job writes checkpoints (absolute path or empty)
+};
+
+struct JobSpec {
+  std::string name;                 // 1..128 chars of [A-Za-z0-9._-]
+  std::string queue;                // leaf queue name, or a path "parent/child" (resolved by the controller)
+  std::string project;              // free text for accounting (<= 128 chars)
+  std::string priority_class = "research";  // checked against the cluster's classes by the controller
+  JobKind kind = JobKind::kTraining;
+  int tasks = 1;                    // 1..100000
+  int min_tasks = 0;                // 0 = tasks
+  TaskRequest task;                 // validated with TaskRequest::validate()
+  TopologyConstraint topology;
+  CheckpointSpec checkpoint;
+  Duration expected_runtime = 0;
+  Duration max_runtime = 0;         // 0 = none
+  bool spot_tolerant = false;
+  std::vector<std::string> command; // argv; required, non-empty, argv[0] non-empty
+  std::map<std::string, std::string> env;  // names: [A-Za-z_][A-Za-z0-9_]*
+  std::string working_dir;          // absolute path or empty
+
+  // The core's gang (id and queue are filled by the controller).
+  Gang gang() const;
+};
+
+// Limits on what one spec may hold (requests also have a body-size limit at the HTTP layer).
+inline constexpr size_t kMaxCommandArgs = 4096;
+inline constexpr size_t kMaxEnvVars = 1024;
+inline constexpr size_t kMaxStringBytes = 64 * 1024;
+
+Result<JobSpec> parse_job_spec_json(std::string_view text);
+Result<JobSpec> parse_job_spec_yaml(std::string_view text);
+Result<JobSpec> job_spec_from_json(const nlohmann::json& j);  // the same checks as parse_job_spec_json
+// Canonical JSON: every field; cpu as "<milli>m", memory and gpu_memory as integer MiB, durations as
+// integer seconds. job_spec_from_json(job_spec_to_json(s)) gives back s, field for field.
+nlohmann::json job_spec_to_json(const JobSpec& s);
+
+}  // namespace tessera::config

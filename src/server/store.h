@@ -1,0 +1,103 @@
+// The controller's durable store, behind an interface so that PostgreSQL can be added next to the
+// embedded SQLite default. What is stored: jobs (one row per job: indexed columns plus the full record
+// as JSON), the append-only event log (every job state change, audit entries), API tokens (hashed),
+// and small metadata values (next job id, ...).
+// Writes are batched: write() queues a batch; batches commit in the order they were queued, several
+// per transaction (group commit), and `done` runs on the store's writer thread once the batch is
+// durable (or failed). Thread-safe: write() may be called from any thread; load() and backup() too.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace tessera::server {
+
+struct JobRow {
+  int64_t id = 0;
+  std::string state;       // "pending", "running", ... (job_state_name)
+  std::string queue;       // leaf queue name
+  std::string user;
+  int64_t submitted = 0;   // unix seconds
+  std::string record;      // the controller's full job record, JSON
+};
+
+struct EventRow {
+  int64_t seq = 0;         // assigned by the store on commit (1, 2, ...); ignored on write
+  int64_t job_id = 0;      // 0 = not about one job (node changes, audit of denied calls)
+  int64_t time = 0;        // unix seconds
+  std::string kind;        // "submitted", "started", "checkpoint_requested", "preempted", "denied", ...
+  std::string actor;       // user name, "scheduler", "agent:NODE", "admin"
+  std::string detail;      // JSON object
+};
+
+struct TokenRow {
+  std::string hash;        // hex SHA-256 of the token; the token itself is never stored
+  std::string user;
+  std::string role;        // "admin", "team-lead", "member", "viewer", "agent"
+  std::string queue;       // team-lead/member: the queue subtree they act in ("" = none)
+  int64_t created = 0;
+  bool revoked = false;
+};
+
+// One atomic unit: everything in it commits together or not at all.
+struct WriteBatch {
+  std::vector<JobRow> jobs;       // insert or replace by id
+  std::vector<EventRow> events;   // appended
+  std::vector<TokenRow> tokens;   // insert or replace by hash
+  std::vector<std::pair<std::string, std::string>> meta;  // insert or replace by key
+  bool empty() const { return jobs.empty() && events.empty() && tokens.empty() && meta.empty(); }
+};
+
+struct LoadedState {
+  std::vector<JobRow> jobs;       // by id ascending
+  std::vector<TokenRow> tokens;   // by hash ascending
+  std::vector<std::pair<std::string, std::string>> meta;  // by key ascending
+  int64_t last_event_seq = 0;
+};
+
+struct StoreStats {
+  int64_t batches = 0;       // batches committed
+  int64_t transactions = 0;  // transactions (each holds one or more batches)
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+  // Queues `batch`; `done` (may be empty) runs once it is durable or has failed. Batches commit in
+  // the order write() was called.
+  virtual void write(WriteBatch batch, std::function<void(Status)> done) = 0;
+  // write() and wait.
+  Status write_sync(WriteBatch batch);
+  // Blocks until every batch queued before the call has committed (or failed).
+  virtual void flush() = 0;
+  // Everything but events (they are read per job or by range).
+  virtual Result<LoadedState> load() = 0;
+  // Events of one job in seq order; job_id 0 gives the events not about a job.
+  virtual Result<std::vector<EventRow>> events_for_job(int64_t job_id) = 0;
+  // Events with seq > after_seq, in seq order, at most `limit`.
+  virtual Result<std::vector<EventRow>> events_after(int64_t after_seq, int64_t limit) = 0;
+  // An online, consistent copy of the whole store to `path` (which must not exist), taken while
+  // writes go on. The copy is itself a valid store.
+  virtual Status backup(const std::string& path) = 0;
+  virtual StoreStats stats() const = 0;
+};
+
+// The embedded default: a SQLite database DIR/tessera.db in WAL mode, synchronous=FULL (a batch's
+// `done` runs only after fsync), created and migrated to the current schema on open. Errors name the
+// file and the cause (not writable, newer schema than this binary knows, not a Tessera database).
+Result<std::unique_ptr<Store>> open_sqlite_store(const std::string& dir);
+
+// Restore (server stopped): checks that `backup_file` is a Tessera store whose schema this binary
+// can read, then installs it as DIR/tessera.db. Refuses if DIR already has a store unless `force`.
+Status restore_sqlite_store(const std::string& backup_file, const std::string& dir, bool force);
+
+// The schema version this binary writes (migrations bring older stores up to it on open).
+int sqlite_schema_version();
+
+}  // namespace tessera::server
