@@ -10,7 +10,16 @@
 
 namespace tessera {
 
-enum class ErrorCode { kInvalidArgument, kNotFound, kFailedPrecondition, kResourceExhausted, kInternal };
+enum class ErrorCode {
+  kInvalidArgument,
+  kNotFound,
+  kFailedPrecondition,
+  kResourceExhausted,
+  kInternal,
+  kUnauthenticated,   // the caller could not be identified
+  kPermissionDenied,  // the caller is known but may not do this
+  kUnavailable,       // try again later (e.g. shutting down)
+};
 
 struct Error {
   ErrorCode code = ErrorCode::kInvalidArgument;
@@ -20,6 +29,9 @@ struct Error {
 inline Error invalid_argument(std::string msg) { return {ErrorCode::kInvalidArgument, std::move(msg)}; }
 inline Error not_found(std::string msg) { return {ErrorCode::kNotFound, std::move(msg)}; }
 inline Error failed_precondition(std::string msg) { return {ErrorCode::kFailedPrecondition, std::move(msg)}; }
+inline Error internal_error(std::string msg) { return {ErrorCode::kInternal, std::move(msg)}; }
+inline Error permission_denied(std::string msg) { return {ErrorCode::kPermissionDenied, std::move(msg)}; }
+inline Error unauthenticated(std::string msg) { return {ErrorCode::kUnauthenticated, std::move(msg)}; }
 
 // Status: ok or an Error.
 class [[nodiscard]] Status {

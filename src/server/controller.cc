@@ -1,0 +1,1273 @@
+#include "server/controller.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <ctime>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "core/placement/engine.h"
+#include "core/placement/policy.h"
+#include "core/sched/runtime_history.h"
+#include "core/sched/scheduler.h"
+#include "server/job_record.h"
+
+namespace tessera::server {
+
+namespace {
+
+using Reply = std::shared_ptr<std::promise<Result<Json>>>;
+using Clock = std::chrono::steady_clock;
+
+Json amounts_json(const ClassAmounts& a) {
+  Json j = Json::object();
+  for (const auto& [k, v] : a) j[k] = v;
+  return j;
+}
+
+const char* health_name(GpuHealth h) {
+  switch (h) {
+    case GpuHealth::kHealthy: return "healthy";
+    case GpuHealth::kUnhealthy: return "unhealthy";
+    case GpuHealth::kReconfiguring: return "reconfiguring";
+  }
+  return "?";
+}
+
+bool active(JobState s) { return s == JobState::kPending || s == JobState::kRunning || s == JobState::kCheckpointing; }
+bool placed(JobState s) { return s == JobState::kRunning || s == JobState::kCheckpointing; }
+
+// What the scheduling thread works on: a copy of everything the cycle reads.
+struct CycleInput {
+  std::shared_ptr<const Scheduler> scheduler;
+  std::shared_ptr<const QueueTree> tree;
+  ClusterState cluster;
+  std::vector<Job> jobs;
+  std::vector<QueueLoad> history;
+  std::map<GpuRef, Time> mig_last_changed;
+  RuntimeHistory runtimes;
+  Time now = 0;
+  uint64_t config_generation = 0;
+};
+
+}  // namespace
+
+struct NodeAdmin {
+  std::string state = "ready";  // ready | cordoned | draining | drained
+  std::string reason;
+  Time last_seen = -1;
+  int64_t beats = 0;            // heartbeats since this controller started
+};
+
+struct Controller::State {
+  Controller* self = nullptr;
+  ControllerOptions opt;
+  Store* store = nullptr;
+  config::ClusterConfig config;
+  uint64_t config_generation = 1;
+  std::shared_ptr<const QueueTree> tree;
+  std::shared_ptr<const Scheduler> scheduler;
+  std::unique_ptr<ScoringPolicy> fit_policy;
+  ClusterState cluster;        // with running placements applied
+  ClusterState empty_cluster;  // as configured, nothing allocated: "can this ever fit" checks
+  std::map<std::string, std::string> never_fits_cache;  // request shape -> reason ("" = fits)
+  std::map<int64_t, JobRecord> jobs;                     // every job ever submitted, by id
+  std::set<int64_t> active_ids;                          // pending, running, checkpointing
+  std::map<std::string, int64_t> by_idempotency_key;
+  std::map<int64_t, PendingInfo> pending_info;           // from the last cycle
+  std::vector<NodeAdmin> node_admin;                     // by NodeId
+  std::vector<double> usage;                             // decayed usage per queue id
+  Time usage_at = 0;
+  std::map<GpuRef, Time> mig_last_changed;
+  std::vector<std::pair<Time, GpuRef>> mig_ready;        // GPUs reconfiguring until then
+  RuntimeHistory runtimes;
+  int64_t next_id = 1;
+
+  // Threads and their hand-offs.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::function<void(State&)>> commands;
+  bool stopping = false;
+  std::thread state_thread, cycle_thread;
+  std::mutex cycle_mu;
+  std::condition_variable cycle_cv;
+  std::optional<CycleInput> cycle_input;  // set by the state thread, taken by the cycle thread
+  bool cycle_stop = false;
+  bool cycle_in_flight = false;
+  bool dirty = true;
+  Clock::time_point last_cycle_start{}, last_cycle_end{};
+  // Cycle counters for wait_for_cycle.
+  std::mutex count_mu;
+  std::condition_variable count_cv;
+  int64_t cycles_launched = 0, cycles_applied = 0;
+
+  Time now() const { return opt.clock(); }
+
+  // ---- helpers ----------------------------------------------------------------------------------
+
+  std::string gpu_class(const std::string& model) const {
+    auto it = config.scheduler.gpu_class.find(model);
+    return it == config.scheduler.gpu_class.end() ? model : it->second;
+  }
+
+  ClassAmounts held_by(const JobRecord& r) const {
+    ClassAmounts a;
+    for (const TaskPlacement& p : r.job.placement) {
+      const Node& n = cluster.node(p.node);
+      for (const GpuGrant& g : p.gpus) a[gpu_class(n.gpus[g.gpu].model->name)] += g.milli_held();
+    }
+    return a;
+  }
+
+  EventRow event(int64_t job, const std::string& kind, const std::string& actor, Json detail = Json::object()) const {
+    return EventRow{0, job, now(), kind, actor, detail.dump()};
+  }
+
+  JobRow row(const JobRecord& r) const {
+    return JobRow{r.id, job_state_name(r.job.state), r.queue_name, r.job.user, r.job.submitted, record_to_json(r, cluster).dump()};
+  }
+
+  // Queues the batch; `done` gets the store's verdict on the writer thread.
+  void persist(WriteBatch b, std::function<void(Status)> done = nullptr) { store->write(std::move(b), std::move(done)); }
+
+  void reply_when_durable(WriteBatch b, Reply reply, Json answer) {
+    persist(std::move(b), [reply, answer = std::move(answer)](Status s) {
+      if (s.ok())
+        reply->set_value(answer);
+      else
+        reply->set_value(internal_error("store: " + s.message() + " (the change was not saved; retry)"));
+    });
+  }
+
+  void release(JobRecord& r) {
+    for (const TaskPlacement& p : r.job.placement) {
+      Status s = cluster.release(p);
+      assert(s.ok());
+      (void)s;
+    }
+    r.job.placement.clear();
+    r.tasks.clear();
+  }
+
+  // Ends a placed or pending job for good.
+  void finish(JobRecord& r, JobState final_state, const std::string& reason, WriteBatch& b, const std::string& actor,
+              const std::string& kind, Json detail = Json::object()) {
+    const Time t = now();
+    if (placed(r.job.state)) {
+      if (final_state == JobState::kSucceeded && r.job.started >= 0)
+        runtimes.record(r.job.user, r.job.name, t - r.job.started);
+      release(r);
+    }
+    r.job.state = final_state;
+    r.finished = t;
+    r.end_reason = reason;
+    active_ids.erase(r.id);
+    pending_info.erase(r.id);
+    detail["reason"] = reason;
+    b.events.push_back(event(r.id, kind, actor, detail));
+    b.jobs.push_back(row(r));
+    dirty = true;
+    after_release(b);
+  }
+
+  // Back to pending (preempted, drained, lost): the job keeps its id and place in the order.
+  void requeue(JobRecord& r, const std::string& kind, const std::string& reason, WriteBatch& b, bool checkpointed) {
+    const Time t = now();
+    if (r.job.started >= 0) r.job.attained_gpu_s += gpu_milli(r) / 1000 * std::max<Time>(0, t - r.job.started);
+    release(r);
+    r.job.state = JobState::kPending;
+    r.job.evict_by = -1;
+    r.job.last_preempted = t;
+    ++r.job.preemptions;
+    if (checkpointed) r.job.checkpoint.last = t;
+    b.events.push_back(event(r.id, kind, "scheduler", Json{{"reason", reason}, {"checkpointed", checkpointed}}));
+    b.events.push_back(event(r.id, "requeued", "scheduler"));
+    b.jobs.push_back(row(r));
+    dirty = true;
+    after_release(b);
+  }
+
+  static int64_t gpu_milli(const JobRecord& r) {
+    int64_t m = 0;
+    for (const TaskPlacement& p : r.job.placement)
+      for (const GpuGrant& g : p.gpus) m += g.milli_held();
+    return m;
+  }
+
+  // Asks a running job to checkpoint and stop (or stops it now if it cannot checkpoint).
+  void request_checkpoint(JobRecord& r, Time evict_by, const std::string& reason, WriteBatch& b) {
+    if (r.job.state != JobState::kRunning) return;
+    if (r.spec.checkpoint.interval <= 0) {
+      requeue(r, "preempted", reason + " (the job does not checkpoint: stopped now)", b, false);
+      return;
+    }
+    r.job.state = JobState::kCheckpointing;
+    r.job.evict_by = evict_by;
+    b.events.push_back(event(r.id, "checkpoint_requested", "scheduler", Json{{"reason", reason}, {"evict_by", evict_by}}));
+    b.jobs.push_back(row(r));
+  }
+
+  // A draining node with nothing left on it becomes drained.
+  void after_release(WriteBatch& b) {
+    for (size_t i = 0; i < node_admin.size(); ++i) {
+      NodeAdmin& na = node_admin[i];
+      if (na.state != "draining") continue;
+      const Node& n = cluster.node(NodeId(uint32_t(i)));
+      bool busy = n.cpu_used.v > 0 || n.memory_used.v > 0;
+      for (const Gpu& g : n.gpus) busy = busy || g.whole_held || g.share_count > 0;
+      if (!busy) {
+        na.state = "drained";
+        b.events.push_back(event(0, "node_drained", "scheduler", Json{{"node", n.name}, {"reason", na.reason}}));
+        b.meta.push_back(node_meta(NodeId(uint32_t(i))));
+      }
+    }
+  }
+
+  std::pair<std::string, std::string> node_meta(NodeId id) const {
+    const NodeAdmin& na = node_admin[id.value];
+    return {"node/" + cluster.node(id).name, Json{{"state", na.state}, {"reason", na.reason}}.dump()};
+  }
+
+  // ---- permissions ------------------------------------------------------------------------------
+
+  Status may_read(const Principal& who) const {
+    if (who.role == Role::kAgent) return permission_denied("agent tokens may only call /api/v1/agent/*");
+    return {};
+  }
+
+  Status may_use_class(const Principal& who, const std::string& queue, const std::string& cls) const {
+    bool known = false;
+    for (const PriorityClass& pc : config.scheduler.priority_classes) known = known || pc.name == cls;
+    if (!known) {
+      std::string names;
+      for (const PriorityClass& pc : config.scheduler.priority_classes) names += (names.empty() ? "" : ", ") + pc.name;
+      return invalid_argument("priority_class: unknown \"" + cls + "\"; expected one of " + names);
+    }
+    if (who.role == Role::kAdmin) return {};
+    auto it = config.queue_classes.find(queue);
+    if (it == config.queue_classes.end() || it->second.empty()) return {};
+    if (std::find(it->second.begin(), it->second.end(), cls) != it->second.end()) return {};
+    std::string names;
+    for (const std::string& c : it->second) names += (names.empty() ? "" : ", ") + c;
+    return permission_denied("priority_class: queue " + queue + " allows only " + names);
+  }
+
+  // May `who` act (cancel, re-prioritise) on job r?
+  Status may_modify(const Principal& who, const JobRecord& r) const {
+    switch (who.role) {
+      case Role::kAdmin: return {};
+      case Role::kTeamLead:
+        if (in_subtree(*tree, r.queue_name, who.queue)) return {};
+        return permission_denied("team-lead of " + who.queue + " may not act on job " + std::to_string(r.id) +
+                                 " in queue " + r.queue_name + " (outside their queue subtree)");
+      case Role::kMember:
+        if (r.job.user == who.user && in_subtree(*tree, r.queue_name, who.queue)) return {};
+        return permission_denied("members may act only on their own jobs; job " + std::to_string(r.id) +
+                                 " belongs to " + r.job.user);
+      case Role::kViewer: return permission_denied("viewers may only read");
+      case Role::kAgent: return permission_denied("agent tokens may only call /api/v1/agent/*");
+    }
+    return permission_denied("unknown role");
+  }
+
+  void deny(const Principal& who, const std::string& what, const std::string& why) {
+    WriteBatch b;
+    b.events.push_back(event(0, "denied", who.user, Json{{"call", what}, {"role", role_name(who.role)}, {"reason", why}}));
+    persist(std::move(b));
+  }
+
+  // ---- the cycle ---------------------------------------------------------------------------------
+
+  void update_usage(Time t) {
+    if (usage.size() != tree->size()) usage.assign(tree->size(), 0.0);
+    const int64_t cap = std::max<int64_t>(1, cluster.total_gpus() * 1000);
+    std::vector<int64_t> alloc(tree->size(), 0);
+    for (int64_t id : active_ids) {
+      const JobRecord& r = jobs.at(id);
+      if (placed(r.job.state)) alloc[r.job.queue.value] += gpu_milli(r);
+    }
+    for (size_t q = 0; q < tree->size(); ++q)
+      usage[q] = decay_usage(usage[q], double(alloc[q]) / double(cap), t - usage_at, config.scheduler.usage_half_life);
+    usage_at = t;
+  }
+
+  CycleInput cycle_input_now() {
+    const Time t = now();
+    update_usage(t);
+    CycleInput in{scheduler, tree, cluster, {}, {}, mig_last_changed, runtimes, t, config_generation};
+    in.jobs.reserve(active_ids.size());
+    for (int64_t id : active_ids) {
+      Job j = jobs.at(id).job;
+      if (placed(j.state) && j.started >= 0) j.attained_gpu_s += gpu_milli(jobs.at(id)) / 1000 * (t - j.started);
+      in.jobs.push_back(std::move(j));
+    }
+    in.history.resize(tree->size());
+    for (size_t q = 0; q < tree->size(); ++q) in.history[q].decayed_usage = usage[q];
+    return in;
+  }
+
+  void apply(const Decisions& d, uint64_t generation) {
+    if (generation != config_generation) return;  // config reloaded meanwhile: the next cycle decides
+    const Time t = now();
+    WriteBatch b;
+    for (const PreemptDecision& p : d.preempt) {
+      auto it = jobs.find(int64_t(p.victim.value));
+      if (it == jobs.end()) continue;
+      JobRecord& v = it->second;
+      if (p.phase == PreemptPhase::kRequestCheckpoint && v.job.state == JobState::kRunning)
+        request_checkpoint(v, p.evict_by, p.reason, b);
+      else if (p.phase == PreemptPhase::kEvict && placed(v.job.state))
+        requeue(v, "preempted", p.reason + " (checkpoint not finished in time: stopped)", b, false);
+    }
+    for (const MigReconfigDecision& m : d.reconfigure_mig) {
+      if (!cluster.set_mig_layout(m.gpu, m.enable_mig, m.layout).ok()) continue;
+      (void)cluster.set_health(m.gpu, GpuHealth::kReconfiguring);
+      mig_last_changed[m.gpu] = t;
+      mig_ready.push_back({std::max(m.ready_at, t), m.gpu});
+      const Node& n = cluster.node(m.gpu.node);
+      b.events.push_back(event(0, "mig_reconfigured", "scheduler",
+                               Json{{"node", n.name}, {"gpu", m.gpu.index}, {"mig", m.enable_mig}, {"reason", m.reason}}));
+      b.meta.push_back(mig_meta(m.gpu));
+    }
+    for (const StartDecision& s : d.start) {
+      auto it = jobs.find(int64_t(s.job.value));
+      if (it == jobs.end() || it->second.job.state != JobState::kPending) continue;
+      bool nodes_ok = true;
+      for (const TaskPlacement& p : s.placement) nodes_ok = nodes_ok && node_admin[p.node.value].state == "ready";
+      if (!nodes_ok || !cluster.apply_all(s.placement).ok()) continue;  // changed since the snapshot
+      JobRecord& r = it->second;
+      for (TaskPlacement p : s.placement) {
+        for (GpuGrant& g : p.gpus) g.mig_create = false, g.mig_destroy = 0;  // the instances now exist
+        r.job.placement.push_back(std::move(p));
+      }
+      r.job.state = JobState::kRunning;
+      r.job.started = t;
+      ++r.attempt;
+      r.tasks.assign(r.job.placement.size(), TaskRun{});
+      pending_info.erase(r.id);
+      b.events.push_back(event(r.id, "started", "scheduler",
+                               Json{{"attempt", r.attempt}, {"placement", placement_json(r, cluster)}}));
+      b.jobs.push_back(row(r));
+    }
+    for (const PendingInfo& p : d.pending) {
+      auto it = jobs.find(int64_t(p.job.value));
+      if (it != jobs.end() && it->second.job.state == JobState::kPending) pending_info[int64_t(p.job.value)] = p;
+    }
+    if (!b.empty()) persist(std::move(b));
+  }
+
+  std::pair<std::string, std::string> mig_meta(GpuRef g) const {
+    const Node& n = cluster.node(g.node);
+    const Gpu& gpu = n.gpus[g.index];
+    Json layout = Json::array();
+    for (const MigInstance& m : gpu.mig.instances()) layout.push_back(Json{{"profile", m.profile_id}, {"start", m.start}});
+    return {"mig/" + n.name + "/" + std::to_string(g.index), Json{{"enabled", gpu.mig_enabled}, {"layout", layout}}.dump()};
+  }
+
+  // Time-driven work: MIG layouts ready, checkpoint deadlines, time limits.
+  void tick() {
+    const Time t = now();
+    WriteBatch b;
+    for (auto it = mig_ready.begin(); it != mig_ready.end();) {
+      if (it->first <= t) {
+        (void)cluster.set_health(it->second, GpuHealth::kHealthy);
+        dirty = true;
+        it = mig_ready.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    std::vector<int64_t> ids(active_ids.begin(), active_ids.end());
+    for (int64_t id : ids) {
+      JobRecord& r = jobs.at(id);
+      if (r.job.state == JobState::kCheckpointing && r.job.evict_by >= 0 && t >= r.job.evict_by) {
+        requeue(r, "preempted", "checkpoint not acknowledged by its deadline: stopped", b, false);
+      } else if (placed(r.job.state) && r.job.max_runtime > 0 && r.job.started >= 0 &&
+                 t >= r.job.started + r.job.max_runtime) {
+        finish(r, JobState::kFailed, "timed out: ran for its max_runtime of " + std::to_string(r.job.max_runtime) + " s",
+               b, "scheduler", "timed_out");
+      }
+    }
+    if (!b.empty()) persist(std::move(b));
+  }
+};
+
+// ---- construction and threads ---------------------------------------------------------------------
+
+Controller::Controller(Store* store, ControllerOptions options) : store_(store), options_(std::move(options)) {}
+
+Result<std::unique_ptr<Controller>> Controller::start(config::ClusterConfig cfg, Store* store, ControllerOptions options) {
+  if (!options.clock) options.clock = [] { return int64_t(std::time(nullptr)); };
+  std::unique_ptr<Controller> c(new Controller(store, options));
+  auto st = std::make_unique<State>();
+  State& s = *st;
+  s.self = c.get();
+  s.opt = options;
+  s.store = store;
+  auto tree = QueueTree::build(cfg.queues);
+  if (!tree.ok()) return tree.error();
+  s.tree = std::make_shared<const QueueTree>(std::move(*tree));
+  auto sched = Scheduler::create(cfg.scheduler);
+  if (!sched.ok()) return sched.error();
+  s.scheduler = std::move(*sched);
+  auto pol = make_policy(cfg.scheduler.policy);
+  if (!pol.ok()) return pol.error();
+  s.fit_policy = std::move(*pol);
+  auto cluster = config::build_cluster_state(cfg);
+  if (!cluster.ok()) return cluster.error();
+  s.cluster = *cluster;
+  s.empty_cluster = std::move(*cluster);
+  s.config = std::move(cfg);
+  s.node_admin.assign(s.cluster.node_count(), NodeAdmin{});
+  s.usage_at = s.now();
+
+  // Recovery.
+  auto loaded = store->load();
+  if (!loaded.ok()) return loaded.error();
+  c->tokens_.load(loaded->tokens);
+  WriteBatch fix;
+  for (const auto& [key, value] : loaded->meta) {
+    Json v = Json::parse(value, nullptr, false);
+    if (v.is_discarded()) continue;
+    if (key.rfind("node/", 0) == 0) {
+      auto id = s.cluster.find_node(key.substr(5));
+      if (!id.ok()) continue;
+      s.node_admin[id->value].state = v.value("state", "ready");
+      s.node_admin[id->value].reason = v.value("reason", "");
+      if (s.node_admin[id->value].state != "ready") (void)s.cluster.set_schedulable(*id, false);
+    } else if (key.rfind("mig/", 0) == 0) {
+      const std::string rest = key.substr(4);
+      const auto slash = rest.rfind('/');
+      auto id = s.cluster.find_node(rest.substr(0, slash));
+      if (!id.ok()) continue;
+      const GpuRef g{*id, uint16_t(std::stoi(rest.substr(slash + 1)))};
+      if (g.index >= s.cluster.node(*id).gpus.size()) continue;
+      std::vector<MigInstance> layout;
+      const GpuModel* model = s.cluster.node(*id).gpus[g.index].model;
+      for (const Json& m : v.value("layout", Json::array())) {
+        const MigProfile* p = model->find_profile_id(m.value("profile", -1));
+        if (p) layout.push_back(MigInstance{p->id, uint8_t(m.value("start", 0)), uint8_t(p->memory_slices), false});
+      }
+      (void)s.cluster.set_mig_layout(g, v.value("enabled", false), layout);
+    }
+  }
+  for (const JobRow& row : loaded->jobs) {
+    auto rec = record_from_json(Json::parse(row.record, nullptr, false), *s.tree, s.cluster);
+    if (!rec.ok()) return internal_error("store: job " + std::to_string(row.id) + ": " + rec.error().message);
+    JobRecord r = std::move(*rec);
+    s.next_id = std::max(s.next_id, r.id + 1);
+    if (!r.idempotency_key.empty()) s.by_idempotency_key[r.idempotency_key] = r.id;
+    if (placed(r.job.state)) {
+      // Recreate MIG instances the placement holds, then hold its resources again.
+      std::vector<TaskPlacement> ps = r.job.placement;
+      for (TaskPlacement& p : ps)
+        for (GpuGrant& g : p.gpus) {
+          if (g.kind != GrantKind::kMig) continue;
+          const Gpu& gpu = s.cluster.node(p.node).gpus[g.gpu];
+          bool exists = false;
+          for (const MigInstance& m : gpu.mig.instances()) exists = exists || (m.start == g.mig_start && m.profile_id == g.mig_profile);
+          g.mig_create = !exists;
+        }
+      if (s.cluster.apply_all(ps).ok()) {
+        r.tasks.assign(r.job.placement.size(), TaskRun{});
+        for (TaskRun& tr : r.tasks) tr.recovered = true;
+      } else {
+        r.job.placement.clear();
+        r.job.state = JobState::kPending;
+        fix.events.push_back(s.event(r.id, "requeued", "controller",
+                                     Json{{"reason", "its placement no longer fits the configured cluster after restart"}}));
+        fix.jobs.push_back(JobRow{r.id, "pending", r.queue_name, r.job.user, r.job.submitted, ""});
+      }
+    }
+    if (active(r.job.state)) s.active_ids.insert(r.id);
+    const int64_t id = r.id;
+    s.jobs.emplace(id, std::move(r));
+  }
+  for (JobRow& jr : fix.jobs) jr = s.row(s.jobs.at(jr.id));
+  if (!fix.empty()) {
+    if (Status w = store->write_sync(std::move(fix)); !w.ok()) return w.error();
+  }
+
+  c->state_ = std::move(st);
+  State* sp = c->state_.get();
+  sp->cycle_thread = std::thread([sp] {
+    for (;;) {
+      std::optional<CycleInput> in;
+      {
+        std::unique_lock lock(sp->cycle_mu);
+        sp->cycle_cv.wait(lock, [&] { return sp->cycle_stop || sp->cycle_input.has_value(); });
+        if (sp->cycle_stop) return;
+        in.swap(sp->cycle_input);
+      }
+      Snapshot snap;
+      snap.cluster = &in->cluster;
+      snap.queues = in->tree.get();
+      snap.jobs = std::move(in->jobs);
+      snap.history = std::move(in->history);
+      snap.mig_last_changed = std::move(in->mig_last_changed);
+      snap.runtimes = &in->runtimes;
+      auto decisions = std::make_shared<Decisions>(in->scheduler->cycle(snap, in->now));
+      const uint64_t gen = in->config_generation;
+      std::lock_guard lock(sp->mu);
+      sp->commands.push_back([decisions, gen](State& s) {
+        s.apply(*decisions, gen);
+        s.cycle_in_flight = false;
+        s.last_cycle_end = Clock::now();
+        std::lock_guard l(s.count_mu);
+        ++s.cycles_applied;
+        s.count_cv.notify_all();
+      });
+      sp->cv.notify_one();
+    }
+  });
+  sp->state_thread = std::thread([sp] {
+    std::unique_lock lock(sp->mu);
+    for (;;) {
+      const auto interval = std::chrono::milliseconds(sp->opt.cycle_interval_ms);
+      const auto gap = std::chrono::milliseconds(sp->opt.min_cycle_gap_ms);
+      const auto next = sp->dirty ? std::max(sp->last_cycle_end + gap, sp->last_cycle_end + (sp->last_cycle_end - sp->last_cycle_start))
+                                  : sp->last_cycle_start + interval;
+      sp->cv.wait_until(lock, sp->cycle_in_flight ? Clock::now() + interval : next,
+                        [&] { return sp->stopping || !sp->commands.empty(); });
+      if (sp->stopping) break;
+      std::deque<std::function<void(State&)>> batch;
+      batch.swap(sp->commands);
+      lock.unlock();
+      for (auto& cmd : batch) cmd(*sp);
+      sp->tick();
+      const auto now = Clock::now();
+      const bool due = sp->dirty ? now >= sp->last_cycle_end + gap && now >= sp->last_cycle_end + (sp->last_cycle_end - sp->last_cycle_start)
+                                 : now >= sp->last_cycle_start + interval;
+      if (!sp->cycle_in_flight && due) {
+        sp->dirty = false;
+        sp->cycle_in_flight = true;
+        sp->last_cycle_start = now;
+        {
+          std::lock_guard l(sp->count_mu);
+          ++sp->cycles_launched;
+        }
+        CycleInput in = sp->cycle_input_now();
+        std::lock_guard cl(sp->cycle_mu);
+        sp->cycle_input.emplace(std::move(in));
+        sp->cycle_cv.notify_one();
+      }
+      lock.lock();
+    }
+  });
+  return c;
+}
+
+Controller::~Controller() {
+  if (!state_) return;
+  {
+    std::lock_guard lock(state_->mu);
+    state_->stopping = true;
+  }
+  state_->cv.notify_all();
+  state_->state_thread.join();
+  {
+    std::lock_guard lock(state_->cycle_mu);
+    state_->cycle_stop = true;
+  }
+  state_->cycle_cv.notify_all();
+  state_->cycle_thread.join();
+  store_->flush();
+}
+
+template <class T>
+Result<T> Controller::call(std::function<Result<T>(State&)> fn) {
+  auto p = std::make_shared<std::promise<Result<T>>>();
+  auto f = p->get_future();
+  {
+    std::lock_guard lock(state_->mu);
+    if (state_->stopping) return Error{ErrorCode::kUnavailable, "the server is shutting down; retry shortly"};
+    state_->commands.push_back([p, fn = std::move(fn)](State& s) { p->set_value(fn(s)); });
+  }
+  state_->cv.notify_one();
+  return f.get();
+}
+
+void Controller::wait_for_cycle() {
+  int64_t target = 0;
+  (void)call<int>([&target](State& s) -> Result<int> {
+    s.dirty = true;
+    std::lock_guard l(s.count_mu);
+    target = s.cycles_launched + (s.cycle_in_flight ? 2 : 1);
+    return 0;
+  });
+  std::unique_lock l(state_->count_mu);
+  state_->count_cv.wait(l, [&] { return state_->cycles_applied >= target; });
+}
+
+// ---- jobs --------------------------------------------------------------------------------------
+
+#define ASYNC_CALL(...)                                                                   \
+  auto p_ = std::make_shared<std::promise<Result<Json>>>();                                \
+  auto f_ = p_->get_future();                                                              \
+  {                                                                                        \
+    std::lock_guard lock_(state_->mu);                                                     \
+    if (state_->stopping) return Error{ErrorCode::kUnavailable, "the server is shutting down; retry shortly"}; \
+    state_->commands.push_back([=, this](State& s) { Reply reply = p_; __VA_ARGS__ });           \
+  }                                                                                        \
+  state_->cv.notify_one();                                                                 \
+  return f_.get();
+
+Result<Json> Controller::submit(const Principal& who, config::JobSpec spec, const std::string& idem, bool* created) {
+  auto created_flag = std::make_shared<bool>(false);
+  auto result = [&]() -> Result<Json> {
+    ASYNC_CALL({
+      if (who.role == Role::kViewer || who.role == Role::kAgent) {
+        const std::string why = std::string(role_name(who.role)) + " tokens may not submit jobs";
+        s.deny(who, "submit", why);
+        reply->set_value(permission_denied(why));
+        return;
+      }
+      if (!idem.empty()) {
+        auto it = s.by_idempotency_key.find(idem);
+        if (it != s.by_idempotency_key.end()) {
+          // Earlier batches commit first: answering after this empty write means the original is durable.
+          s.reply_when_durable(WriteBatch{}, reply, record_to_api(s.jobs.at(it->second), s.cluster, nullptr));
+          return;
+        }
+      }
+      // The queue: a leaf, by name or path.
+      std::string qname = spec.queue;
+      if (const auto slash = qname.rfind('/'); slash != std::string::npos) qname = qname.substr(slash + 1);
+      auto q = s.tree->find(qname);
+      if (!q.ok()) {
+        std::string names;
+        for (const Queue& qq : s.tree->queues())
+          if (qq.leaf()) names += (names.empty() ? "" : ", ") + qq.name;
+        reply->set_value(invalid_argument("queue: unknown \"" + spec.queue + "\"; leaf queues are " + names));
+        return;
+      }
+      if (!s.tree->queue(*q).leaf()) {
+        reply->set_value(invalid_argument("queue: \"" + qname + "\" has child queues; submit to a leaf queue"));
+        return;
+      }
+      if (who.role != Role::kAdmin && !in_subtree(*s.tree, qname, who.queue)) {
+        const std::string why = std::string(role_name(who.role)) + " " + who.user + " may submit only to queue " +
+                                who.queue + " and its children, not " + qname;
+        s.deny(who, "submit", why);
+        reply->set_value(permission_denied(why));
+        return;
+      }
+      if (Status cs = s.may_use_class(who, qname, spec.priority_class); !cs.ok()) {
+        if (cs.error().code == ErrorCode::kPermissionDenied) s.deny(who, "submit", cs.message());
+        reply->set_value(cs.error());
+        return;
+      }
+      Gang gang = spec.gang();
+      // Can it ever fit (on the configured cluster, empty)?
+      const std::string shape = config::job_spec_to_json(spec)["resources"].dump() + "/" + std::to_string(spec.tasks) + "/" +
+                                std::to_string(spec.min_tasks) + "/" + std::to_string(int(spec.topology.mode)) + spec.topology.level;
+      auto cached = s.never_fits_cache.find(shape);
+      if (cached == s.never_fits_cache.end()) {
+        PlacementEngine engine(*s.fit_policy, EngineOptions{});
+        const PlacementResult pr = engine.place(s.empty_cluster, gang);
+        cached = s.never_fits_cache.emplace(shape, pr.outcome == Outcome::kPlaced ? "" : pr.reason).first;
+      }
+      if (!cached->second.empty()) {
+        reply->set_value(invalid_argument("resources: this request can never fit the cluster: " + cached->second));
+        return;
+      }
+      JobRecord r;
+      r.id = s.next_id++;
+      r.spec = std::move(spec);
+      r.queue_name = qname;
+      r.idempotency_key = idem;
+      r.job.id = JobId(uint32_t(r.id));
+      r.job.name = r.spec.name;
+      r.job.user = who.user;
+      r.job.queue = *q;
+      r.job.priority_class = r.spec.priority_class;
+      r.job.gang = gang;
+      r.job.gang.id = r.job.id;
+      r.job.gang.queue = *q;
+      r.job.submitted = s.now();
+      r.job.expected_runtime = r.spec.expected_runtime;
+      r.job.max_runtime = r.spec.max_runtime;
+      r.job.checkpoint.interval = r.spec.checkpoint.interval;
+      r.job.checkpoint.grace = r.spec.checkpoint.grace;
+      WriteBatch b;
+      b.events.push_back(s.event(r.id, "submitted", who.user, Json{{"queue", qname}, {"priority_class", r.job.priority_class}}));
+      b.jobs.push_back(s.row(r));
+      if (!idem.empty()) s.by_idempotency_key[idem] = r.id;
+      s.active_ids.insert(r.id);
+      Json answer = record_to_api(r, s.cluster, nullptr);
+      const int64_t id = r.id;
+      s.jobs.emplace(id, std::move(r));
+      s.dirty = true;
+      *created_flag = true;
+      // If the write fails, the job must not stay in memory either.
+      Controller::State* sp = &s;
+      s.persist(std::move(b), [reply, answer, sp, id, idem](Status st) {
+        if (st.ok()) {
+          reply->set_value(answer);
+          return;
+        }
+        reply->set_value(internal_error("store: " + st.message() + " (the job was not saved; retry)"));
+        std::lock_guard lock(sp->mu);
+        sp->commands.push_back([id, idem](State& s2) {
+          s2.jobs.erase(id);
+          s2.active_ids.erase(id);
+          if (!idem.empty()) s2.by_idempotency_key.erase(idem);
+        });
+        sp->cv.notify_one();
+      });
+    })
+  }();
+  if (created) *created = *created_flag;
+  return result;
+}
+
+Result<Json> Controller::list_jobs(const Principal& who, const JobFilter& f) {
+  return call<Json>([who, f](State& s) -> Result<Json> {
+    if (Status st = s.may_read(who); !st.ok()) return st.error();
+    for (const std::string& st : f.states) {
+      bool ok = false;
+      for (JobState js : {JobState::kPending, JobState::kRunning, JobState::kCheckpointing, JobState::kSucceeded,
+                          JobState::kFailed, JobState::kCancelled})
+        ok = ok || st == job_state_name(js);
+      if (!ok)
+        return invalid_argument("state: unknown \"" + st + "\"; expected pending, running, checkpointing, succeeded, failed, cancelled");
+    }
+    std::vector<char> in_queue;  // by queue id: inside the filter's subtree
+    if (!f.queue.empty()) {
+      auto root = s.tree->find(f.queue);
+      if (!root.ok()) return invalid_argument("queue: unknown \"" + f.queue + "\"");
+      in_queue.assign(s.tree->size(), 0);
+      for (const Queue& q : s.tree->queues())
+        for (QueueId a : s.tree->path_to_root(q.id)) in_queue[q.id.value] |= a == *root;
+    }
+    auto match = [&](const JobRecord& r) {
+      if (!f.user.empty() && r.job.user != f.user) return false;
+      if (!f.states.empty() &&
+          std::find(f.states.begin(), f.states.end(), job_state_name(r.job.state)) == f.states.end())
+        return false;
+      if (!in_queue.empty() && !in_queue[r.job.queue.value]) return false;
+      return true;
+    };
+    Json out = Json::array();
+    int64_t total = 0, last = 0;
+    bool more = false;
+    auto visit = [&](const JobRecord& r) {
+      if (!match(r)) return;
+      ++total;
+      if (r.id <= f.after) return;
+      if (int64_t(out.size()) < f.limit) {
+        auto pi = s.pending_info.find(r.id);
+        out.push_back(record_to_api(r, s.cluster, pi == s.pending_info.end() ? nullptr : &pi->second, false));
+        last = r.id;
+      } else {
+        more = true;
+      }
+    };
+    if (f.active_only) {
+      for (int64_t id : s.active_ids) visit(s.jobs.at(id));
+    } else {
+      for (const auto& [id, r] : s.jobs) visit(r);
+    }
+    return Json{{"jobs", std::move(out)}, {"next_after", more ? Json(last) : Json(nullptr)}, {"total", total}};
+  });
+}
+
+Result<Json> Controller::show_job(const Principal& who, int64_t id) {
+  auto j = call<Json>([who, id](State& s) -> Result<Json> {
+    if (Status st = s.may_read(who); !st.ok()) return st.error();
+    auto it = s.jobs.find(id);
+    if (it == s.jobs.end()) return not_found("job " + std::to_string(id) + ": no such job");
+    auto pi = s.pending_info.find(id);
+    return record_to_api(it->second, s.cluster, pi == s.pending_info.end() ? nullptr : &pi->second, true);
+  });
+  if (!j.ok()) return j;
+  auto ev = store_->events_for_job(id);
+  if (!ev.ok()) return ev.error();
+  Json events = Json::array();
+  for (const EventRow& e : *ev)
+    events.push_back(Json{{"seq", e.seq}, {"time", e.time}, {"kind", e.kind}, {"actor", e.actor},
+                          {"detail", Json::parse(e.detail, nullptr, false)}});
+  (*j)["events"] = std::move(events);
+  return j;
+}
+
+Result<Json> Controller::cancel_job(const Principal& who, int64_t id) {
+  ASYNC_CALL({
+    auto it = s.jobs.find(id);
+    if (it == s.jobs.end()) {
+      reply->set_value(not_found("job " + std::to_string(id) + ": no such job"));
+      return;
+    }
+    JobRecord& r = it->second;
+    if (Status st = s.may_modify(who, r); !st.ok()) {
+      s.deny(who, "cancel job " + std::to_string(id), st.message());
+      reply->set_value(st.error());
+      return;
+    }
+    if (!active(r.job.state)) {
+      reply->set_value(failed_precondition("job " + std::to_string(id) + " has already ended (" +
+                                           job_state_name(r.job.state) + "); nothing to cancel"));
+      return;
+    }
+    WriteBatch b;
+    s.finish(r, JobState::kCancelled, "cancelled by " + who.user, b, who.user, "cancelled");
+    s.reply_when_durable(std::move(b), reply, record_to_api(r, s.cluster, nullptr));
+  })
+}
+
+Result<Json> Controller::set_priority(const Principal& who, int64_t id, const std::string& cls) {
+  ASYNC_CALL({
+    auto it = s.jobs.find(id);
+    if (it == s.jobs.end()) {
+      reply->set_value(not_found("job " + std::to_string(id) + ": no such job"));
+      return;
+    }
+    JobRecord& r = it->second;
+    Status st = s.may_modify(who, r);
+    if (st.ok()) st = s.may_use_class(who, r.queue_name, cls);
+    if (!st.ok()) {
+      if (st.error().code == ErrorCode::kPermissionDenied) s.deny(who, "priority job " + std::to_string(id), st.message());
+      reply->set_value(st.error());
+      return;
+    }
+    if (!active(r.job.state)) {
+      reply->set_value(failed_precondition("job " + std::to_string(id) + " has already ended; its priority cannot change"));
+      return;
+    }
+    const std::string old = r.job.priority_class;
+    r.job.priority_class = cls;
+    r.spec.priority_class = cls;
+    WriteBatch b;
+    b.events.push_back(s.event(r.id, "priority_changed", who.user, Json{{"from", old}, {"to", cls}}));
+    b.jobs.push_back(s.row(r));
+    s.dirty = true;
+    s.reply_when_durable(std::move(b), reply, record_to_api(r, s.cluster, nullptr));
+  })
+}
+
+// ---- queues and nodes ----------------------------------------------------------------------------
+
+Result<Json> Controller::queues(const Principal& who) {
+  return call<Json>([who](State& s) -> Result<Json> {
+    if (Status st = s.may_read(who); !st.ok()) return st.error();
+    const QueueTree& tree = *s.tree;
+    std::vector<QueueLoad> load(tree.size());
+    std::vector<int64_t> pending(tree.size()), running(tree.size());
+    for (int64_t id : s.active_ids) {
+      const JobRecord& r = s.jobs.at(id);
+      QueueLoad& l = load[r.job.queue.value];
+      if (placed(r.job.state)) {
+        for (const auto& [cls, m] : s.held_by(r)) l.allocated[cls] += m, l.demand[cls] += m;
+        ++running[r.job.queue.value];
+      } else {
+        ++pending[r.job.queue.value];
+      }
+    }
+    ClassAmounts capacity;
+    for (const Node& n : s.cluster.nodes())
+      for (const Gpu& g : n.gpus)
+        if (g.health != GpuHealth::kUnhealthy) capacity[s.gpu_class(g.model->name)] += 1000;
+    const FairShare fs = FairShare::compute(tree, capacity, load);
+    Json out = Json::array();
+    std::vector<int64_t> sub_pending(tree.size()), sub_running(tree.size());
+    for (const Queue& q : tree.queues())
+      for (QueueId a : tree.path_to_root(q.id)) sub_pending[a.value] += pending[q.id.value], sub_running[a.value] += running[q.id.value];
+    for (const Queue& q : tree.queues()) {
+      ClassAmounts used, borrowed, fair;
+      for (const auto& [cls, cap] : capacity) {
+        (void)cap;
+        used[cls] = fs.allocated(q.id, cls);
+        fair[cls] = fs.fair_share(q.id, cls);
+        const auto g = q.guaranteed.find(cls);
+        borrowed[cls] = std::max<int64_t>(0, used[cls] - (g == q.guaranteed.end() ? 0 : g->second));
+      }
+      std::string path;
+      for (QueueId a : tree.path_to_root(q.id)) path = tree.queue(a).name + (path.empty() ? "" : "/" + path);
+      auto cls = s.config.queue_classes.find(q.name);
+      out.push_back(Json{{"name", q.name}, {"parent", q.parent.valid() ? tree.queue(q.parent).name : ""}, {"path", path},
+                         {"leaf", q.leaf()}, {"weight", q.weight}, {"guaranteed", amounts_json(q.guaranteed)},
+                         {"limit", amounts_json(q.limit)}, {"used", amounts_json(used)}, {"borrowed", amounts_json(borrowed)},
+                         {"fair_share", amounts_json(fair)}, {"pending", sub_pending[q.id.value]},
+                         {"running", sub_running[q.id.value]},
+                         {"priority_classes", cls == s.config.queue_classes.end() ? Json::array() : Json(cls->second)}});
+    }
+    return Json{{"queues", std::move(out)}};
+  });
+}
+
+namespace {
+Json node_json(const Controller::State& s, NodeId id);
+}
+
+Result<Json> Controller::nodes(const Principal& who) {
+  return call<Json>([who](State& s) -> Result<Json> {
+    if (Status st = s.may_read(who); !st.ok()) return st.error();
+    Json out = Json::array();
+    for (const Node& n : s.cluster.nodes()) out.push_back(node_json(s, n.id));
+    return Json{{"nodes", std::move(out)}};
+  });
+}
+
+namespace {
+Json node_json(const Controller::State& s, NodeId id) {
+  const Node& n = s.cluster.node(id);
+  const NodeAdmin& na = s.node_admin[id.value];
+  // Which job holds what on this node.
+  std::map<uint16_t, std::vector<int64_t>> gpu_jobs;
+  std::map<std::pair<uint16_t, int>, int64_t> instance_job;
+  for (int64_t jid : s.active_ids) {
+    const JobRecord& r = s.jobs.at(jid);
+    for (const TaskPlacement& p : r.job.placement) {
+      if (p.node != id) continue;
+      for (const GpuGrant& g : p.gpus) {
+        gpu_jobs[g.gpu].push_back(jid);
+        if (g.kind == GrantKind::kMig) instance_job[{g.gpu, g.mig_start}] = jid;
+      }
+    }
+  }
+  Json gpus = Json::array();
+  for (const Gpu& g : n.gpus) {
+    Json instances = Json::array();
+    int64_t used = g.whole_held ? 1000 : g.shared_milli.v;
+    for (const MigInstance& m : g.mig.instances()) {
+      const MigProfile* p = g.model->find_profile_id(m.profile_id);
+      auto it = instance_job.find({g.index, m.start});
+      if (m.in_use) used += mig_milli(*g.model, m.profile_id);
+      instances.push_back(Json{{"profile", p ? p->name : "?"}, {"start", m.start},
+                               {"job", it == instance_job.end() ? Json(nullptr) : Json(it->second)}});
+    }
+    std::vector<int64_t> js = gpu_jobs[g.index];
+    std::sort(js.begin(), js.end());
+    js.erase(std::unique(js.begin(), js.end()), js.end());
+    gpus.push_back(Json{{"index", g.index}, {"health", health_name(g.health)}, {"mig", g.mig_enabled},
+                        {"used_milli", used}, {"jobs", js}, {"instances", instances}});
+  }
+  Json path = Json::array();
+  for (size_t l = 0; l < n.path.size() && l < s.config.nodes.size(); ++l) {
+    const auto& spec_path = s.config.nodes[id.value].path;
+    if (l < spec_path.size()) path.push_back(spec_path[l]);
+  }
+  return Json{{"name", n.name}, {"path", path}, {"gpu_model", n.gpu_model() ? n.gpu_model()->name : ""},
+              {"state", na.state}, {"reason", na.reason}, {"cpu_milli", n.cpu_capacity.v}, {"memory_mib", n.memory_capacity.v},
+              {"cpu_milli_used", n.cpu_used.v}, {"memory_mib_used", n.memory_used.v},
+              {"agent_last_seen", na.last_seen >= 0 ? Json(na.last_seen) : Json(nullptr)}, {"gpus", gpus}};
+}
+}  // namespace
+
+Result<Json> Controller::node_op(const Principal& who, const std::string& node, const std::string& op, const std::string& reason) {
+  ASYNC_CALL({
+    if (who.role != Role::kAdmin) {
+      const std::string why = "only admins may " + op + " nodes";
+      s.deny(who, op + " node " + node, why);
+      reply->set_value(permission_denied(why));
+      return;
+    }
+    auto id = s.cluster.find_node(node);
+    if (!id.ok()) {
+      reply->set_value(not_found("node " + node + ": no such node; `tessera nodes` lists them"));
+      return;
+    }
+    if (op != "resume" && reason.empty()) {
+      reply->set_value(invalid_argument("reason: required for " + op + " (say why, e.g. \"replacing a DIMM\")"));
+      return;
+    }
+    NodeAdmin& na = s.node_admin[id->value];
+    WriteBatch b;
+    if (op == "resume") {
+      na.state = "ready";
+      na.reason.clear();
+      (void)s.cluster.set_schedulable(*id, true);
+    } else {
+      na.state = op == "cordon" ? "cordoned" : "draining";
+      na.reason = reason;
+      (void)s.cluster.set_schedulable(*id, false);
+      if (op == "drain") {
+        std::vector<int64_t> ids(s.active_ids.begin(), s.active_ids.end());
+        for (int64_t jid : ids) {
+          JobRecord& r = s.jobs.at(jid);
+          bool here = false;
+          for (const TaskPlacement& p : r.job.placement) here = here || p.node == *id;
+          if (here && r.job.state == JobState::kRunning)
+            s.request_checkpoint(r, s.now() + r.spec.checkpoint.grace, "node " + node + " drained: " + reason, b);
+        }
+      }
+    }
+    b.events.push_back(s.event(0, "node_" + op, who.user, Json{{"node", node}, {"reason", reason}}));
+    b.meta.push_back(s.node_meta(*id));
+    s.after_release(b);
+    s.dirty = true;
+    s.reply_when_durable(std::move(b), reply, node_json(s, *id));
+  })
+}
+
+// ---- agents -----------------------------------------------------------------------------------
+
+Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& report) {
+  if (who.role != Role::kAgent && who.role != Role::kAdmin) return permission_denied("only agent tokens may report for nodes");
+  if (!report.is_object() || !report.contains("node") || !report["node"].is_string())
+    return invalid_argument("node: required (the reporting node's name)");
+  const std::string node = report["node"];
+  struct Reported {
+    int64_t job = 0, attempt = 0;
+    int task = 0;
+    std::string state;
+    int exit_code = 0;
+  };
+  std::vector<Reported> reported;
+  if (report.contains("tasks")) {
+    if (!report["tasks"].is_array()) return invalid_argument("tasks: must be a list");
+    for (size_t i = 0; i < report["tasks"].size(); ++i) {
+      const Json& t = report["tasks"][i];
+      const std::string at = "tasks[" + std::to_string(i) + "]";
+      if (!t.is_object() || !t.contains("job") || !t["job"].is_number_integer() || !t.contains("task") ||
+          !t["task"].is_number_integer() || !t.contains("state") || !t["state"].is_string())
+        return invalid_argument(at + ": needs integer job, attempt and task, and a string state");
+      Reported r{t["job"], t.value("attempt", int64_t(0)), t["task"], t["state"], t.value("exit_code", 0)};
+      static const std::set<std::string> states = {"running", "succeeded", "failed", "checkpointed", "stopped"};
+      if (!states.count(r.state))
+        return invalid_argument(at + ".state: unknown \"" + r.state + "\"; expected running, succeeded, failed, checkpointed, stopped");
+      reported.push_back(r);
+    }
+  }
+  ASYNC_CALL({
+    auto nid = s.cluster.find_node(node);
+    if (!nid.ok()) {
+      reply->set_value(not_found("node " + node + ": not in the cluster configuration"));
+      return;
+    }
+    NodeAdmin& na = s.node_admin[nid->value];
+    na.last_seen = s.now();
+    const int64_t beat = ++na.beats;
+    WriteBatch b;
+    Json stop = Json::array();
+    std::set<std::pair<int64_t, int>> seen;
+    std::set<int64_t> touched;
+    for (const Reported& rep : reported) {
+      auto it = s.jobs.find(rep.job);
+      JobRecord* r = it == s.jobs.end() ? nullptr : &it->second;
+      const bool current = r && placed(r->job.state) && rep.attempt == r->attempt && rep.task >= 0 &&
+                           rep.task < int(r->job.placement.size()) && r->job.placement[rep.task].node == *nid;
+      if (!current) {
+        // Not wanted here (ended, requeued, an older attempt, another node): make sure it stops.
+        if (rep.state == "running")
+          stop.push_back(Json{{"job", rep.job}, {"attempt", rep.attempt}, {"task", rep.task}, {"checkpoint", false}});
+        continue;
+      }
+      seen.insert({rep.job, rep.task});
+      TaskRun& tr = r->tasks[rep.task];
+      tr.recovered = false;
+      if (tr.offered_beat < 0) tr.offered_beat = beat;
+      if (tr.state != rep.state) {
+        tr.state = rep.state;
+        tr.exit_code = rep.exit_code;
+        touched.insert(rep.job);
+      }
+    }
+    // Tasks that should run here but were not reported.
+    for (int64_t jid : std::vector<int64_t>(s.active_ids.begin(), s.active_ids.end())) {
+      JobRecord& r = s.jobs.at(jid);
+      if (!placed(r.job.state)) continue;
+      for (size_t t = 0; t < r.job.placement.size(); ++t) {
+        if (r.job.placement[t].node != *nid || seen.count({jid, int(t)})) continue;
+        TaskRun& tr = r.tasks[t];
+        if (tr.recovered || (tr.offered_beat >= 0 && tr.offered_beat < beat && tr.state == "running") ||
+            (tr.offered_beat >= 0 && tr.offered_beat < beat && tr.state.empty())) {
+          s.requeue(r, "lost", "task " + std::to_string(t) + " is not running on node " + node +
+                                   " (the agent did not report it)", b, false);
+          break;
+        }
+        if (tr.offered_beat < 0) tr.offered_beat = beat;
+      }
+    }
+    // Jobs whose tasks changed state.
+    for (int64_t jid : touched) {
+      JobRecord& r = s.jobs.at(jid);
+      if (!placed(r.job.state)) continue;
+      bool any_failed = false, all_done = true, all_stopped = true;
+      int exit_code = 0;
+      for (const TaskRun& tr : r.tasks) {
+        if (tr.state == "failed") any_failed = true, exit_code = tr.exit_code;
+        all_done = all_done && tr.state == "succeeded";
+        all_stopped = all_stopped && (tr.state == "checkpointed" || tr.state == "stopped" || tr.state == "succeeded");
+      }
+      if (any_failed) {
+        r.exit_code = exit_code;
+        s.finish(r, JobState::kFailed, "a task exited with code " + std::to_string(exit_code), b, "agent:" + node,
+                 "failed", Json{{"exit_code", exit_code}});
+      } else if (all_done) {
+        r.exit_code = 0;
+        s.finish(r, JobState::kSucceeded, "all tasks exited with code 0", b, "agent:" + node, "succeeded");
+      } else if (all_stopped && r.job.state == JobState::kCheckpointing) {
+        s.requeue(r, "preempted", "checkpointed and stopped as asked", b, true);
+      } else if (all_stopped) {
+        s.requeue(r, "lost", "tasks stopped without being asked", b, false);
+      }
+    }
+    // Desired state.
+    Json run = Json::array();
+    for (int64_t jid : s.active_ids) {
+      const JobRecord& r = s.jobs.at(jid);
+      if (!placed(r.job.state)) continue;
+      for (size_t t = 0; t < r.job.placement.size(); ++t) {
+        if (r.job.placement[t].node != *nid) continue;
+        run.push_back(task_assignment_json(r, int(t), s.cluster));
+        if (r.job.state == JobState::kCheckpointing)
+          stop.push_back(Json{{"job", jid}, {"attempt", r.attempt}, {"task", t}, {"checkpoint", true},
+                              {"signal", r.spec.checkpoint.signal},
+                              {"grace", std::max<int64_t>(0, r.job.evict_by - s.now())}});
+      }
+    }
+    Json answer{{"run", run}, {"stop", stop}};
+    if (b.empty()) {
+      reply->set_value(answer);
+    } else {
+      s.dirty = true;
+      s.reply_when_durable(std::move(b), reply, answer);
+    }
+  })
+}
+
+// ---- tokens, events, config -------------------------------------------------------------------
+
+Result<Json> Controller::create_token(const Principal& who, const std::string& user, const std::string& role_text,
+                                      const std::string& queue) {
+  auto role = parse_role(role_text);
+  if (!role.ok()) return role.error();
+  if (user.empty()) return invalid_argument("user: required");
+  ASYNC_CALL({
+    if (who.role != Role::kAdmin) {
+      s.deny(who, "create token", "only admins may create tokens");
+      reply->set_value(permission_denied("only admins may create tokens"));
+      return;
+    }
+    const bool scoped = *role == Role::kTeamLead || *role == Role::kMember;
+    if (scoped && !s.tree->find(queue).ok()) {
+      reply->set_value(invalid_argument("queue: " + std::string(role_name(*role)) + " tokens need a known queue (got \"" + queue + "\")"));
+      return;
+    }
+    if (!scoped && !queue.empty()) {
+      reply->set_value(invalid_argument("queue: only team-lead and member tokens have a queue"));
+      return;
+    }
+    const std::string token = new_token();
+    TokenRow row{sha256_hex(token), user, role_name(*role), queue, s.now(), false};
+    WriteBatch b;
+    b.tokens.push_back(row);
+    b.events.push_back(s.event(0, "token_created", who.user, Json{{"user", user}, {"role", row.role}, {"queue", queue}}));
+    Controller* self = s.self;
+    s.persist(std::move(b), [self, reply, row, token](Status st) {
+      if (!st.ok()) {
+        reply->set_value(internal_error("store: " + st.message()));
+        return;
+      }
+      self->tokens_.add(row);
+      reply->set_value(Json{{"token", token}, {"user", row.user}, {"role", row.role}, {"queue", row.queue}});
+    });
+  })
+}
+
+Result<Json> Controller::list_tokens(const Principal& who) {
+  if (who.role != Role::kAdmin) {
+    audit_denied(who, "list tokens", "only admins may list tokens");
+    return permission_denied("only admins may list tokens");
+  }
+  Json out = Json::array();
+  for (const TokenRow& r : tokens_.list())
+    out.push_back(Json{{"id", r.hash.substr(0, 12)}, {"user", r.user}, {"role", r.role}, {"queue", r.queue},
+                       {"created", r.created}, {"revoked", r.revoked}});
+  return Json{{"tokens", out}};
+}
+
+Result<Json> Controller::events(const Principal& who, int64_t after, int64_t limit) {
+  if (who.role != Role::kAdmin && who.role != Role::kViewer) {
+    audit_denied(who, "read events", "only admins and viewers may read the event log");
+    return permission_denied("only admins and viewers may read the event log");
+  }
+  auto ev = store_->events_after(after, std::clamp<int64_t>(limit, 1, 10000));
+  if (!ev.ok()) return ev.error();
+  Json out = Json::array();
+  for (const EventRow& e : *ev)
+    out.push_back(Json{{"seq", e.seq}, {"job", e.job_id}, {"time", e.time}, {"kind", e.kind}, {"actor", e.actor},
+                       {"detail", Json::parse(e.detail, nullptr, false)}});
+  return Json{{"events", out}};
+}
+
+void Controller::audit_denied(const Principal& who, const std::string& what, const std::string& why) {
+  (void)call<int>([who, what, why](State& s) -> Result<int> {
+    s.deny(who, what, why);
+    return 0;
+  });
+}
+
+Status Controller::reload(config::ClusterConfig cfg, const std::string& who) {
+  auto r = call<Json>([&cfg, who](State& s) -> Result<Json> {
+    if (cfg.nodes.size() != s.config.nodes.size())
+      return failed_precondition("reload: the node list changed (" + std::to_string(s.config.nodes.size()) + " -> " +
+                                 std::to_string(cfg.nodes.size()) + " nodes); node changes need a restart");
+    for (size_t i = 0; i < cfg.nodes.size(); ++i)
+      if (cfg.nodes[i].name != s.config.nodes[i].name || cfg.nodes[i].gpu_model != s.config.nodes[i].gpu_model ||
+          cfg.nodes[i].gpu_count != s.config.nodes[i].gpu_count)
+        return failed_precondition("reload: node " + s.config.nodes[i].name + " changed; node changes need a restart");
+    auto tree = QueueTree::build(cfg.queues);
+    if (!tree.ok()) return tree.error();
+    for (int64_t id : s.active_ids) {
+      const JobRecord& jr = s.jobs.at(id);
+      auto q = tree->find(jr.queue_name);
+      if (!q.ok() || !tree->queue(*q).leaf())
+        return failed_precondition("reload: queue " + jr.queue_name + " holds job " + std::to_string(id) +
+                                   " but is gone or no longer a leaf; cancel or finish its jobs first");
+      bool known = false;
+      for (const PriorityClass& pc : cfg.scheduler.priority_classes) known = known || pc.name == jr.job.priority_class;
+      if (!known)
+        return failed_precondition("reload: priority class " + jr.job.priority_class + " is used by job " +
+                                   std::to_string(id) + " but is gone from the config");
+    }
+    auto sched = Scheduler::create(cfg.scheduler);
+    if (!sched.ok()) return sched.error();
+    auto pol = make_policy(cfg.scheduler.policy);
+    if (!pol.ok()) return pol.error();
+    // Commit: queue ids may have changed; remap the jobs.
+    auto new_tree = std::make_shared<const QueueTree>(std::move(*tree));
+    for (auto& [id, jr] : s.jobs) {
+      auto q = new_tree->find(jr.queue_name);
+      if (q.ok()) jr.job.queue = jr.job.gang.queue = *q;
+    }
+    std::vector<double> usage(new_tree->size(), 0.0);
+    for (const Queue& q : s.tree->queues()) {
+      auto nq = new_tree->find(q.name);
+      if (nq.ok() && q.id.value < s.usage.size()) usage[nq->value] = s.usage[q.id.value];
+    }
+    s.usage = std::move(usage);
+    s.tree = std::move(new_tree);
+    s.scheduler = std::move(*sched);
+    s.fit_policy = std::move(*pol);
+    s.config.queues = cfg.queues;
+    s.config.queue_classes = cfg.queue_classes;
+    s.config.scheduler = cfg.scheduler;
+    s.never_fits_cache.clear();
+    ++s.config_generation;
+    s.dirty = true;
+    WriteBatch b;
+    b.events.push_back(s.event(0, "config_reloaded", who, Json{{"queues", cfg.queues.size()}}));
+    s.persist(std::move(b));
+    return Json::object();
+  });
+  return r.ok() ? Status() : Status(r.error());
+}
+
+Json Controller::health() {
+  auto r = call<Json>([](State& s) -> Result<Json> {
+    int64_t pending = 0, running = 0;
+    for (int64_t id : s.active_ids) (s.jobs.at(id).job.state == JobState::kPending ? pending : running) += 1;
+    return Json{{"status", "ok"}, {"jobs", s.jobs.size()}, {"pending", pending}, {"running", running},
+                {"nodes", s.cluster.node_count()}, {"version", "0.1.0"}};
+  });
+  return r.ok() ? *r : Json{{"status", "unavailable"}};
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,103 @@
+// The controller: owns the cluster, queue and job state of `tessera server`, runs the scheduling
+// cycle from src/core and persists every change through the Store.
+//
+// Threads. One state thread owns every piece of state below; other threads (HTTP handlers, the
+// store's writer) never touch it: they post commands (closures) and wait for the answer. The
+// scheduling cycle runs on a second thread over an immutable copy of the state (a Snapshot); its
+// decisions come back as a command and are re-checked against the state as it is then (a job that
+// was cancelled meanwhile is not started; a placement that no longer applies is dropped).
+// Cycles run when something changed (submission, completion, node change), coalesced, and at least
+// every `cycle_interval`.
+//
+// Durability. A call that changes state answers only after its store batch is durable (group commit:
+// the state thread goes on while the store's writer syncs). Batches commit in the order the state
+// thread queued them, so a job's start can never be durable before its submission.
+//
+// Invariants: the ClusterState holds exactly the placements of running and checkpointing jobs;
+// every job state change has an event; job ids grow and are never reused.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "config/cluster_config.h"
+#include "config/job_spec.h"
+#include "core/status.h"
+#include "server/auth.h"
+#include "server/store.h"
+
+namespace tessera::server {
+
+using Json = nlohmann::json;
+
+struct ControllerOptions {
+  int64_t cycle_interval_ms = 1000;  // a cycle at least this often while work waits
+  int64_t min_cycle_gap_ms = 20;     // event-driven cycles coalesce within this gap
+  // Unix seconds. Tests may pass a controllable clock.
+  std::function<int64_t()> clock;
+};
+
+struct JobFilter {
+  std::string queue;                // matches the queue's subtree
+  std::string user;
+  std::vector<std::string> states;  // empty = all
+  bool active_only = false;
+  int64_t after = 0;                // ids greater than this
+  int64_t limit = 100;
+};
+
+class Controller {
+ public:
+  // Loads everything from `store` (restart recovery: running jobs keep their placements until their
+  // agents report) and starts the state and scheduling threads. The store must outlive the controller.
+  static Result<std::unique_ptr<Controller>> start(config::ClusterConfig config, Store* store, ControllerOptions options);
+  ~Controller();  // stops the threads (pending calls fail with kUnavailable)
+
+  // Jobs. Each returns the JSON docs/api.md gives for the call.
+  Result<Json> submit(const Principal& who, config::JobSpec spec, const std::string& idempotency_key, bool* created);
+  Result<Json> list_jobs(const Principal& who, const JobFilter& filter);
+  Result<Json> show_job(const Principal& who, int64_t id);
+  Result<Json> cancel_job(const Principal& who, int64_t id);
+  Result<Json> set_priority(const Principal& who, int64_t id, const std::string& priority_class);
+  // Queues and nodes.
+  Result<Json> queues(const Principal& who);
+  Result<Json> nodes(const Principal& who);
+  // op: "cordon", "drain" or "resume".
+  Result<Json> node_op(const Principal& who, const std::string& node, const std::string& op, const std::string& reason);
+  // Agents: a node's report in, its desired state out.
+  Result<Json> agent_heartbeat(const Principal& who, const Json& report);
+  // Tokens (admin).
+  Result<Json> create_token(const Principal& who, const std::string& user, const std::string& role, const std::string& queue);
+  Result<Json> list_tokens(const Principal& who);
+  Result<Json> events(const Principal& who, int64_t after, int64_t limit);
+  // Replaces queues, priority classes and the scheduler's configuration. Refused (old config kept,
+  // the error says why) when it is invalid, changes the nodes, or drops a queue that holds jobs.
+  Status reload(config::ClusterConfig config, const std::string& who);
+  // Records a denied call in the event log (the HTTP layer denies calls before they get here too).
+  void audit_denied(const Principal& who, const std::string& what, const std::string& why);
+  Json health();
+
+  TokenRegistry& tokens() { return tokens_; }
+  Store& store() { return *store_; }
+  // Blocks until a cycle has run after the call (tests and benchmarks).
+  void wait_for_cycle();
+
+ // The state the state thread owns (defined in controller.cc).
+  struct State;
+
+ private:
+  Controller(Store* store, ControllerOptions options);
+  // Runs fn on the state thread and returns its result.
+  template <class T>
+  Result<T> call(std::function<Result<T>(State&)> fn);
+  Store* store_;
+  ControllerOptions options_;
+  TokenRegistry tokens_;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tessera::server

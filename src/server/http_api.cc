@@ -1,0 +1,360 @@
+#include "server/http_api.h"
+
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace tessera::server {
+
+namespace {
+
+const char* code_name(ErrorCode c) {
+  switch (c) {
+    case ErrorCode::kInvalidArgument: return "invalid_argument";
+    case ErrorCode::kNotFound: return "not_found";
+    case ErrorCode::kFailedPrecondition: return "failed_precondition";
+    case ErrorCode::kResourceExhausted: return "invalid_argument";
+    case ErrorCode::kInternal: return "internal";
+    case ErrorCode::kUnauthenticated: return "unauthenticated";
+    case ErrorCode::kPermissionDenied: return "permission_denied";
+    case ErrorCode::kUnavailable: return "unavailable";
+  }
+  return "internal";
+}
+
+// "resources.gpus: must be >= 0" -> "resources.gpus" (a leading token made of path characters).
+std::string field_of(const std::string& message) {
+  const auto colon = message.find(": ");
+  if (colon == std::string::npos || colon == 0) return "";
+  for (size_t i = 0; i < colon; ++i) {
+    const char c = message[i];
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '[' || c == ']' || c == '-'))
+      return "";
+  }
+  return message.substr(0, colon);
+}
+
+void send_json(httplib::Response& res, int status, const Json& body) {
+  res.status = status;
+  res.set_content(body.dump(), "application/json");
+}
+
+void send_error(httplib::Response& res, const Error& e) {
+  res.status = http_status(e.code);
+  res.set_content(error_body(e), "application/json");
+}
+
+void send_result(httplib::Response& res, const Result<Json>& r, int ok_status = 200) {
+  if (r.ok())
+    send_json(res, ok_status, *r);
+  else
+    send_error(res, r.error());
+}
+
+Result<int64_t> int_param(const httplib::Request& req, const std::string& name, int64_t fallback) {
+  if (!req.has_param(name.c_str())) return fallback;
+  const std::string v = req.get_param_value(name.c_str());
+  char* end = nullptr;
+  errno = 0;
+  const long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno == ERANGE) return invalid_argument(name + ": must be an integer, got \"" + v + "\"");
+  return int64_t(x);
+}
+
+Result<int64_t> path_id(const httplib::Request& req) {
+  const std::string v = req.matches[1];
+  char* end = nullptr;
+  const long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || x <= 0) return invalid_argument("id: must be a positive integer job id, got \"" + v + "\"");
+  return int64_t(x);
+}
+
+Result<Json> json_body(const httplib::Request& req) {
+  if (req.body.empty()) return Json::object();
+  Json j = Json::parse(req.body, nullptr, false);
+  if (j.is_discarded()) return invalid_argument("body: not valid JSON");
+  if (!j.is_object()) return invalid_argument("body: must be a JSON object");
+  return j;
+}
+
+}  // namespace
+
+int http_status(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInvalidArgument: return 400;
+    case ErrorCode::kResourceExhausted: return 400;
+    case ErrorCode::kNotFound: return 404;
+    case ErrorCode::kFailedPrecondition: return 409;
+    case ErrorCode::kUnauthenticated: return 401;
+    case ErrorCode::kPermissionDenied: return 403;
+    case ErrorCode::kUnavailable: return 503;
+    case ErrorCode::kInternal: return 500;
+  }
+  return 500;
+}
+
+std::string error_body(const Error& e) {
+  Json err{{"code", code_name(e.code)}, {"message", e.message}};
+  if (std::string f = field_of(e.message); !f.empty()) err["field"] = f;
+  return Json{{"error", err}}.dump();
+}
+
+HttpApi::HttpApi(Controller& controller, std::function<Status(const std::string&)> reload)
+    : controller_(controller), reload_(std::move(reload)) {}
+
+HttpApi::~HttpApi() { stop(); }
+
+void HttpApi::stop() {
+  if (server_) server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+Status HttpApi::start(const HttpOptions& o) {
+  server_ = std::make_unique<httplib::Server>();
+  const int threads = o.threads;
+  server_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+  server_->set_payload_max_length(o.max_body_bytes);
+  server_->set_keep_alive_max_count(100000);
+  server_->set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 413)
+      send_error(res, Error{ErrorCode::kInvalidArgument, "body: larger than the 1 MiB limit; split the request"}), res.status = 413;
+    else if (res.status == 404)
+      send_error(res, not_found("path: no such API endpoint; see docs/api.md"));
+    else
+      res.set_content(Json{{"error", {{"code", "http_" + std::to_string(res.status)}, {"message", "HTTP " + std::to_string(res.status)}}}}.dump(),
+                      "application/json");
+  });
+  server_->set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    spdlog::error("event=handler_exception method={} path={} error=\"{}\"", req.method, req.path, what);
+    send_error(res, internal_error("internal error: " + what));
+  });
+  routes();
+  if (o.port == 0) {
+    port_ = server_->bind_to_any_port(o.host.c_str());
+    if (port_ <= 0) return invalid_argument("listen: cannot bind " + o.host + " to any port");
+  } else {
+    if (!server_->bind_to_port(o.host.c_str(), o.port))
+      return invalid_argument("listen: cannot bind " + o.host + ":" + std::to_string(o.port) +
+                              " (in use, or not an address of this machine); pick another with --listen HOST:PORT");
+    port_ = o.port;
+  }
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  return {};
+}
+
+void HttpApi::routes() {
+  httplib::Server& s = *server_;
+  Controller& c = controller_;
+
+  // Authentication: the principal of the request's bearer token, or an error already sent.
+  auto auth = [&c](const httplib::Request& req, httplib::Response& res) -> std::optional<Principal> {
+    const std::string h = req.get_header_value("Authorization");
+    if (h.rfind("Bearer ", 0) != 0) {
+      send_error(res, unauthenticated("Authorization: missing; send `Authorization: Bearer <token>` "
+                                      "(the first admin token is in DATA_DIR/admin.token)"));
+      return std::nullopt;
+    }
+    auto p = c.tokens().find(h.substr(7));
+    if (!p) {
+      send_error(res, unauthenticated("Authorization: unknown or revoked token"));
+      return std::nullopt;
+    }
+    const bool agent_path = req.path.rfind("/api/v1/agent/", 0) == 0;
+    if (p->role == Role::kAgent && !agent_path) {
+      const std::string why = "agent tokens may only call /api/v1/agent/*";
+      c.audit_denied(*p, req.method + " " + req.path, why);
+      send_error(res, permission_denied(why));
+      return std::nullopt;
+    }
+    return p;
+  };
+
+  s.Get("/healthz", [&c](const httplib::Request&, httplib::Response& res) { send_json(res, 200, c.health()); });
+
+  s.Get("/api/v1/whoami", [auth](const httplib::Request& req, httplib::Response& res) {
+    auto p = auth(req, res);
+    if (!p) return;
+    send_json(res, 200, Json{{"user", p->user}, {"role", role_name(p->role)}, {"queue", p->queue}});
+  });
+
+  s.Post("/api/v1/jobs", [auth, &c](const httplib::Request& req, httplib::Response& res) {
+    auto p = auth(req, res);
+    if (!p) return;
+    const std::string type = req.get_header_value("Content-Type");
+    const bool yaml = type.find("yaml") != std::string::npos;
+    if (!type.empty() && !yaml && type.find("json") == std::string::npos) {
+      res.status = 415;
+      res.set_content(Json{{"error", {{"code", "unsupported_media_type"},
+                                      {"message", "Content-Type: send application/json or application/yaml"}}}}.dump(),
+                      "application/json");
+      return;
+    }
+    auto spec = yaml ? config::parse_job_spec_yaml(req.body) : config::parse_job_spec_json(req.body);
+    if (!spec.ok()) return send_error(res, spec.error());
+    const std::string key = req.get_header_value("Idempotency-Key");
+    if (key.size() > 128) return send_error(res, invalid_argument("Idempotency-Key: at most 128 characters"));
+    bool created = false;
+    auto r = c.submit(*p, std::move(*spec), key, &created);
+    send_result(res, r, created ? 201 : 200);
+  });
+
+  s.Get("/api/v1/jobs", [auth, &c](const httplib::Request& req, httplib::Response& res) {
+    auto p = auth(req, res);
+    if (!p) return;
+    JobFilter f;
+    f.queue = req.get_param_value("queue");
+    f.user = req.get_param_value("user");
+    if (req.has_param("state")) {
+      std::stringstream ss(req.get_param_value("state"));
+      for (std::string st; std::getline(ss, st, ',');)
+        if (!st.empty()) f.states.push_back(st);
+    }
+    f.active_only = req.get_param_value("active") == "true";
+    auto limit = int_param(req, "limit", 100);
+    auto after = int_param(req, "after", 0);
+    if (!limit.ok()) return send_error(res, limit.error());
+    if (!after.ok()) return send_error(res, after.error());
+    if (*limit < 1 || *limit > 1000) return send_error(res, invalid_argument("limit: must be 1..1000"));
+    f.limit = *limit;
+    f.after = *after;
+    send_result(res, c.list_jobs(*p, f));
+  });
+
+  s.Get(R"(/api/v1/jobs/([^/]+))", [auth, &c](const httplib::Request& req, httplib::Response& res) {
+    auto p = auth(req, res);
+    if (!p) return;
+    auto id = path_id(req);
+    if (!id.ok()) return send_error(res, id.error());
+    send_result(res, c.show_job(*p, *id));
+  });
+
+  auto cancel = [auth, &c](const httplib::Request& req, httplib::Response& res) {
+    auto p = auth(req, res);
+    if (!p) return;
+    auto id = path_id(req);
+    if (!id.ok()) return send_error(res, id.error());
+    send_result(res, c.cancel_job(*p, *id));
+  };
+  s.Post(R"(/api/v1/jobs/([^/]+)/cancel)", cancel);
+  s.Delete(R"(/api/v1/jobs/([^/]+))", cancel);
+
+  s.Post(R"(/api/v1/jobs/([^/]+)/priority)", [auth, &c](const httplib::Request& req, httplib::Response& res) {
+    auto p = auth(req, res);
+    if (!p) return;
+    auto id = path_id(req);
+    if (!id.ok()) return send_error(res, id.error());
+    auto body = json_body(req);
+    if (!body.ok()) return send_error(res, body.error());
+    if (!body->contains("priority_class") || !(*body)["priority_class"].is_string())
+      return send_error(res, invalid_argument("priority_class: required string, e.g. {\"priority_class\": \"research\"}"));
+    send_result(res, c.set_priority(*p, *id, (*body)["priority_class"]));
+  });
+
+  s.Get("/api/v1/queues", [auth, &c](const httplib::Request& req, httplib::Response& res) {
+    auto p = auth(req, res);
+    if (!p) return;
+    send_result(res, c.queues(*p));
+  });
+  s.Get("/api/v1/nodes", [auth, &c](const httplib::Request& req, httplib::Response& res) {
+    auto p = auth(req, res);
+    if (!p) return;
+    send_result(res, c.nodes(*p));
+  });
+  s.Post(R"(/api/v1/nodes/([^/]+)/(cordon|drain|resume))", [auth, &c](const httplib::Request& req, httplib::Response& res) {
+    auto p = auth(req, res);
+    if (!p) return;
+    auto body = json_body(req);
+    if (!body.ok()) return send_error(res, body.error());
+    std::string reason;
+    if (body->contains("reason")) {
+      if (!(*body)["reason"].is_string()) return send_error(res, invalid_argument("reason: must be a string"));
+      reason = (*body)["reason"];
+    }
+    send_result(res, c.node_op(*p, req.matches[1], req.matches[2], reason));
+  });
+
+  s.Post("/api/v1/tokens", [auth, &c](const httplib::Request& req, httplib::Response& res) {
+    auto p = auth(req, res);
+    if (!p) return;
+    auto body = json_body(req);
+    if (!body.ok()) return send_error(res, body.error());
+    for (const char* k : {"user", "role", "queue"})
+      if (body->contains(k) && !(*body)[k].is_string()) return send_error(res, invalid_argument(std::string(k) + ": must be a string"));
+    send_result(res, c.create_token(*p, body->value("user", ""), body->value("role", ""), body->value("queue", "")), 201);
+  });
+  s.Get("/api/v1/tokens", [auth, &c](const httplib::Request& req, httplib::Response& res) {
+    auto p = auth(req, res);
+    if (!p) return;
+    send_result(res, c.list_tokens(*p));
+  });
+  s.Get("/api/v1/events", [auth, &c](const httplib::Request& req, httplib::Response& res) {
+    auto p = auth(req, res);
+    if (!p) return;
+    auto after = int_param(req, "after", 0);
+    auto limit = int_param(req, "limit", 1000);
+    if (!after.ok()) return send_error(res, after.error());
+    if (!limit.ok()) return send_error(res, limit.error());
+    send_result(res, c.events(*p, *after, *limit));
+  });
+
+  s.Get("/api/v1/admin/backup", [auth, &c](const httplib::Request& req, httplib::Response& res) {
+    auto p = auth(req, res);
+    if (!p) return;
+    if (p->role != Role::kAdmin) {
+      c.audit_denied(*p, "backup", "only admins may take backups");
+      return send_error(res, permission_denied("only admins may take backups"));
+    }
+    char dir[] = "/tmp/tessera-backup-XXXXXX";
+    if (!mkdtemp(dir)) return send_error(res, internal_error("backup: cannot create a temporary directory in /tmp"));
+    const std::string path = std::string(dir) + "/tessera.db";
+    Status st = c.store().backup(path);
+    std::string bytes;
+    if (st.ok()) {
+      std::ifstream in(path, std::ios::binary);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      bytes = ss.str();
+    }
+    std::remove(path.c_str());
+    rmdir(dir);
+    if (!st.ok()) return send_error(res, st.error());
+    res.status = 200;
+    res.set_content(std::move(bytes), "application/octet-stream");
+  });
+
+  s.Post("/api/v1/admin/reload", [this, auth, &c](const httplib::Request& req, httplib::Response& res) {
+    auto p = auth(req, res);
+    if (!p) return;
+    if (p->role != Role::kAdmin) {
+      c.audit_denied(*p, "reload", "only admins may reload the config");
+      return send_error(res, permission_denied("only admins may reload the config"));
+    }
+    Status st = reload_(p->user);
+    if (!st.ok()) return send_error(res, st.error());
+    send_json(res, 200, Json{{"reloaded", true}});
+  });
+
+  s.Post("/api/v1/agent/heartbeat", [auth, &c](const httplib::Request& req, httplib::Response& res) {
+    auto p = auth(req, res);
+    if (!p) return;
+    Json body = Json::parse(req.body, nullptr, false);
+    if (body.is_discarded()) return send_error(res, invalid_argument("body: not valid JSON"));
+    send_result(res, c.agent_heartbeat(*p, body));
+  });
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,205 @@
+#include "server/job_record.h"
+
+#include <set>
+
+namespace tessera::server {
+
+using Json = nlohmann::json;
+
+namespace {
+
+const char* grant_kind_name(GrantKind k) {
+  switch (k) {
+    case GrantKind::kWhole: return "whole";
+    case GrantKind::kShare: return "share";
+    case GrantKind::kMig: return "mig";
+  }
+  return "?";
+}
+
+Json nullable(int64_t v) { return v >= 0 ? Json(v) : Json(nullptr); }
+
+Result<JobState> state_from(const std::string& s) {
+  for (JobState js : {JobState::kPending, JobState::kRunning, JobState::kCheckpointing, JobState::kSucceeded,
+                      JobState::kFailed, JobState::kCancelled})
+    if (s == job_state_name(js)) return js;
+  return invalid_argument("state: unknown \"" + s + "\"");
+}
+
+}  // namespace
+
+Json record_to_json(const JobRecord& r, const ClusterState& cluster) {
+  Json placement = Json::array();
+  for (const TaskPlacement& p : r.job.placement) {
+    Json grants = Json::array();
+    for (const GpuGrant& g : p.gpus)
+      grants.push_back(Json{{"gpu", g.gpu}, {"kind", grant_kind_name(g.kind)}, {"milli", g.milli.v}, {"memory", g.memory.v},
+                            {"mig_profile", g.mig_profile}, {"mig_start", g.mig_start}});
+    placement.push_back(Json{{"node", cluster.node(p.node).name}, {"cpu", p.cpu.v}, {"memory", p.memory.v},
+                             {"task_class", p.task_class}, {"grants", grants}});
+  }
+  return Json{{"id", r.id},
+              {"spec", config::job_spec_to_json(r.spec)},
+              {"user", r.job.user},
+              {"queue", r.queue_name},
+              {"priority_class", r.job.priority_class},
+              {"state", job_state_name(r.job.state)},
+              {"submitted", r.job.submitted},
+              {"started", r.job.started},
+              {"finished", r.finished},
+              {"last_preempted", r.job.last_preempted},
+              {"evict_by", r.job.evict_by},
+              {"preemptions", r.job.preemptions},
+              {"attained_gpu_s", r.job.attained_gpu_s},
+              {"checkpoint_last", r.job.checkpoint.last},
+              {"attempt", r.attempt},
+              {"exit_code", r.exit_code},
+              {"end_reason", r.end_reason},
+              {"idempotency_key", r.idempotency_key},
+              {"placement", placement}};
+}
+
+Result<JobRecord> record_from_json(const Json& j, const QueueTree& tree, const ClusterState& cluster) {
+  if (!j.is_object()) return invalid_argument("record: not a JSON object");
+  try {
+    JobRecord r;
+    r.id = j.at("id");
+    auto spec = config::job_spec_from_json(j.at("spec"));
+    if (!spec.ok()) return invalid_argument("spec: " + spec.error().message);
+    r.spec = std::move(*spec);
+    r.queue_name = j.at("queue");
+    auto q = tree.find(r.queue_name);
+    if (!q.ok()) return invalid_argument("queue " + r.queue_name + " is not in the configuration any more");
+    auto st = state_from(j.at("state"));
+    if (!st.ok()) return st.error();
+    r.job.id = JobId(uint32_t(r.id));
+    r.job.name = r.spec.name;
+    r.job.user = j.at("user");
+    r.job.queue = *q;
+    r.job.priority_class = j.at("priority_class");
+    r.job.gang = r.spec.gang();
+    r.job.gang.id = r.job.id;
+    r.job.gang.queue = *q;
+    r.job.submitted = j.at("submitted");
+    r.job.expected_runtime = r.spec.expected_runtime;
+    r.job.max_runtime = r.spec.max_runtime;
+    r.job.checkpoint.interval = r.spec.checkpoint.interval;
+    r.job.checkpoint.grace = r.spec.checkpoint.grace;
+    r.job.checkpoint.last = j.value("checkpoint_last", int64_t(-1));
+    r.job.state = *st;
+    r.job.started = j.value("started", int64_t(-1));
+    r.job.last_preempted = j.value("last_preempted", int64_t(-1));
+    r.job.evict_by = j.value("evict_by", int64_t(-1));
+    r.job.preemptions = j.value("preemptions", 0);
+    r.job.attained_gpu_s = j.value("attained_gpu_s", int64_t(0));
+    r.finished = j.value("finished", int64_t(-1));
+    r.attempt = j.value("attempt", int64_t(0));
+    r.exit_code = j.value("exit_code", 0);
+    r.end_reason = j.value("end_reason", "");
+    r.idempotency_key = j.value("idempotency_key", "");
+    for (const Json& p : j.value("placement", Json::array())) {
+      TaskPlacement tp;
+      auto node = cluster.find_node(p.at("node"));
+      if (!node.ok()) return invalid_argument("placement: node " + p.at("node").get<std::string>() + " is not in the configuration any more");
+      tp.node = *node;
+      tp.cpu = MilliCpu(p.at("cpu").get<int64_t>());
+      tp.memory = MiB(p.at("memory").get<int64_t>());
+      tp.task_class = p.value("task_class", 0);
+      for (const Json& g : p.at("grants")) {
+        GpuGrant gg;
+        gg.gpu = g.at("gpu");
+        const std::string kind = g.at("kind");
+        gg.kind = kind == "whole" ? GrantKind::kWhole : kind == "share" ? GrantKind::kShare : GrantKind::kMig;
+        gg.milli = MilliGpu(g.at("milli").get<int64_t>());
+        gg.memory = MiB(g.at("memory").get<int64_t>());
+        gg.mig_profile = g.at("mig_profile");
+        gg.mig_start = g.at("mig_start");
+        tp.gpus.push_back(gg);
+      }
+      r.job.placement.push_back(std::move(tp));
+    }
+    return r;
+  } catch (const Json::exception& e) {
+    return invalid_argument(std::string("record: ") + e.what());
+  }
+}
+
+Json placement_json(const JobRecord& r, const ClusterState& cluster) {
+  Json out = Json::array();
+  for (size_t t = 0; t < r.job.placement.size(); ++t) {
+    const TaskPlacement& p = r.job.placement[t];
+    const Node& n = cluster.node(p.node);
+    Json gpus = Json::array();
+    Json mig = nullptr;
+    int64_t milli = 0;
+    for (const GpuGrant& g : p.gpus) {
+      gpus.push_back(g.gpu);
+      milli = g.milli_held();
+      if (g.kind == GrantKind::kMig) {
+        const MigProfile* prof = n.gpus[g.gpu].model->find_profile_id(g.mig_profile);
+        mig = Json{{"gpu", g.gpu}, {"profile", prof ? prof->name : "?"}, {"start", g.mig_start}};
+      }
+    }
+    out.push_back(Json{{"task", t}, {"node", n.name}, {"gpus", gpus}, {"gpu_milli", milli}, {"mig", mig},
+                       {"cpu_milli", p.cpu.v}, {"memory_mib", p.memory.v}});
+  }
+  return out;
+}
+
+Json record_to_api(const JobRecord& r, const ClusterState& cluster, const PendingInfo* pending, bool detail) {
+  std::set<std::string> nodes;
+  for (const TaskPlacement& p : r.job.placement) nodes.insert(cluster.node(p.node).name);
+  const TaskRequest& t = r.spec.task;
+  std::string reason = r.end_reason;
+  if (pending) reason = pending->reason;
+  if (r.job.state == JobState::kCheckpointing) reason = "checkpointing before it stops";
+  Json j{{"id", r.id},
+         {"name", r.spec.name},
+         {"user", r.job.user},
+         {"queue", r.queue_name},
+         {"project", r.spec.project},
+         {"priority_class", r.job.priority_class},
+         {"state", job_state_name(r.job.state)},
+         {"tasks", r.spec.tasks},
+         {"gpus", int64_t(r.spec.tasks) * (t.mig() ? 1 : t.gpu_count)},
+         {"submitted", r.job.submitted},
+         {"started", nullable(r.job.started)},
+         {"finished", nullable(r.finished)},
+         {"reason", reason},
+         {"queue_position", pending ? Json(pending->queue_position) : Json(nullptr)},
+         {"estimated_start", pending && pending->estimated_start ? Json(*pending->estimated_start) : Json(nullptr)},
+         {"nodes", std::vector<std::string>(nodes.begin(), nodes.end())}};
+  if (!detail) return j;
+  j["spec"] = config::job_spec_to_json(r.spec);
+  j["placement"] = placement_json(r, cluster);
+  j["attempt"] = r.attempt;
+  j["preemptions"] = r.job.preemptions;
+  j["exit_code"] = r.job.state == JobState::kSucceeded || r.job.state == JobState::kFailed ? Json(r.exit_code) : Json(nullptr);
+  if (pending)
+    j["pending"] = Json{{"reason", pending->reason}, {"queue_position", pending->queue_position},
+                        {"overall_position", pending->overall_position},
+                        {"estimated_start", pending->estimated_start ? Json(*pending->estimated_start) : Json(nullptr)},
+                        {"reserved", pending->reserved}};
+  else
+    j["pending"] = nullptr;
+  return j;
+}
+
+Json task_assignment_json(const JobRecord& r, int task, const ClusterState& cluster) {
+  const Json placement = placement_json(r, cluster);
+  const Json& p = placement.at(size_t(task));
+  Json ckpt{{"interval", r.spec.checkpoint.interval}, {"signal", r.spec.checkpoint.signal},
+            {"grace", r.spec.checkpoint.grace}, {"dir", r.spec.checkpoint.dir}};
+  Json env = Json::object();
+  for (const auto& [k, v] : r.spec.env) env[k] = v;
+  Json peers = Json::array();  // every task's node, in task order (for rendezvous)
+  for (const Json& q : placement) peers.push_back(q["node"]);
+  return Json{{"job", r.id},        {"attempt", r.attempt},          {"task", task},
+              {"tasks", placement.size()}, {"name", r.spec.name},    {"user", r.job.user},
+              {"command", r.spec.command}, {"env", env},             {"working_dir", r.spec.working_dir},
+              {"gpus", p["gpus"]},  {"gpu_milli", p["gpu_milli"]},   {"mig", p["mig"]},
+              {"cpu_milli", p["cpu_milli"]}, {"memory_mib", p["memory_mib"]}, {"checkpoint", ckpt},
+              {"task_nodes", peers}};
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,177 @@
+#include "server/server_main.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+
+#include "server/controller.h"
+#include "server/http_api.h"
+#include "server/store.h"
+
+namespace tessera::server {
+
+const char* default_config_yaml() {
+  return R"(# Tessera's built-in demo cluster (tessera server without --config).
+name: built-in
+levels: [leaf]
+nodes:
+  - {name: node, count: 4, gpu_model: A100-80GB, gpus: 8, cpu: 128000, memory: 1048576, path: [leaf-0]}
+queues:
+  - {name: default}
+  - {name: team-a, guaranteed: {A100-80GB: 12000}}
+  - {name: team-b, guaranteed: {A100-80GB: 12000}}
+)";
+}
+
+Result<config::ClusterConfig> load_server_config(const std::string& path) {
+  if (path.empty()) return config::parse_cluster_config_yaml(default_config_yaml());
+  return config::load_cluster_config(path);
+}
+
+std::string describe_config(const config::ClusterConfig& c) {
+  int64_t gpus = 0;
+  for (const NodeSpec& n : c.nodes) gpus += n.gpu_count;
+  int leaves = 0;
+  for (const QueueSpec& q : c.queues) {
+    bool leaf = true;
+    for (const QueueSpec& o : c.queues) leaf = leaf && o.parent != q.name;
+    leaves += leaf;
+  }
+  return std::to_string(c.nodes.size()) + " nodes, " + std::to_string(gpus) + " GPUs, " + std::to_string(c.queues.size()) +
+         " queues (" + std::to_string(leaves) + " leaves), " + std::to_string(c.scheduler.priority_classes.size()) +
+         " priority classes, placement policy " + c.scheduler.policy;
+}
+
+namespace {
+
+// Writes the token to DIR/admin.token with mode 0600 (created exclusively: never overwrites).
+Status write_admin_token(const std::string& path, const std::string& token) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) return invalid_argument("cannot create " + path + ": " + std::strerror(errno));
+  const std::string line = token + "\n";
+  const bool ok = ::write(fd, line.data(), line.size()) == ssize_t(line.size()) && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok) return invalid_argument("cannot write " + path);
+  return {};
+}
+
+}  // namespace
+
+int run_server(const ServerOptions& o) {
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z level=%l %v");
+  spdlog::set_level(spdlog::level::from_str(o.log_level));
+  if (o.data_dir.empty()) {
+    std::cerr << "tessera server: --data DIR is required (where the store lives, created if missing)\n";
+    return 2;
+  }
+  const auto colon = o.listen.rfind(':');
+  if (colon == std::string::npos) {
+    std::cerr << "tessera server: --listen must be HOST:PORT, got \"" << o.listen << "\"\n";
+    return 2;
+  }
+  HttpOptions http;
+  http.host = o.listen.substr(0, colon);
+  try {
+    http.port = std::stoi(o.listen.substr(colon + 1));
+  } catch (...) {
+    std::cerr << "tessera server: --listen port must be a number, got \"" << o.listen.substr(colon + 1) << "\"\n";
+    return 2;
+  }
+  http.threads = o.http_threads;
+
+  auto cfg = load_server_config(o.config_path);
+  if (!cfg.ok()) {
+    std::cerr << "tessera server: config: " << cfg.error().message << "\n";
+    return 1;
+  }
+  // Signals go to one waiting thread (blocked everywhere else, before any thread starts).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGHUP);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto store = open_sqlite_store(o.data_dir);
+  if (!store.ok()) {
+    std::cerr << "tessera server: store: " << store.error().message << "\n";
+    return 1;
+  }
+  // First start: an admin token.
+  auto loaded = (*store)->load();
+  if (!loaded.ok()) {
+    std::cerr << "tessera server: store: " << loaded.error().message << "\n";
+    return 1;
+  }
+  const std::string token_path = o.data_dir + "/admin.token";
+  if (loaded->tokens.empty()) {
+    const std::string token = new_token();
+    WriteBatch b;
+    b.tokens.push_back(TokenRow{sha256_hex(token), "admin", "admin", "", int64_t(std::time(nullptr)), false});
+    std::error_code ec;
+    std::filesystem::remove(token_path, ec);
+    if (Status st = write_admin_token(token_path, token); !st.ok()) {
+      std::cerr << "tessera server: " << st.message() << "\n";
+      return 1;
+    }
+    if (Status st = (*store)->write_sync(std::move(b)); !st.ok()) {
+      std::cerr << "tessera server: store: " << st.message() << "\n";
+      return 1;
+    }
+    spdlog::info("event=admin_token_created path={}", token_path);
+  }
+
+  auto controller = Controller::start(*cfg, store->get(), ControllerOptions{});
+  if (!controller.ok()) {
+    std::cerr << "tessera server: " << controller.error().message << "\n";
+    return 1;
+  }
+  auto reload = [&](const std::string& who) -> Status {
+    auto next = load_server_config(o.config_path);
+    if (!next.ok()) {
+      spdlog::warn("event=reload_refused by={} reason=\"{}\"", who, next.error().message);
+      return invalid_argument("reload refused, the old config stays: " + next.error().message);
+    }
+    Status st = (*controller)->reload(std::move(*next), who);
+    if (!st.ok()) {
+      spdlog::warn("event=reload_refused by={} reason=\"{}\"", who, st.message());
+      return Error{st.error().code, "reload refused, the old config stays: " + st.message()};
+    }
+    spdlog::info("event=config_reloaded by={} path={}", who, o.config_path.empty() ? "(built-in)" : o.config_path);
+    return {};
+  };
+  HttpApi api(**controller, reload);
+  if (Status st = api.start(http); !st.ok()) {
+    std::cerr << "tessera server: " << st.message() << "\n";
+    return 1;
+  }
+  spdlog::info("event=listening address={}:{} data={} config=\"{}\" cluster=\"{}\"", http.host, api.port(), o.data_dir,
+               o.config_path.empty() ? "(built-in)" : o.config_path, describe_config(*cfg));
+  std::cout << "tessera server listening on http://" << http.host << ":" << api.port() << std::endl;
+
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&signals, &sig) != 0) continue;
+    if (sig == SIGHUP) {
+      (void)reload("SIGHUP");
+      continue;
+    }
+    spdlog::info("event=stopping signal={}", sig);
+    break;
+  }
+  api.stop();
+  controller->reset();
+  (*store)->flush();
+  spdlog::info("event=stopped");
+  return 0;
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,29 @@
+// `tessera server`: wires the config, the store, the controller and the HTTP API together, writes
+// the first admin token, reloads the config on SIGHUP (a bad one is refused and the old kept), and
+// stops cleanly on SIGTERM/SIGINT. Without --config it runs a small built-in cluster (default_config_yaml).
+#pragma once
+
+#include <string>
+
+#include "config/cluster_config.h"
+#include "core/status.h"
+
+namespace tessera::server {
+
+struct ServerOptions {
+  std::string data_dir;
+  std::string listen = "127.0.0.1:8420";  // HOST:PORT; port 0 = any free port (printed)
+  std::string config_path;                // empty = the built-in default
+  int http_threads = 64;
+  std::string log_level = "info";
+};
+
+// The built-in cluster: 4 nodes of 8 A100-80GB (two with MIG on), queues default/team-a/team-b.
+const char* default_config_yaml();
+Result<config::ClusterConfig> load_server_config(const std::string& path);
+// A one-paragraph summary of a valid config (for --check-config).
+std::string describe_config(const config::ClusterConfig& c);
+// Runs until SIGTERM or SIGINT. Returns the process exit status (0 = clean stop).
+int run_server(const ServerOptions& options);
+
+}  // namespace tessera::server

@@ -1,0 +1,176 @@
+// Test harness: runs the real `tessera server` binary as a child process on loopback (any free
+// port) with a temporary data directory, and talks to it over real HTTP. Not thread-safe; one
+// instance per test. The directory is removed when the harness is destroyed.
+#pragma once
+
+#include <httplib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tessera::testing {
+
+using Json = nlohmann::json;
+
+inline std::string make_temp_dir(const std::string& prefix) {
+  std::string tmpl = "/tmp/" + prefix + "-XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (!mkdtemp(buf.data())) std::abort();
+  return buf.data();
+}
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct HttpReply {
+  int status = 0;  // 0 = no answer (connection failed)
+  Json body;
+  std::string raw;
+};
+
+class ServerProcess {
+ public:
+  explicit ServerProcess(std::string config = TESSERA_SOURCE_DIR "/tests/server/data/e2e_cluster.yaml")
+      : config_(std::move(config)), dir_(make_temp_dir("tessera-e2e")) {}
+  ~ServerProcess() {
+    kill(SIGKILL);
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  const std::string& dir() const { return dir_; }
+  int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+
+  // Starts the server and waits until it prints its address. Returns false (and the output) on failure.
+  bool start(std::string* output = nullptr, std::vector<std::string> extra = {}) {
+    int out[2];
+    if (pipe(out) != 0) return false;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(out[1], 1);
+      dup2(out[1], 2);
+      close(out[0]);
+      std::vector<std::string> args = {TESSERA_BINARY, "server", "--data", dir_, "--listen", "127.0.0.1:" + std::to_string(port_),
+                                        "--log-level", "warn"};
+      if (!config_.empty()) args.insert(args.end(), {"--config", config_});
+      args.insert(args.end(), extra.begin(), extra.end());
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(out[1]);
+    // Read until the "listening on http://HOST:PORT" line (or the child exits).
+    std::string text;
+    char buf[512];
+    for (;;) {
+      const ssize_t n = read(out[0], buf, sizeof buf);
+      if (n <= 0) break;
+      text.append(buf, size_t(n));
+      const auto at = text.find("listening on http://");
+      if (at != std::string::npos && text.find('\n', at) != std::string::npos) {
+        const auto colon = text.find(':', at + 20);
+        port_ = std::stoi(text.substr(colon + 1));
+        break;
+      }
+    }
+    // Keep draining the child's output so it never blocks on a full pipe.
+    const int fd = out[0];
+    drain_ = std::make_shared<std::thread>([fd] {
+      char b[512];
+      while (read(fd, b, sizeof b) > 0) {
+      }
+      close(fd);
+    });
+    drain_->detach();
+    if (output) *output = text;
+    if (port_ == 0) {
+      int status = 0;
+      waitpid(pid_, &status, 0);
+      pid_ = -1;
+      return false;
+    }
+    admin_ = read_file(dir_ + "/admin.token");
+    while (!admin_.empty() && admin_.back() == '\n') admin_.pop_back();
+    return true;
+  }
+
+  // Sends a signal and, for SIGKILL/SIGTERM, waits for the exit. Returns the exit status (or -1).
+  int kill(int sig) {
+    if (pid_ <= 0) return -1;
+    ::kill(pid_, sig);
+    if (sig == SIGHUP) return 0;
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+  // Restarts on the same port and data directory.
+  bool restart() { return start(); }
+
+  const std::string& admin_token() const { return admin_; }
+
+  HttpReply call(const std::string& method, const std::string& path, const std::string& token, const std::string& body = "",
+                 const std::string& content_type = "application/json", httplib::Headers extra = {}) const {
+    httplib::Client cli("127.0.0.1", port_);
+    cli.set_read_timeout(30, 0);
+    httplib::Headers h = std::move(extra);
+    if (!token.empty()) h.emplace("Authorization", "Bearer " + token);
+    httplib::Result r;
+    if (method == "GET")
+      r = cli.Get(path.c_str(), h);
+    else if (method == "POST")
+      r = cli.Post(path.c_str(), h, body, content_type.c_str());
+    else if (method == "DELETE")
+      r = cli.Delete(path.c_str(), h);
+    HttpReply out;
+    if (!r) return out;
+    out.status = r->status;
+    out.raw = r->body;
+    out.body = Json::parse(r->body, nullptr, false);
+    return out;
+  }
+  HttpReply get(const std::string& path, const std::string& token) const { return call("GET", path, token); }
+  HttpReply post(const std::string& path, const std::string& token, const Json& body) const {
+    return call("POST", path, token, body.dump());
+  }
+  // Creates a token with the admin token.
+  std::string token(const std::string& user, const std::string& role, const std::string& queue = "") const {
+    auto r = post("/api/v1/tokens", admin_, Json{{"user", user}, {"role", role}, {"queue", queue}});
+    return r.status == 201 ? r.body["token"].get<std::string>() : "";
+  }
+
+ private:
+  std::string config_;
+  std::string dir_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::string admin_;
+  std::shared_ptr<std::thread> drain_;
+};
+
+// A minimal job spec.
+inline Json job(const std::string& name, const std::string& queue, Json resources = Json{{"gpus", 1}}) {
+  return Json{{"name", name}, {"queue", queue}, {"resources", std::move(resources)}, {"command", {"sleep", "60"}}};
+}
+
+}  // namespace tessera::testing
