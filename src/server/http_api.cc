@@ -196,7 +196,9 @@ void HttpApi::routes() {
     if (!p) return;
     const std::string type = req.get_header_value("Content-Type");
     const bool yaml = type.find("yaml") != std::string::npos;
-    if (!type.empty() && !yaml && type.find("json") == std::string::npos) {
+    // curl -d sends form encoding by default: treat it as JSON too.
+    if (!type.empty() && !yaml && type.find("json") == std::string::npos &&
+        type.find("x-www-form-urlencoded") == std::string::npos) {
       res.status = 415;
       res.set_content(Json{{"error", {{"code", "unsupported_media_type"},
                                       {"message", "Content-Type: send application/json or application/yaml"}}}}.dump(),

@@ -160,7 +160,7 @@ TEST_F(ServerE2E, BadSpecsAreRefusedWithTheField) {
       {R"({"name": "x", "queue": )", "application/json", "", 400},
       {"name: x\nqueue: [unclosed\n", "application/yaml", "", 400},
       {R"({"name": "x", "queue": "team-a"})", "application/json", "command", 400},
-      {job("huge", "team-a", Json{{"gpus", 64}}).dump(), "application/json", "resources", 400},  // can never fit
+      {job("huge", "team-a", Json{{"gpus", 16}}).dump(), "application/json", "resources", 400},  // no node has 16 GPUs
       {job("cls", "team-a").dump().replace(0, 1, R"({"priority_class": "gold",)"), "application/json", "priority_class", 400},
       {"<xml/>", "text/xml", "", 415},
       {"{\"name\": \"" + big + "\"}", "application/json", "", 413},
@@ -170,7 +170,9 @@ TEST_F(ServerE2E, BadSpecsAreRefusedWithTheField) {
     EXPECT_EQ(r.status, c.status) << c.body.substr(0, 200) << " -> " << r.raw;
     ASSERT_TRUE(r.body.is_object()) << r.raw.substr(0, 200);
     EXPECT_FALSE(r.body["error"]["message"].get<std::string>().empty());
-    if (!c.field.empty()) EXPECT_EQ(r.body["error"].value("field", ""), c.field) << r.raw;
+    if (!c.field.empty()) {
+      EXPECT_EQ(r.body["error"].value("field", ""), c.field) << r.raw;
+    }
   }
   // YAML bodies are accepted too.
   auto y = server.call("POST", "/api/v1/jobs", server.admin_token(),
@@ -239,7 +241,9 @@ TEST_F(ServerE2E, RoleMatrix) {
       EXPECT_EQ(pr.status, cancel_expect.at(who).at(target)) << who << " priority " << target << ": " << pr.raw;
       auto cr = server.post(p + "/cancel", tok, Json::object());
       EXPECT_EQ(cr.status, cancel_expect.at(who).at(target)) << who << " cancel " << target << ": " << cr.raw;
-      if (cr.status == 403) EXPECT_EQ(cr.body["error"]["code"], "permission_denied");
+      if (cr.status == 403) {
+        EXPECT_EQ(cr.body["error"]["code"], "permission_denied");
+      }
     }
   }
   // Priority classes a queue does not allow: refused for the lead, allowed for the admin.
@@ -249,7 +253,9 @@ TEST_F(ServerE2E, RoleMatrix) {
   EXPECT_EQ(denied.status, 403);
   EXPECT_NE(denied.body["error"]["message"].get<std::string>().find("allows only"), std::string::npos);
   EXPECT_EQ(server.post(p, server.admin_token(), Json{{"priority_class", "production-training"}}).status, 200);
-  auto pc = server.post("/api/v1/jobs", alice, job("x", "team-a").update(Json{{"priority_class", "production-inference"}}));
+  Json high = job("x", "team-a");
+  high["priority_class"] = "production-inference";
+  auto pc = server.post("/api/v1/jobs", alice, high);
   EXPECT_EQ(pc.status, 403);
   // Denials are audited in the event log, and priority changes say who.
   auto ev = server.get("/api/v1/events?limit=10000", server.admin_token());
@@ -325,8 +331,8 @@ TEST_F(ServerE2E, CordonDrainResume) {
 TEST_F(ServerE2E, RestartKeepsJobsAndReconcilesAgents) {
   const int64_t kept = submit(job("kept", "default", Json{{"gpus", 8}}));
   const int64_t lost = submit(job("lost", "default", Json{{"gpus", 8}}));
-  const int64_t waiting = submit(job("waiting", "team-a", Json{{"gpus", 8}}));
   ASSERT_TRUE(eventually([&] { return state_of(server, kept) == "running" && state_of(server, lost) == "running"; }));
+  const int64_t waiting = submit(job("waiting", "team-a", Json{{"gpus", 8}}));
   auto k = server.get("/api/v1/jobs/" + std::to_string(kept), server.admin_token()).body;
   auto l = server.get("/api/v1/jobs/" + std::to_string(lost), server.admin_token()).body;
   ASSERT_EQ(server.kill(SIGKILL) != -1, true);

@@ -135,13 +135,9 @@ class ServerProcess {
     cli.set_read_timeout(30, 0);
     httplib::Headers h = std::move(extra);
     if (!token.empty()) h.emplace("Authorization", "Bearer " + token);
-    httplib::Result r;
-    if (method == "GET")
-      r = cli.Get(path.c_str(), h);
-    else if (method == "POST")
-      r = cli.Post(path.c_str(), h, body, content_type.c_str());
-    else if (method == "DELETE")
-      r = cli.Delete(path.c_str(), h);
+    httplib::Result r = method == "GET"    ? cli.Get(path.c_str(), h)
+                        : method == "DELETE" ? cli.Delete(path.c_str(), h)
+                                             : cli.Post(path.c_str(), h, body, content_type.c_str());
     HttpReply out;
     if (!r) return out;
     out.status = r->status;
