@@ -105,7 +105,10 @@ Status int_in(const json& v, const std::string& at, int64_t lo, int64_t hi, int&
 }
 
 Status string_of(const json& v, const std::string& at, std::string& out, size_t max_bytes = kMaxStringBytes) {
-  if (!v.is_string()) return bad(at, std::string("must be a string, got ") + kind_of(v));
+  if (!v.is_string()) {
+    const bool scalar = v.is_number() || v.is_boolean();
+    return bad(at, std::string("must be a string, got ") + kind_of(v) + (scalar ? " (quote it in YAML)" : ""));
+  }
   const std::string& s = v.get_ref<const std::string&>();
   if (s.size() > max_bytes) return bad(at, "too long: " + std::to_string(s.size()) + " bytes; at most " + std::to_string(max_bytes));
   if (s.find('\0') != std::string::npos) return bad(at, "must not contain NUL bytes");

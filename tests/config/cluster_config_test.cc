@@ -146,6 +146,13 @@ TEST(ClusterConfig, BadConfigsNameTheField) {
   }
 }
 
+TEST(ClusterConfig, UnknownGpuModelListsTheKnownOnes) {
+  const std::string got = error_of("nodes: [{name: n, gpu_model: Z9000, gpus: 8}]\n");
+  EXPECT_EQ(got.rfind("nodes[0].gpu_model: ", 0), 0u) << got;
+  EXPECT_NE(got.find("Z9000"), std::string::npos) << got;
+  EXPECT_NE(got.find("H100-80GB-SXM"), std::string::npos) << got;
+}
+
 TEST(ClusterConfig, LoadNamesTheFile) {
   auto c = load_cluster_config("/nonexistent/cluster.yaml");
   ASSERT_FALSE(c.ok());

@@ -146,7 +146,10 @@ TEST(JobSpec, YamlScalarsAreTyped) {
   // A plain word where a string is expected is a string; a plain number is not.
   r = parse_job_spec_yaml("name: 123\nqueue: q\ncommand: [x]\n");
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().message, "name: must be a string, got integer");
+  EXPECT_EQ(r.error().message, "name: must be a string, got integer (quote it in YAML)");
+  r = parse_job_spec_yaml("name: j\nqueue: q\ncommand: [sleep, 10]\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "command[1]: must be a string, got integer (quote it in YAML)");
   r = parse_job_spec_yaml("name: '123'\nqueue: q\ncommand: [x]\n");
   EXPECT_TRUE(r.ok()) << r.error().message;
 }
