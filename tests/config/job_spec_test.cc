@@ -247,6 +247,8 @@ TEST(JobSpec, BadYamlSpecsNameTheField) {
       {"- a\n- b\n", "spec: must be an object"},
       {"", "spec: must be an object"},
       {"a: &x [*x]\n", "nested too deeply"},
+      {"name: j\nqueue: q\ncommand: [\"a\xc3\"]\n", "command[0]: must be valid UTF-8"},
+      {"name: j\nqueue: q\ncommand: [x]\nproject: \"\xed\xa0\x80\"\n", "project: must be valid UTF-8"},
   };
   for (const auto& [text, want] : cases) {
     auto r = parse_job_spec_yaml(text);
