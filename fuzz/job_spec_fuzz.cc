@@ -20,9 +20,15 @@ void check(const tessera::Result<tessera::config::JobSpec>& r) {
     }
     return;
   }
-  auto back = job_spec_from_json(job_spec_to_json(*r));
+  const nlohmann::json j = job_spec_to_json(*r);
+  auto back = job_spec_from_json(j);
   if (!back.ok() || !(*back == *r)) {
     std::fprintf(stderr, "round trip failed: %s\n", back.ok() ? "spec changed" : back.error().message.c_str());
+    std::abort();
+  }
+  auto again = parse_job_spec_json(j.dump());  // throws (and so aborts) if a string is not valid UTF-8
+  if (!again.ok() || !(*again == *r)) {
+    std::fprintf(stderr, "text round trip failed\n");
     std::abort();
   }
 }

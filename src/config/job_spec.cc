@@ -42,10 +42,14 @@ const std::vector<std::pair<std::string, JobKind>> kKinds = {{"training", JobKin
 std::string sub(const std::string& at, const std::string& key) { return at.empty() ? key : at + "." + key; }
 std::string idx(const std::string& at, size_t i) { return at + "[" + std::to_string(i) + "]"; }
 
-// Strings quoted in messages are cut short and stripped of control bytes.
+// Strings quoted in messages are cut short, and control and non-ASCII bytes become '?' (messages
+// stay valid UTF-8 whatever the input was).
 std::string printable(std::string_view s) {
   std::string out;
-  for (size_t i = 0; i < s.size() && i < 64; ++i) out += (static_cast<unsigned char>(s[i]) < 0x20) ? '?' : s[i];
+  for (size_t i = 0; i < s.size() && i < 64; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    out += (c < 0x20 || c >= 0x7f) ? '?' : s[i];
+  }
   if (s.size() > 64) out += "...";
   return out;
 }
@@ -63,6 +67,41 @@ const char* kind_of(const json& v) {
     case json::value_t::object: return "object";
     default: return "value";
   }
+}
+
+// Well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF), as JSON requires.
+bool valid_utf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      n = 1;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 2;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + n >= s.size()) return false;  // truncated sequence
+    for (size_t k = 1; k <= n; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + k]);
+      if ((d & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += n + 1;
+  }
+  return true;
 }
 
 Error bad(const std::string& at, const std::string& why) { return invalid_argument(at + ": " + why); }
@@ -105,10 +144,14 @@ Status int_in(const json& v, const std::string& at, int64_t lo, int64_t hi, int&
 }
 
 Status string_of(const json& v, const std::string& at, std::string& out, size_t max_bytes = kMaxStringBytes) {
-  if (!v.is_string()) return bad(at, std::string("must be a string, got ") + kind_of(v));
+  if (!v.is_string()) {
+    const bool scalar = v.is_number() || v.is_boolean();
+    return bad(at, std::string("must be a string, got ") + kind_of(v) + (scalar ? " (quote it in YAML)" : ""));
+  }
   const std::string& s = v.get_ref<const std::string&>();
   if (s.size() > max_bytes) return bad(at, "too long: " + std::to_string(s.size()) + " bytes; at most " + std::to_string(max_bytes));
   if (s.find('\0') != std::string::npos) return bad(at, "must not contain NUL bytes");
+  if (!valid_utf8(s)) return bad(at, "must be valid UTF-8");
   out = s;
   return {};
 }

@@ -11,6 +11,16 @@
 #include "config/gpu_models.h"
 
 namespace tessera::config {
+namespace {
+
+// Bounds that keep the core's sums and products far from int64 overflow.
+constexpr int64_t kMaxAmount = int64_t(1) << 50;    // milli-GPU per class (about 10^12 GPUs)
+constexpr int64_t kMaxSeconds = int64_t(1) << 40;   // durations (about 34,000 years)
+constexpr int64_t kMaxWeight = 1000000;
+constexpr int64_t kMaxNodeCpu = int64_t(1) << 40;   // milli-CPU per node
+constexpr int64_t kMaxNodeMemory = int64_t(1) << 40;  // MiB per node
+
+}  // namespace
 
 Status get_amounts(const YAML::Node& n, const char* key, const std::string& at, ClassAmounts& out) {
   const YAML::Node v = n[key];
@@ -18,7 +28,11 @@ Status get_amounts(const YAML::Node& n, const char* key, const std::string& at, 
   if (!v.IsMap()) return invalid_argument(at + "." + key + ": must be a map of GPU class to milli-GPU");
   for (const auto& kv : v) {
     try {
-      out[kv.first.as<std::string>()] = kv.second.as<int64_t>();
+      const std::string cls = kv.first.as<std::string>();
+      const int64_t v = kv.second.as<int64_t>();
+      if (v > kMaxAmount)
+        return invalid_argument(at + "." + key + "." + cls + ": at most " + std::to_string(kMaxAmount) + " milli-GPU");
+      out[cls] = v;
     } catch (const YAML::Exception&) {
       return invalid_argument(at + "." + key + ": values must be integers (milli-GPU)");
     }
@@ -47,6 +61,7 @@ Status non_negative(const YAML::Node& n, const char* key, const std::string& at,
   if (!n[key]) return {};
   TESSERA_TRY(get(n, key, at, out));
   if (out < 0) return invalid_argument(at + "." + key + ": must be >= 0, got " + std::to_string(out));
+  if (out > kMaxSeconds) return invalid_argument(at + "." + key + ": at most " + std::to_string(kMaxSeconds));
   return {};
 }
 
@@ -97,6 +112,7 @@ Status parse_config(const YAML::Node& c, SchedulerConfig& cfg) {
   if (c["usage_half_life"]) {
     TESSERA_TRY(get(c, "usage_half_life", at, cfg.usage_half_life));
     if (cfg.usage_half_life <= 0) return invalid_argument(at + ".usage_half_life: must be > 0 seconds");
+    if (cfg.usage_half_life > kMaxSeconds) return invalid_argument(at + ".usage_half_life: at most " + std::to_string(kMaxSeconds));
   }
   if (c["max_preemptions_per_cycle"]) {
     TESSERA_TRY(get(c, "max_preemptions_per_cycle", at, cfg.max_preemptions_per_cycle));
@@ -265,6 +281,10 @@ Status parse_cluster_sections(const YAML::Node& root, const std::string& top, Cl
     if (out.nodes.size() + size_t(count) > kMaxNodes)
       return invalid_argument(at + ".count: more than " + std::to_string(kMaxNodes) + " nodes in all");
     if (gpus < 0 || gpus > 16) return invalid_argument(at + ".gpus: must be in 0..16, got " + std::to_string(gpus));
+    if (cpu < 0 || cpu > kMaxNodeCpu)
+      return invalid_argument(at + ".cpu: must be in 0.." + std::to_string(kMaxNodeCpu) + " milli-CPU, got " + std::to_string(cpu));
+    if (mem < 0 || mem > kMaxNodeMemory)
+      return invalid_argument(at + ".memory: must be in 0.." + std::to_string(kMaxNodeMemory) + " MiB, got " + std::to_string(mem));
     spec.gpu_count = int(gpus);
     spec.cpu = MilliCpu(cpu);
     spec.memory = MiB(mem);
@@ -285,6 +305,7 @@ Status parse_cluster_sections(const YAML::Node& root, const std::string& top, Cl
       TESSERA_TRY(get(q, "name", at, spec.name, true));
       TESSERA_TRY(get(q, "parent", at, spec.parent));
       TESSERA_TRY(get(q, "weight", at, spec.weight));
+      if (spec.weight > kMaxWeight) return invalid_argument(at + ".weight: at most " + std::to_string(kMaxWeight));
       TESSERA_TRY(get_amounts(q, "guaranteed", at, spec.guaranteed));
       TESSERA_TRY(get_amounts(q, "limit", at, spec.limit));
       if (q["priority_classes"]) {

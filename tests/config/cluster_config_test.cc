@@ -131,7 +131,11 @@ TEST(ClusterConfig, BadConfigsNameTheField) {
       {"nodes: [{name: n, gpu_model: T4, gpus: 1, count: 99999999999}]\n", "nodes[0].count: at most 100000"},
       {"nodes: [{name: n, gpu_model: T4, gpus: 1, mig_gpus: [0]}]\n", "nodes[0]: node 'n': mig_gpus: T4 does not support MIG"},
       {"nodes: [{name: n, gpu_model: T4, gpus: 1, cpus: 4}]\n", "nodes[0].cpus: unknown field"},
-      {"nodes: [{name: n, gpu_model: T4, gpus: 1, memory: -1}]\n", "nodes[0]: node 'n': memory: must be >= 0"},
+      {"nodes: [{name: n, gpu_model: T4, gpus: 1, memory: -1}]\n", "nodes[0].memory: must be in 0.."},
+      {"nodes: [{name: n, gpu_model: T4, gpus: 1, cpu: 9223372036854775807}]\n", "nodes[0].cpu: must be in 0.."},
+      {nodes + "queues: [{name: a, weight: 9223372036854775807}]\n", "queues[0].weight: at most 1000000"},
+      {nodes + "queues: [{name: a, guaranteed: {any: 9223372036854775807}}]\n", "queues[0].guaranteed.any: at most"},
+      {nodes + "config: {default_runtime: 9223372036854775807}\n", "config.default_runtime: at most"},
       {nodes + "policy: nope\n", "policy: unknown \"nope\"; expected one of"},
       {nodes + "config: {order: xyz}\n", "config.order: unknown \"xyz\""},
       {nodes + "priority_classes: [{name: a, value: 1}, {name: a, value: 2}]\n", "priority_classes[1].name: \"a\" used twice"},
@@ -144,6 +148,13 @@ TEST(ClusterConfig, BadConfigsNameTheField) {
     const std::string got = error_of(text);
     EXPECT_NE(got.find(want), std::string::npos) << "config:\n" << text << "error: " << got << "\nwanted: " << want;
   }
+}
+
+TEST(ClusterConfig, UnknownGpuModelListsTheKnownOnes) {
+  const std::string got = error_of("nodes: [{name: n, gpu_model: Z9000, gpus: 8}]\n");
+  EXPECT_EQ(got.rfind("nodes[0].gpu_model: ", 0), 0u) << got;
+  EXPECT_NE(got.find("Z9000"), std::string::npos) << got;
+  EXPECT_NE(got.find("H100-80GB-SXM"), std::string::npos) << got;
 }
 
 TEST(ClusterConfig, LoadNamesTheFile) {

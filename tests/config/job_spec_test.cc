@@ -146,7 +146,10 @@ TEST(JobSpec, YamlScalarsAreTyped) {
   // A plain word where a string is expected is a string; a plain number is not.
   r = parse_job_spec_yaml("name: 123\nqueue: q\ncommand: [x]\n");
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().message, "name: must be a string, got integer");
+  EXPECT_EQ(r.error().message, "name: must be a string, got integer (quote it in YAML)");
+  r = parse_job_spec_yaml("name: j\nqueue: q\ncommand: [sleep, 10]\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "command[1]: must be a string, got integer (quote it in YAML)");
   r = parse_job_spec_yaml("name: '123'\nqueue: q\ncommand: [x]\n");
   EXPECT_TRUE(r.ok()) << r.error().message;
 }
@@ -244,6 +247,8 @@ TEST(JobSpec, BadYamlSpecsNameTheField) {
       {"- a\n- b\n", "spec: must be an object"},
       {"", "spec: must be an object"},
       {"a: &x [*x]\n", "nested too deeply"},
+      {"name: j\nqueue: q\ncommand: [\"a\xc3\"]\n", "command[0]: must be valid UTF-8"},
+      {"name: j\nqueue: q\ncommand: [x]\nproject: \"\xed\xa0\x80\"\n", "project: must be valid UTF-8"},
   };
   for (const auto& [text, want] : cases) {
     auto r = parse_job_spec_yaml(text);

@@ -111,6 +111,16 @@ bool check_job(const Result<JobSpec>& r, const std::string& input) {
   if (back.ok()) {
     EXPECT_TRUE(*back == *r) << "round trip changed the spec; input: " << input;
   }
+  // The canonical form is valid JSON text (strings are valid UTF-8) and parses back to the same spec.
+  std::string text;
+  try {
+    text = j.dump();
+  } catch (const nlohmann::json::exception& e) {
+    ADD_FAILURE() << "canonical form does not serialise: " << e.what() << "\ninput: " << input;
+    return true;
+  }
+  auto again = parse_job_spec_json(text);
+  EXPECT_TRUE(again.ok() && *again == *r) << "text round trip failed; input: " << input;
   return true;
 }
 

@@ -219,7 +219,10 @@ FairShare FairShare::compute(const QueueTree& tree, const ClassAmounts& capacity
   }
   // Top-down per class, parents before children (BFS from the top level).
   std::vector<QueueId> frontier;
-  for (const auto& [cls, cap] : capacity) {
+  for (const auto& class_capacity : capacity) {
+    // Named (not a structured binding) so the lambda may capture it: clang before 16 cannot.
+    const std::string& cls = class_capacity.first;
+    const int64_t cap = class_capacity.second;
     auto distribute = [&](int64_t amount, const std::vector<QueueId>& kids) {
       std::vector<int64_t> g, c, w;
       for (QueueId k : kids) {
