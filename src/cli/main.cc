@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "tessera 0.1.0");
   tessera::cli::register_sim(app);
   tessera::cli::register_bench(app);
+  tessera::cli::register_client(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {  // raised by a subcommand: its own exit status (1 = failed, 2 = usage)
