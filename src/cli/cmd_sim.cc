@@ -15,7 +15,7 @@
 #include "cli/commands.h"
 #include "core/placement/policy.h"
 #include "sim/alloc_experiment.h"
-#include "sim/gpu_models.h"
+#include "config/gpu_models.h"
 
 namespace tessera::cli {
 namespace {
@@ -180,7 +180,7 @@ void run_alloc_command(const AllocArgs& a) {
   } else {
     std::shared_ptr<const GpuCatalog> catalog(&GpuCatalog::builtin(), [](const GpuCatalog*) {});
     if (!a.gpu_models.empty()) {
-      auto c = sim::load_catalog_with(a.gpu_models);
+      auto c = config::load_catalog_with(a.gpu_models);
       if (!c) fail("--gpu-models: " + c.error().message, 1);
       catalog = *c;
     }
@@ -213,7 +213,7 @@ void register_sim(CLI::App& app) {
   alloc->add_option("--inflate", args->inflate, "arrived demand as a multiple of GPU capacity (default 1.3)");
   alloc->add_option("--json", args->json, "write the seed-mean curves as JSON to PATH ('-' = stdout)");
   alloc->add_option("--gpu-models", args->gpu_models,
-                    "JSON file declaring GPU models the built-in catalog lacks (see src/sim/gpu_models.h)");
+                    "JSON file declaring GPU models the built-in catalog lacks (see src/config/gpu_models.h)");
   alloc->add_option("--expected", args->expected, "fgd_expected_allocation.csv: show the published seed means");
   alloc->allow_extras();  // reported below with exit code 2, like every bad argument
   alloc->callback([args, alloc] {

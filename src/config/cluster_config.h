@@ -21,13 +21,14 @@
 namespace tessera::config {
 
 struct ClusterConfig {
+  std::string name;                            // optional, for messages and reports
   std::vector<std::string> levels;             // network levels, outermost first (e.g. block, spine, leaf)
   std::vector<NodeSpec> nodes;                 // groups expanded: name-0, name-1, ...
   std::vector<QueueSpec> queues;               // default: one queue "default"
   // Per queue: the priority classes jobs in it may use (absent or empty = all classes).
   std::map<std::string, std::vector<std::string>> queue_classes;
   SchedulerConfig scheduler;                   // `config:`, `priority_classes:`, `policy:`
-  // The built-ins plus the `gpu_models:` declared (same fields as sim/gpu_models.h's JSON format).
+  // The built-ins plus the `gpu_models:` declared (same fields as config/gpu_models.h's JSON format).
   // ClusterStates built from this config point into it: keep it alive as long as they live.
   std::shared_ptr<const GpuCatalog> catalog;
 };
@@ -36,7 +37,11 @@ struct ClusterConfig {
 Result<ClusterConfig> parse_cluster_config_yaml(std::string_view text);
 // Reads `path`; errors are prefixed with the path.
 Result<ClusterConfig> load_cluster_config(const std::string& path);
-// The cluster the config describes (nothing allocated).
+// The cluster the config describes (nothing allocated). It points into c.catalog.
 Result<ClusterState> build_cluster_state(const ClusterConfig& c);
+// A cluster with these network levels and nodes (nothing allocated); errors come from
+// ClusterState::add_node. The cluster points into `catalog`: keep it alive as long as the cluster.
+Result<ClusterState> build_cluster(const std::vector<std::string>& levels, const std::vector<NodeSpec>& nodes,
+                                   const GpuCatalog& catalog = GpuCatalog::builtin());
 
 }  // namespace tessera::config

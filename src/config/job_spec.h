@@ -38,6 +38,7 @@ struct CheckpointSpec {
   std::string signal = "SIGUSR1";   // sent to ask for a checkpoint (a known signal name)
   Duration grace = 300;             // how long to wait for the checkpoint before stopping
   std::string dir;                  // where the job writes checkpoints (absolute path or empty)
+  bool operator==(const CheckpointSpec&) const = default;
 };
 
 struct JobSpec {
@@ -60,6 +61,7 @@ struct JobSpec {
 
   // The core's gang (id and queue are filled by the controller).
   Gang gang() const;
+  bool operator==(const JobSpec&) const;  // field for field
 };
 
 // Limits on what one spec may hold (requests also have a body-size limit at the HTTP layer).

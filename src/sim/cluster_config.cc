@@ -1,33 +1,26 @@
+// Cluster files for the simulator: the YAML cluster configuration (config/cluster_config.h), or an
+// openb node list CSV. Stateless; thread-safe.
 #include "sim/cluster_config.h"
-
-#include <yaml-cpp/yaml.h>
 
 #include <fstream>
 #include <sstream>
 
+#include "config/cluster_config.h"
 #include "sim/openb.h"
-#include "sim/scenario.h"
-#include "sim/schedule_sim.h"
 
 namespace tessera::sim {
 
 Result<SimCluster> parse_cluster_yaml(const std::string& text) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    return invalid_argument(std::string("cluster: not valid YAML: ") + e.what());
+  auto cfg = config::parse_cluster_config_yaml(text);
+  if (!cfg.ok()) {
+    const std::string& m = cfg.error().message;
+    if (m.rfind("cluster.jobs:", 0) == 0 || m.rfind("cluster.expect:", 0) == 0)
+      return invalid_argument("cluster: jobs and expect belong in scenarios, not cluster files");
+    return cfg.error();
   }
-  if (!root.IsMap()) return invalid_argument("cluster: expected a map with nodes, queues (and optionally levels, config)");
-  if (root["jobs"] || root["expect"]) return invalid_argument("cluster: jobs and expect belong in scenarios, not cluster files");
-  root["jobs"] = YAML::Load("[]");  // the scenario grammar without its jobs
-  YAML::Emitter out;
-  out << root;
-  auto sc = parse_schedule_scenario(out.c_str());
-  if (!sc.ok()) return sc.error();
-  auto cluster = build_cluster(sc->levels, sc->nodes);
+  auto cluster = config::build_cluster_state(*cfg);
   if (!cluster.ok()) return cluster.error();
-  return SimCluster{std::move(*cluster), sc->queues, sc->config};
+  return SimCluster{std::move(*cluster), std::move(cfg->queues), std::move(cfg->scheduler), std::move(cfg->catalog)};
 }
 
 Result<SimCluster> load_cluster_file(const std::string& path) {
@@ -35,7 +28,7 @@ Result<SimCluster> load_cluster_file(const std::string& path) {
   if (csv) {
     auto c = load_openb_nodes(path);
     if (!c.ok()) return c.error();
-    return SimCluster{std::move(*c), {QueueSpec{"default", "", {}, {}, 1}}, SchedulerConfig{}};
+    return SimCluster{std::move(*c), {QueueSpec{"default", "", {}, {}, 1}}, SchedulerConfig{}, nullptr};
   }
   std::ifstream in(path);
   if (!in) return invalid_argument("--cluster: cannot open " + path);

@@ -141,13 +141,6 @@ Result<Scenario> parse_scenario(const std::string& text) {
   return sc;
 }
 
-Result<ClusterState> build_cluster(const std::vector<std::string>& levels, const std::vector<NodeSpec>& nodes) {
-  ClusterState c(GpuCatalog::builtin(), NetworkLevels(levels));
-  for (const NodeSpec& n : nodes)
-    if (auto r = c.add_node(n); !r.ok()) return r.error();
-  return c;
-}
-
-Result<ClusterState> build_cluster(const Scenario& s) { return build_cluster(s.levels, s.nodes); }
+Result<ClusterState> build_cluster(const Scenario& s) { return config::build_cluster(s.levels, s.nodes); }
 
 }  // namespace tessera::sim

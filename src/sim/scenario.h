@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "config/cluster_config.h"
 #include "core/cluster.h"
 #include "core/placement/engine.h"
 #include "core/request.h"
@@ -44,8 +45,8 @@ struct Scenario {
 };
 
 Result<Scenario> parse_scenario(const std::string& json_text);
-// A cluster with these network levels and nodes; errors come from ClusterState::add_node.
-Result<ClusterState> build_cluster(const std::vector<std::string>& levels, const std::vector<NodeSpec>& nodes);
+// build_cluster(levels, nodes[, catalog]) is config's (config/cluster_config.h); this one builds a scenario's.
+using config::build_cluster;
 Result<ClusterState> build_cluster(const Scenario& s);
 
 }  // namespace tessera::sim

@@ -1,7 +1,5 @@
 #include "sim/schedule_sim.h"
 
-#include "sim/scenario.h"
-
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -9,42 +7,17 @@
 #include <map>
 #include <set>
 
+#include "config/cluster_config.h"
+#include "config/yaml_fields.h"
 #include "core/sched/runtime_history.h"
 
 namespace tessera::sim {
 namespace {
 
-template <class T>
-Status get(const YAML::Node& n, const char* key, const std::string& at, T& out, bool required = false) {
-  const YAML::Node v = n[key];
-  if (!v) return required ? invalid_argument(at + "." + key + ": required") : Status();
-  try {
-    out = v.as<T>();
-  } catch (const YAML::Exception&) {
-    return invalid_argument(at + "." + key + ": wrong type");
-  }
-  return {};
-}
-
-Status get_amounts(const YAML::Node& n, const char* key, const std::string& at, ClassAmounts& out) {
-  const YAML::Node v = n[key];
-  if (!v) return {};
-  if (!v.IsMap()) return invalid_argument(at + "." + key + ": must be a map of GPU class to milli-GPU");
-  for (const auto& kv : v) {
-    try {
-      out[kv.first.as<std::string>()] = kv.second.as<int64_t>();
-    } catch (const YAML::Exception&) {
-      return invalid_argument(at + "." + key + ": values must be integers (milli-GPU)");
-    }
-  }
-  return {};
-}
-
-#define TRY(expr)                      \
-  do {                                 \
-    if (Status s_ = (expr); !s_.ok()) \
-      return s_.error();               \
-  } while (0)
+#define TRY(expr) TESSERA_TRY(expr)
+using config::get;
+using config::join;
+using config::non_negative;
 
 Result<Gang> parse_gang(const YAML::Node& j, const std::string& at) {
   Gang g;
@@ -79,118 +52,6 @@ Result<Gang> parse_gang(const YAML::Node& j, const std::string& at) {
 }
 
 
-std::string join(const std::vector<std::string>& v) {
-  std::string s;
-  for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
-  return s;
-}
-
-// Unknown keys are errors (a typo would otherwise silently test the defaults).
-Status known_keys(const YAML::Node& n, const std::string& at, const std::vector<std::string>& keys) {
-  if (!n.IsMap()) return invalid_argument(at + ": must be a map");
-  for (const auto& kv : n) {
-    const std::string k = kv.first.as<std::string>();
-    if (std::find(keys.begin(), keys.end(), k) == keys.end())
-      return invalid_argument(at + "." + k + ": unknown field; expected one of " + join(keys));
-  }
-  return {};
-}
-
-Status non_negative(const YAML::Node& n, const char* key, const std::string& at, int64_t& out) {
-  if (!n[key]) return {};
-  TRY(get(n, key, at, out));
-  if (out < 0) return invalid_argument(at + "." + key + ": must be >= 0, got " + std::to_string(out));
-  return {};
-}
-
-const std::vector<std::pair<std::string, JobOrder>>& order_names() {
-  static const std::vector<std::pair<std::string, JobOrder>> v = {{"fair-share", JobOrder::kFairShare},
-                                                                  {"fifo", JobOrder::kFifo},
-                                                                  {"multifactor", JobOrder::kMultifactor},
-                                                                  {"least-attained", JobOrder::kLeastAttained},
-                                                                  {"drf", JobOrder::kDrf}};
-  return v;
-}
-
-// `config:` — starts from `preset` (default: the tessera configuration), then each field given.
-Status parse_config(const YAML::Node& c, SchedulerConfig& cfg) {
-  const std::string at = "config";
-  TRY(known_keys(c, at, {"preset", "order", "strict_order", "preemption", "reclaim", "backfill", "default_runtime",
-                         "dynamic_mig", "mig", "usage_half_life", "reclaim_grace", "preemption_protection",
-                         "max_preemptions_per_cycle"}));
-  if (c["preset"]) {
-    std::string name;
-    TRY(get(c, "preset", at, name));
-    auto p = scheduler_preset(name);
-    if (!p.ok())
-      return invalid_argument(at + ".preset: unknown \"" + name + "\"; expected one of " + join(scheduler_preset_names()));
-    cfg = *p;
-  }
-  if (c["order"]) {
-    std::string name;
-    TRY(get(c, "order", at, name));
-    std::vector<std::string> known;
-    bool found = false;
-    for (const auto& [n, o] : order_names()) {
-      known.push_back(n);
-      if (n == name) {
-        cfg.order = o;
-        found = true;
-      }
-    }
-    if (!found) return invalid_argument(at + ".order: unknown \"" + name + "\"; expected one of " + join(known));
-  }
-  TRY(get(c, "strict_order", at, cfg.strict_order));
-  TRY(get(c, "preemption", at, cfg.preemption));
-  TRY(get(c, "reclaim", at, cfg.reclaim));
-  TRY(get(c, "backfill", at, cfg.backfill));
-  TRY(get(c, "dynamic_mig", at, cfg.dynamic_mig));
-  TRY(non_negative(c, "default_runtime", at, cfg.default_runtime));
-  TRY(non_negative(c, "reclaim_grace", at, cfg.reclaim_grace));
-  TRY(non_negative(c, "preemption_protection", at, cfg.preemption_protection));
-  if (c["usage_half_life"]) {
-    TRY(get(c, "usage_half_life", at, cfg.usage_half_life));
-    if (cfg.usage_half_life <= 0) return invalid_argument(at + ".usage_half_life: must be > 0 seconds");
-  }
-  if (c["max_preemptions_per_cycle"]) {
-    TRY(get(c, "max_preemptions_per_cycle", at, cfg.max_preemptions_per_cycle));
-    if (cfg.max_preemptions_per_cycle < 0) return invalid_argument(at + ".max_preemptions_per_cycle: must be >= 0");
-  }
-  if (const YAML::Node m = c["mig"]) {
-    const std::string mat = at + ".mig";
-    TRY(known_keys(m, mat, {"reconfigure_cost", "min_layout_age", "max_gpus_per_cycle"}));
-    TRY(non_negative(m, "reconfigure_cost", mat, cfg.mig.reconfigure_cost));
-    TRY(non_negative(m, "min_layout_age", mat, cfg.mig.min_layout_age));
-    if (m["max_gpus_per_cycle"]) {
-      TRY(get(m, "max_gpus_per_cycle", mat, cfg.mig.max_gpus_per_cycle));
-      if (cfg.mig.max_gpus_per_cycle < 0) return invalid_argument(mat + ".max_gpus_per_cycle: must be >= 0");
-    }
-  }
-  return {};
-}
-
-Status parse_priority_classes(const YAML::Node& list, std::vector<PriorityClass>& out) {
-  if (!list.IsSequence() || list.size() == 0)
-    return invalid_argument("priority_classes: must be a non-empty list of {name, value, preemptible, can_preempt, min_runtime}");
-  out.clear();
-  for (size_t i = 0; i < list.size(); ++i) {
-    const YAML::Node n = list[i];
-    const std::string at = "priority_classes[" + std::to_string(i) + "]";
-    TRY(known_keys(n, at, {"name", "value", "preemptible", "can_preempt", "min_runtime"}));
-    PriorityClass pc;
-    TRY(get(n, "name", at, pc.name, true));
-    if (pc.name.empty()) return invalid_argument(at + ".name: must not be empty");
-    for (const PriorityClass& o : out)
-      if (o.name == pc.name) return invalid_argument(at + ".name: \"" + pc.name + "\" used twice");
-    TRY(get(n, "value", at, pc.value, true));
-    TRY(get(n, "preemptible", at, pc.preemptible));
-    TRY(get(n, "can_preempt", at, pc.can_preempt));
-    TRY(non_negative(n, "min_runtime", at, pc.min_runtime));
-    out.push_back(std::move(pc));
-  }
-  return {};
-}
-
 }  // namespace
 
 Result<ScheduleScenario> parse_schedule_scenario(const std::string& text) {
@@ -202,53 +63,17 @@ Result<ScheduleScenario> parse_schedule_scenario(const std::string& text) {
   }
   if (!root.IsMap()) return invalid_argument("scenario: expected a map with nodes, queues, jobs, expect");
   ScheduleScenario sc;
-  TRY(get(root, "name", "scenario", sc.name));
-  TRY(get(root, "levels", "scenario", sc.levels));
-  if (const YAML::Node c = root["config"]) TRY(parse_config(c, sc.config));
-  if (const YAML::Node pcs = root["priority_classes"]) TRY(parse_priority_classes(pcs, sc.config.priority_classes));
-  TRY(get(root, "policy", "scenario", sc.config.policy));  // the placement policy (after config.preset)
+  config::ClusterConfig cluster;
+  TRY(config::parse_cluster_sections(root, "scenario", cluster));
+  sc.name = std::move(cluster.name);
+  sc.levels = std::move(cluster.levels);
+  sc.nodes = std::move(cluster.nodes);
+  sc.queues = std::move(cluster.queues);
+  sc.config = std::move(cluster.scheduler);
+  sc.catalog = std::move(cluster.catalog);
   TRY(get(root, "cycle_interval", "scenario", sc.cycle_interval));
   TRY(get(root, "check_guarantees", "scenario", sc.check_guarantees));
   if (sc.cycle_interval <= 0) return invalid_argument("scenario.cycle_interval: must be > 0 seconds");
-  if (!root["nodes"] || !root["nodes"].IsSequence()) return invalid_argument("scenario.nodes: required list");
-  for (size_t i = 0; i < root["nodes"].size(); ++i) {
-    const YAML::Node n = root["nodes"][i];
-    const std::string at = "nodes[" + std::to_string(i) + "]";
-    NodeSpec spec;
-    int64_t count = 1, gpus = 0, cpu = 0, mem = 0;
-    TRY(get(n, "name", at, spec.name, true));
-    TRY(get(n, "count", at, count));
-    TRY(get(n, "gpus", at, gpus));
-    TRY(get(n, "cpu", at, cpu));
-    TRY(get(n, "memory", at, mem));
-    TRY(get(n, "gpu_model", at, spec.gpu_model));
-    TRY(get(n, "path", at, spec.path));
-    TRY(get(n, "mig_gpus", at, spec.mig_gpus));
-    if (count < 1) return invalid_argument(at + ".count: must be >= 1");
-    spec.gpu_count = int(gpus);
-    spec.cpu = MilliCpu(cpu);
-    spec.memory = MiB(mem);
-    for (int64_t c = 0; c < count; ++c) {
-      NodeSpec copy = spec;
-      if (count > 1) copy.name += "-" + std::to_string(c);
-      sc.nodes.push_back(std::move(copy));
-    }
-  }
-  if (root["queues"]) {
-    for (size_t i = 0; i < root["queues"].size(); ++i) {
-      const YAML::Node q = root["queues"][i];
-      const std::string at = "queues[" + std::to_string(i) + "]";
-      QueueSpec spec;
-      TRY(get(q, "name", at, spec.name, true));
-      TRY(get(q, "parent", at, spec.parent));
-      TRY(get(q, "weight", at, spec.weight));
-      TRY(get_amounts(q, "guaranteed", at, spec.guaranteed));
-      TRY(get_amounts(q, "limit", at, spec.limit));
-      sc.queues.push_back(std::move(spec));
-    }
-  } else {
-    sc.queues.push_back(QueueSpec{"default", "", {}, {}, 1});
-  }
   if (const YAML::Node u = root["usage"]) {
     if (!u.IsMap()) return invalid_argument("scenario.usage: must be a map of leaf queue to GPU-seconds");
     for (const auto& kv : u) {
@@ -388,7 +213,7 @@ std::string layout_text(const ClusterState& c, GpuRef g, const std::vector<MigIn
 }  // namespace
 
 Result<ScheduleRunResult> run_schedule_scenario(const ScheduleScenario& sc) {
-  auto built = build_cluster(sc.levels, sc.nodes);
+  auto built = config::build_cluster(sc.levels, sc.nodes, sc.catalog ? *sc.catalog : GpuCatalog::builtin());
   if (!built.ok()) return built.error();
   ClusterState& cluster = *built;
   auto tree = QueueTree::build(sc.queues);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,6 +52,7 @@ struct ScheduleScenario {
   std::vector<std::string> levels;
   std::vector<NodeSpec> nodes;
   std::vector<QueueSpec> queues;
+  std::shared_ptr<const GpuCatalog> catalog;  // built-ins plus `gpu_models:` (null = built-ins)
   SchedulerConfig config;        // `config:` (from a preset), `priority_classes:`, `policy:`
   Duration cycle_interval = 60;  // while jobs wait, a cycle runs at least this often
   std::map<std::string, double> usage;  // leaf queue -> GPU-seconds used just before t=0 (history seed)

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@ struct SimCluster {
   ClusterState cluster;
   std::vector<QueueSpec> queues;
   SchedulerConfig config;
+  std::shared_ptr<const GpuCatalog> catalog = {};  // what `cluster` points into when not the built-ins
 };
 
 struct SimRunOptions {

@@ -1,10 +1,11 @@
-#include "sim/gpu_models.h"
+// Declared GPU models (see gpu_models.h): JSON fields read into core GpuModel values. Stateless; thread-safe.
+#include "config/gpu_models.h"
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-namespace tessera::sim {
+namespace tessera::config {
 namespace {
 
 using nlohmann::json;
@@ -27,9 +28,14 @@ Result<std::vector<GpuModel>> parse_gpu_models(const std::string& text) {
   if (j.is_discarded()) return invalid_argument("gpu models file: not valid JSON");
   if (!j.is_object() || !j.contains("gpu_models") || !j["gpu_models"].is_array())
     return invalid_argument("gpu models file: expected {\"gpu_models\": [...]}");
+  return gpu_models_from_json(j["gpu_models"]);
+}
+
+Result<std::vector<GpuModel>> gpu_models_from_json(const json& list) {
+  if (!list.is_array()) return invalid_argument("gpu_models: must be a list of models");
   std::vector<GpuModel> out;
-  for (size_t i = 0; i < j["gpu_models"].size(); ++i) {
-    const json& m = j["gpu_models"][i];
+  for (size_t i = 0; i < list.size(); ++i) {
+    const json& m = list[i];
     const std::string at = "gpu_models[" + std::to_string(i) + "]";
     if (!m.is_object()) return invalid_argument(at + ": must be an object");
     GpuModel g;
@@ -47,6 +53,7 @@ Result<std::vector<GpuModel>> parse_gpu_models(const std::string& text) {
       for (size_t k = 0; k < m["mig_profiles"].size(); ++k) {
         const json& p = m["mig_profiles"][k];
         const std::string pat = at + ".mig_profiles[" + std::to_string(k) + "]";
+        if (!p.is_object()) return invalid_argument(pat + ": must be an object");
         MigProfile prof;
         std::vector<int> starts;
         int64_t pmem = 0;
@@ -83,4 +90,4 @@ Result<std::shared_ptr<const GpuCatalog>> load_catalog_with(const std::string& p
   return std::shared_ptr<const GpuCatalog>(std::make_shared<GpuCatalog>(std::move(*cat)));
 }
 
-}  // namespace tessera::sim
+}  // namespace tessera::config

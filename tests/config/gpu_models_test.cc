@@ -1,13 +1,10 @@
-#include "sim/gpu_models.h"
+#include "config/gpu_models.h"
 
 #include <gtest/gtest.h>
 
-#include <sstream>
-
 #include "core/mig.h"
-#include "sim/openb.h"
 
-namespace tessera::sim {
+namespace tessera::config {
 namespace {
 
 const char* kB200 = R"({"gpu_models": [{"name": "B200", "aliases": ["NVIDIA B200"], "memory_mib": 184320,
@@ -32,20 +29,6 @@ TEST(GpuModelsFile, DeclaredModelJoinsTheCatalog) {
   EXPECT_EQ(layout.creatable_count(*three), 2);
 }
 
-TEST(GpuModelsFile, UnknownModelInATraceIsAnErrorUntilDeclared) {
-  const std::string csv = "sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,8,B200\n";
-  std::istringstream a(csv);
-  auto plain = parse_openb_nodes(a, "nodes.csv", GpuCatalog::builtin());
-  ASSERT_FALSE(plain.ok());
-  EXPECT_NE(plain.error().message.find("H100"), std::string::npos) << "lists the known models: " << plain.error().message;
-  EXPECT_NE(plain.error().message.find("declare it"), std::string::npos) << plain.error().message;
-  auto cat = GpuCatalog::with_extra(*parse_gpu_models(kB200));
-  std::istringstream b(csv);
-  auto declared = parse_openb_nodes(b, "nodes.csv", *cat);
-  ASSERT_TRUE(declared.ok()) << declared.error().message;
-  EXPECT_EQ(declared->total_gpus(), 8);
-}
-
 TEST(GpuModelsFile, ErrorsNameTheField) {
   auto r = parse_gpu_models(R"({"gpu_models": [{"name": "X"}]})");
   ASSERT_FALSE(r.ok());
@@ -64,4 +47,4 @@ TEST(GpuModelsFile, ErrorsNameTheField) {
 }
 
 }  // namespace
-}  // namespace tessera::sim
+}  // namespace tessera::config

@@ -1,0 +1,303 @@
+// The shared YAML field readers (yaml_fields.h): scheduler config, priority classes, the cluster
+// sections, and the YAML-to-JSON conversion the job spec parser uses. Stateless; thread-safe.
+#include "config/yaml_fields.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <limits>
+#include <set>
+
+#include "config/gpu_models.h"
+
+namespace tessera::config {
+
+Status get_amounts(const YAML::Node& n, const char* key, const std::string& at, ClassAmounts& out) {
+  const YAML::Node v = n[key];
+  if (!v) return {};
+  if (!v.IsMap()) return invalid_argument(at + "." + key + ": must be a map of GPU class to milli-GPU");
+  for (const auto& kv : v) {
+    try {
+      out[kv.first.as<std::string>()] = kv.second.as<int64_t>();
+    } catch (const YAML::Exception&) {
+      return invalid_argument(at + "." + key + ": values must be integers (milli-GPU)");
+    }
+  }
+  return {};
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+Status known_keys(const YAML::Node& n, const std::string& at, const std::vector<std::string>& keys) {
+  if (!n.IsMap()) return invalid_argument(at + ": must be a map");
+  for (const auto& kv : n) {
+    if (!kv.first.IsScalar()) return invalid_argument(at + ": keys must be plain names");
+    const std::string k = kv.first.Scalar();
+    if (std::find(keys.begin(), keys.end(), k) == keys.end())
+      return invalid_argument(at + "." + k + ": unknown field; expected one of " + join(keys));
+  }
+  return {};
+}
+
+Status non_negative(const YAML::Node& n, const char* key, const std::string& at, int64_t& out) {
+  if (!n[key]) return {};
+  TESSERA_TRY(get(n, key, at, out));
+  if (out < 0) return invalid_argument(at + "." + key + ": must be >= 0, got " + std::to_string(out));
+  return {};
+}
+
+const std::vector<std::pair<std::string, JobOrder>>& order_names() {
+  static const std::vector<std::pair<std::string, JobOrder>> v = {{"fair-share", JobOrder::kFairShare},
+                                                                  {"fifo", JobOrder::kFifo},
+                                                                  {"multifactor", JobOrder::kMultifactor},
+                                                                  {"least-attained", JobOrder::kLeastAttained},
+                                                                  {"drf", JobOrder::kDrf}};
+  return v;
+}
+
+Status parse_config(const YAML::Node& c, SchedulerConfig& cfg) {
+  const std::string at = "config";
+  TESSERA_TRY(known_keys(c, at, {"preset", "order", "strict_order", "preemption", "reclaim", "backfill", "default_runtime",
+                                 "dynamic_mig", "mig", "usage_half_life", "reclaim_grace", "preemption_protection",
+                                 "max_preemptions_per_cycle"}));
+  if (c["preset"]) {
+    std::string name;
+    TESSERA_TRY(get(c, "preset", at, name));
+    auto p = scheduler_preset(name);
+    if (!p.ok())
+      return invalid_argument(at + ".preset: unknown \"" + name + "\"; expected one of " + join(scheduler_preset_names()));
+    cfg = *p;
+  }
+  if (c["order"]) {
+    std::string name;
+    TESSERA_TRY(get(c, "order", at, name));
+    std::vector<std::string> known;
+    bool found = false;
+    for (const auto& [n, o] : order_names()) {
+      known.push_back(n);
+      if (n == name) {
+        cfg.order = o;
+        found = true;
+      }
+    }
+    if (!found) return invalid_argument(at + ".order: unknown \"" + name + "\"; expected one of " + join(known));
+  }
+  TESSERA_TRY(get(c, "strict_order", at, cfg.strict_order));
+  TESSERA_TRY(get(c, "preemption", at, cfg.preemption));
+  TESSERA_TRY(get(c, "reclaim", at, cfg.reclaim));
+  TESSERA_TRY(get(c, "backfill", at, cfg.backfill));
+  TESSERA_TRY(get(c, "dynamic_mig", at, cfg.dynamic_mig));
+  TESSERA_TRY(non_negative(c, "default_runtime", at, cfg.default_runtime));
+  TESSERA_TRY(non_negative(c, "reclaim_grace", at, cfg.reclaim_grace));
+  TESSERA_TRY(non_negative(c, "preemption_protection", at, cfg.preemption_protection));
+  if (c["usage_half_life"]) {
+    TESSERA_TRY(get(c, "usage_half_life", at, cfg.usage_half_life));
+    if (cfg.usage_half_life <= 0) return invalid_argument(at + ".usage_half_life: must be > 0 seconds");
+  }
+  if (c["max_preemptions_per_cycle"]) {
+    TESSERA_TRY(get(c, "max_preemptions_per_cycle", at, cfg.max_preemptions_per_cycle));
+    if (cfg.max_preemptions_per_cycle < 0) return invalid_argument(at + ".max_preemptions_per_cycle: must be >= 0");
+  }
+  if (const YAML::Node m = c["mig"]) {
+    const std::string mat = at + ".mig";
+    TESSERA_TRY(known_keys(m, mat, {"reconfigure_cost", "min_layout_age", "max_gpus_per_cycle"}));
+    TESSERA_TRY(non_negative(m, "reconfigure_cost", mat, cfg.mig.reconfigure_cost));
+    TESSERA_TRY(non_negative(m, "min_layout_age", mat, cfg.mig.min_layout_age));
+    if (m["max_gpus_per_cycle"]) {
+      TESSERA_TRY(get(m, "max_gpus_per_cycle", mat, cfg.mig.max_gpus_per_cycle));
+      if (cfg.mig.max_gpus_per_cycle < 0) return invalid_argument(mat + ".max_gpus_per_cycle: must be >= 0");
+    }
+  }
+  return {};
+}
+
+Status parse_priority_classes(const YAML::Node& list, std::vector<PriorityClass>& out) {
+  if (!list.IsSequence() || list.size() == 0)
+    return invalid_argument("priority_classes: must be a non-empty list of {name, value, preemptible, can_preempt, min_runtime}");
+  out.clear();
+  for (size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node n = list[i];
+    const std::string at = "priority_classes[" + std::to_string(i) + "]";
+    TESSERA_TRY(known_keys(n, at, {"name", "value", "preemptible", "can_preempt", "min_runtime"}));
+    PriorityClass pc;
+    TESSERA_TRY(get(n, "name", at, pc.name, true));
+    if (pc.name.empty()) return invalid_argument(at + ".name: must not be empty");
+    for (const PriorityClass& o : out)
+      if (o.name == pc.name) return invalid_argument(at + ".name: \"" + pc.name + "\" used twice");
+    TESSERA_TRY(get(n, "value", at, pc.value, true));
+    TESSERA_TRY(get(n, "preemptible", at, pc.preemptible));
+    TESSERA_TRY(get(n, "can_preempt", at, pc.can_preempt));
+    TESSERA_TRY(non_negative(n, "min_runtime", at, pc.min_runtime));
+    out.push_back(std::move(pc));
+  }
+  return {};
+}
+
+namespace {
+
+constexpr int kMaxYamlDepth = 64;
+constexpr size_t kMaxYamlNodes = 200000;  // aliases can repeat subtrees: bound the expansion
+constexpr int64_t kMaxGroupCount = 100000;
+constexpr size_t kMaxNodes = 1000000;
+
+using json = nlohmann::json;
+
+std::string sub(const std::string& at, const std::string& key) { return at.empty() ? key : at + "." + key; }
+
+// A plain YAML scalar typed as the YAML 1.2 core schema says; quoted scalars stay strings.
+json yaml_scalar(const YAML::Node& n) {
+  const std::string& s = n.Scalar();
+  if (n.Tag() != "?") return s;  // "!" (quoted) or an explicit tag such as !!str
+  if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  size_t i = (s[0] == '-' || s[0] == '+') ? 1 : 0;
+  const bool digits = i < s.size() && std::all_of(s.begin() + long(i), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (digits) {
+    errno = 0;
+    char* end = nullptr;
+    const long long v = std::strtoll(s.c_str(), &end, 10);
+    if (errno == 0 && end == s.c_str() + s.size()) return int64_t(v);
+    if (s[0] != '-') {
+      errno = 0;
+      const unsigned long long u = std::strtoull(s.c_str(), &end, 10);
+      if (errno == 0 && end == s.c_str() + s.size()) return uint64_t(u);
+    }
+    return json(json::value_t::number_float);  // beyond every integer type: a number integer fields reject
+  }
+  // A number with a fraction or exponent ("1.5", "1e9"): a non-integer number, rejected by type.
+  bool has_digit = false, other = false;
+  for (; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c >= '0' && c <= '9') has_digit = true;
+    else if (c != '.' && c != 'e' && c != 'E' && c != '-' && c != '+') other = true;
+  }
+  if (has_digit && !other) return json(json::value_t::number_float);
+  return s;
+}
+
+Status to_json(const YAML::Node& n, json& out, int depth, size_t& budget, const std::string& at) {
+  const std::string where = at.empty() ? "spec" : at;
+  if (depth > kMaxYamlDepth)
+    return invalid_argument(where + ": nested too deeply (at most " + std::to_string(kMaxYamlDepth) + " levels)");
+  if (++budget > kMaxYamlNodes)
+    return invalid_argument(where + ": too many YAML nodes (aliases expanded); at most " + std::to_string(kMaxYamlNodes));
+  switch (n.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined: out = nullptr; return {};
+    case YAML::NodeType::Scalar: out = yaml_scalar(n); return {};
+    case YAML::NodeType::Sequence: {
+      out = json::array();
+      size_t i = 0;
+      for (const YAML::Node& e : n) {
+        json v;
+        TESSERA_TRY(to_json(e, v, depth + 1, budget, at + "[" + std::to_string(i++) + "]"));
+        out.push_back(std::move(v));
+      }
+      return {};
+    }
+    case YAML::NodeType::Map: {
+      out = json::object();
+      for (const auto& kv : n) {
+        if (!kv.first.IsScalar()) return invalid_argument(where + ": map keys must be plain names");
+        const std::string key = kv.first.Scalar();
+        if (out.contains(key)) return invalid_argument(sub(at, key) + ": given twice");
+        json v;
+        TESSERA_TRY(to_json(kv.second, v, depth + 1, budget, sub(at, key)));
+        out[key] = std::move(v);
+      }
+      return {};
+    }
+  }
+  out = nullptr;
+  return {};
+}
+
+}  // namespace
+
+Status yaml_to_json(const YAML::Node& n, json& out, const std::string& at) {
+  size_t budget = 0;
+  return to_json(n, out, 0, budget, at);
+}
+
+Status parse_cluster_sections(const YAML::Node& root, const std::string& top, ClusterConfig& out,
+                              std::vector<size_t>* node_origin) {
+  const std::string at_top = top.empty() ? "cluster" : top;
+  TESSERA_TRY(get(root, "name", at_top, out.name));
+  TESSERA_TRY(get(root, "levels", at_top, out.levels));
+  if (const YAML::Node c = root["config"]) TESSERA_TRY(parse_config(c, out.scheduler));
+  if (const YAML::Node pcs = root["priority_classes"])
+    TESSERA_TRY(parse_priority_classes(pcs, out.scheduler.priority_classes));
+  TESSERA_TRY(get(root, "policy", at_top, out.scheduler.policy));  // the placement policy (after config.preset)
+  // gpu_models: the built-ins plus those declared (before nodes, which name them).
+  out.catalog = std::shared_ptr<const GpuCatalog>(std::shared_ptr<const GpuCatalog>{}, &GpuCatalog::builtin());
+  if (const YAML::Node gm = root["gpu_models"]; gm && !gm.IsNull()) {
+    json list;
+    TESSERA_TRY(yaml_to_json(gm, list, "gpu_models"));
+    auto models = gpu_models_from_json(list);
+    if (!models.ok()) return models.error();
+    auto cat = GpuCatalog::with_extra(std::move(*models));
+    if (!cat.ok()) return invalid_argument("gpu_models: " + cat.error().message);
+    out.catalog = std::make_shared<const GpuCatalog>(std::move(*cat));
+  }
+  const YAML::Node nodes = root["nodes"];
+  if (!nodes || !nodes.IsSequence()) return invalid_argument(sub(top, "nodes") + ": required list");
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const YAML::Node n = nodes[i];
+    const std::string at = "nodes[" + std::to_string(i) + "]";
+    TESSERA_TRY(known_keys(n, at, {"name", "count", "gpus", "cpu", "memory", "gpu_model", "path", "mig_gpus"}));
+    NodeSpec spec;
+    int64_t count = 1, gpus = 0, cpu = 0, mem = 0;
+    TESSERA_TRY(get(n, "name", at, spec.name, true));
+    TESSERA_TRY(get(n, "count", at, count));
+    TESSERA_TRY(get(n, "gpus", at, gpus));
+    TESSERA_TRY(get(n, "cpu", at, cpu));
+    TESSERA_TRY(get(n, "memory", at, mem));
+    TESSERA_TRY(get(n, "gpu_model", at, spec.gpu_model));
+    TESSERA_TRY(get(n, "path", at, spec.path));
+    TESSERA_TRY(get(n, "mig_gpus", at, spec.mig_gpus));
+    if (count < 1) return invalid_argument(at + ".count: must be >= 1");
+    if (count > kMaxGroupCount) return invalid_argument(at + ".count: at most " + std::to_string(kMaxGroupCount));
+    if (out.nodes.size() + size_t(count) > kMaxNodes)
+      return invalid_argument(at + ".count: more than " + std::to_string(kMaxNodes) + " nodes in all");
+    if (gpus < 0 || gpus > 16) return invalid_argument(at + ".gpus: must be in 0..16, got " + std::to_string(gpus));
+    spec.gpu_count = int(gpus);
+    spec.cpu = MilliCpu(cpu);
+    spec.memory = MiB(mem);
+    for (int64_t c = 0; c < count; ++c) {
+      NodeSpec copy = spec;
+      if (count > 1) copy.name += "-" + std::to_string(c);
+      out.nodes.push_back(std::move(copy));
+      if (node_origin) node_origin->push_back(i);
+    }
+  }
+  if (const YAML::Node queues = root["queues"]) {
+    if (!queues.IsSequence()) return invalid_argument(sub(top, "queues") + ": must be a list");
+    for (size_t i = 0; i < queues.size(); ++i) {
+      const YAML::Node q = queues[i];
+      const std::string at = "queues[" + std::to_string(i) + "]";
+      TESSERA_TRY(known_keys(q, at, {"name", "parent", "weight", "guaranteed", "limit", "priority_classes"}));
+      QueueSpec spec;
+      TESSERA_TRY(get(q, "name", at, spec.name, true));
+      TESSERA_TRY(get(q, "parent", at, spec.parent));
+      TESSERA_TRY(get(q, "weight", at, spec.weight));
+      TESSERA_TRY(get_amounts(q, "guaranteed", at, spec.guaranteed));
+      TESSERA_TRY(get_amounts(q, "limit", at, spec.limit));
+      if (q["priority_classes"]) {
+        std::vector<std::string> classes;
+        TESSERA_TRY(get(q, "priority_classes", at, classes));
+        if (!classes.empty()) out.queue_classes[spec.name] = std::move(classes);
+      }
+      out.queues.push_back(std::move(spec));
+    }
+  } else {
+    out.queues.push_back(QueueSpec{"default", "", {}, {}, 1});
+  }
+  return {};
+}
+
+}  // namespace tessera::config

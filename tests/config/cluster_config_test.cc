@@ -1,0 +1,156 @@
+// The cluster configuration file (config/cluster_config.h): the examples load, the new sections
+// (queue priority classes, inline gpu_models) work, and bad configs name the field.
+#include "config/cluster_config.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace tessera::config {
+namespace {
+
+const std::string kBase = R"(
+name: small
+levels: [spine, leaf]
+nodes:
+  - {name: a, count: 2, gpu_model: A100-80GB, gpus: 8, cpu: 64000, memory: 524288, path: [s0, l0]}
+  - {name: h, gpu_model: H100-80GB-SXM, gpus: 8, cpu: 64000, memory: 524288, path: [s0, l1], mig_gpus: [0]}
+queues:
+  - {name: org, guaranteed: {any: 16000}}
+  - {name: infer, parent: org, guaranteed: {any: 8000}, weight: 2, priority_classes: [production-inference]}
+  - {name: train, parent: org, guaranteed: {any: 8000}, limit: {any: 24000}}
+config: {preset: tessera, backfill: true}
+policy: best-fit
+)";
+
+TEST(ClusterConfig, ExamplesLoad) {
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(TESSERA_SOURCE_DIR) + "/examples")) {
+    if (e.path().extension() != ".yaml") continue;
+    ++files;
+    auto c = load_cluster_config(e.path().string());
+    ASSERT_TRUE(c.ok()) << c.error().message;
+    EXPECT_FALSE(c->nodes.empty()) << e.path();
+    ASSERT_NE(c->catalog, nullptr);
+    auto cluster = build_cluster_state(*c);
+    ASSERT_TRUE(cluster.ok()) << cluster.error().message;
+    EXPECT_GT(cluster->total_gpus(), 0);
+  }
+  EXPECT_GE(files, 1);
+}
+
+TEST(ClusterConfig, ParsesEverySection) {
+  auto c = parse_cluster_config_yaml(kBase);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->name, "small");
+  EXPECT_EQ(c->levels, (std::vector<std::string>{"spine", "leaf"}));
+  ASSERT_EQ(c->nodes.size(), 3u);
+  EXPECT_EQ(c->nodes[0].name, "a-0");
+  EXPECT_EQ(c->nodes[1].name, "a-1");
+  EXPECT_EQ(c->nodes[2].name, "h");
+  EXPECT_EQ(c->nodes[2].mig_gpus, std::vector<int>{0});
+  ASSERT_EQ(c->queues.size(), 3u);
+  EXPECT_EQ(c->queues[1].weight, 2);
+  EXPECT_EQ(c->queues[2].limit.at("any"), 24000);
+  ASSERT_EQ(c->queue_classes.count("infer"), 1u);
+  EXPECT_EQ(c->queue_classes.at("infer"), std::vector<std::string>{"production-inference"});
+  EXPECT_EQ(c->queue_classes.count("train"), 0u);
+  EXPECT_TRUE(c->scheduler.backfill);
+  EXPECT_EQ(c->scheduler.policy, "best-fit");
+  auto cluster = build_cluster_state(*c);
+  ASSERT_TRUE(cluster.ok()) << cluster.error().message;
+  EXPECT_EQ(cluster->total_gpus(), 24);
+}
+
+TEST(ClusterConfig, DefaultsAndInlineGpuModels) {
+  auto c = parse_cluster_config_yaml("nodes: [{name: n, gpu_model: T4, gpus: 1}]\n");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  ASSERT_EQ(c->queues.size(), 1u);
+  EXPECT_EQ(c->queues[0].name, "default");
+  ASSERT_NE(c->catalog, nullptr);
+  EXPECT_TRUE(c->catalog->find("A100-80GB").ok());
+
+  auto b = parse_cluster_config_yaml(R"(
+gpu_models:
+  - name: B200
+    aliases: [NVIDIA B200]
+    memory_mib: 184320
+    memory_slices: 8
+    compute_slices: 7
+    mig_profiles:
+      - {id: 19, name: 1g.23gb, compute_slices: 1, memory_slices: 1, starts: [0, 1, 2, 3, 4, 5, 6], max_instances: 7, memory_mib: 23552}
+nodes: [{name: n, gpu_model: nvidia b200, gpus: 8, mig_gpus: [1]}]
+)");
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  auto model = b->catalog->find("B200");
+  ASSERT_TRUE(model.ok());
+  EXPECT_TRUE((*model)->mig_capable());
+  EXPECT_TRUE(b->catalog->find("T4").ok()) << "declared models join the built-ins";
+  auto cluster = build_cluster_state(*b);
+  ASSERT_TRUE(cluster.ok()) << cluster.error().message;
+  EXPECT_EQ(cluster->total_gpus(), 8);
+}
+
+std::string error_of(const std::string& text) {
+  auto c = parse_cluster_config_yaml(text);
+  return c.ok() ? "(parsed)" : c.error().message;
+}
+
+TEST(ClusterConfig, BadConfigsNameTheField) {
+  const std::string nodes = "nodes: [{name: n, gpu_model: A100-80GB, gpus: 8}]\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {nodes + "jobs: []\n", "cluster.jobs: unknown field; expected one of name, levels, nodes, queues, config, "
+                             "priority_classes, policy, gpu_models"},
+      {"levels: [leaf]\n", "nodes: required list"},
+      {nodes + "queues: [{name: a, parent: nope}]\n", "queues[0] (queue \"a\": parent \"nope\" does not exist)"},
+      {nodes + "queues: [{name: p, guaranteed: {any: 1000}}, {name: c1, parent: p, guaranteed: {any: 800}},"
+               " {name: c2, parent: p, guaranteed: {any: 800}}]\n",
+       "queues[0] (queue \"p\": children guarantee 1600"},
+      {nodes + "queues: [{name: a, weight: 0}]\n", "queues[0] (queue \"a\": weight: must be >= 1"},
+      {nodes + "queues: [{name: a}, {name: a}]\n", "queue \"a\": name: defined more than once"},
+      {nodes + "queues: [{name: a, priority_classes: [gold]}]\n",
+       "queues[0].priority_classes[0]: unknown class \"gold\"; expected one of production-inference"},
+      {nodes + "queues: [{name: a, priority_class: [research]}]\n", "queues[0].priority_class: unknown field"},
+      {nodes + "queues: {a: 1}\n", "queues: must be a list"},
+      {"nodes: [{name: n, gpu_model: Z9000, gpus: 8}]\n", "nodes[0].gpu_model: "},
+      {"nodes: [{name: n, gpus: 8}]\n", "nodes[0].gpu_model: required when gpus > 0"},
+      {"nodes: [{name: n, gpu_model: T4, gpus: 1}, {name: n, gpu_model: T4, gpus: 1}]\n",
+       "nodes[1].name: node \"n\" defined twice"},
+      {"nodes: [{name: n, count: 2, gpu_model: T4, gpus: 1}, {name: n-1, gpu_model: T4, gpus: 1}]\n",
+       "nodes[1].name: node \"n-1\" defined twice"},
+      {"levels: [spine, leaf]\nnodes: [{name: n, gpu_model: T4, gpus: 1, path: [s0]}]\n",
+       "nodes[0].path: needs one domain per network level (2: spine, leaf), got 1"},
+      {"nodes: [{name: n, gpu_model: T4, gpus: 1, path: [s0]}]\n", "nodes[0].path: needs one domain per network level (0"},
+      {"levels: [leaf, leaf]\nnodes: []\n", "levels[1]: \"leaf\" used twice"},
+      {"levels: [node]\nnodes: []\n", "levels[0]: \"node\" is reserved"},
+      {"levels: leaf\nnodes: []\n", "cluster.levels: wrong type"},
+      {"nodes: [{name: n, gpu_model: T4, gpus: 99}]\n", "nodes[0].gpus: must be in 0..16, got 99"},
+      {"nodes: [{name: n, gpu_model: T4, gpus: 1, count: 0}]\n", "nodes[0].count: must be >= 1"},
+      {"nodes: [{name: n, gpu_model: T4, gpus: 1, count: 99999999999}]\n", "nodes[0].count: at most 100000"},
+      {"nodes: [{name: n, gpu_model: T4, gpus: 1, mig_gpus: [0]}]\n", "nodes[0]: node 'n': mig_gpus: T4 does not support MIG"},
+      {"nodes: [{name: n, gpu_model: T4, gpus: 1, cpus: 4}]\n", "nodes[0].cpus: unknown field"},
+      {"nodes: [{name: n, gpu_model: T4, gpus: 1, memory: -1}]\n", "nodes[0]: node 'n': memory: must be >= 0"},
+      {nodes + "policy: nope\n", "policy: unknown \"nope\"; expected one of"},
+      {nodes + "config: {order: xyz}\n", "config.order: unknown \"xyz\""},
+      {nodes + "priority_classes: [{name: a, value: 1}, {name: a, value: 2}]\n", "priority_classes[1].name: \"a\" used twice"},
+      {nodes + "gpu_models: [{name: X}]\n", "gpu_models[0].memory_mib: required"},
+      {nodes + "gpu_models: [{name: t4, memory_mib: 1}]\n", "gpu_models: "},
+      {"nodes: [{name: n\n", "cluster: not valid YAML at line"},
+      {"- 1\n", "cluster: expected a map"},
+  };
+  for (const auto& [text, want] : cases) {
+    const std::string got = error_of(text);
+    EXPECT_NE(got.find(want), std::string::npos) << "config:\n" << text << "error: " << got << "\nwanted: " << want;
+  }
+}
+
+TEST(ClusterConfig, LoadNamesTheFile) {
+  auto c = load_cluster_config("/nonexistent/cluster.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("/nonexistent/cluster.yaml"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera::config
