@@ -26,6 +26,7 @@
 #include "cli/commands.h"
 #include "cli/format.h"
 #include "config/job_spec.h"
+#include "config/yaml_fields.h"
 #include "server/store.h"
 
 namespace tessera::cli {
@@ -160,37 +161,6 @@ bool is_spec_file(const std::string& a) {
   return a == "-" || ends(".yaml") || ends(".yml") || ends(".json");
 }
 
-// A YAML node as JSON, scalars typed as YAML does for plain scalars (quoted ones stay strings).
-json yaml_to_json(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Sequence: {
-      json a = json::array();
-      for (const auto& e : n) a.push_back(yaml_to_json(e));
-      return a;
-    }
-    case YAML::NodeType::Map: {
-      json o = json::object();
-      for (const auto& kv : n) o[kv.first.as<std::string>()] = yaml_to_json(kv.second);
-      return o;
-    }
-    case YAML::NodeType::Scalar: {
-      const std::string s = n.Scalar();
-      if (n.Tag() == "!") return s;  // quoted
-      if (s == "true" || s == "True" || s == "TRUE") return true;
-      if (s == "false" || s == "False" || s == "FALSE") return false;
-      if (s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
-      int64_t i = 0;
-      if (auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), i); ec == std::errc() && p == s.data() + s.size())
-        return i;
-      double d = 0;
-      if (auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), d); ec == std::errc() && p == s.data() + s.size())
-        return d;
-      return s;
-    }
-    default: return nullptr;
-  }
-}
-
 // A quantity flag: digits alone become a JSON integer, anything else is sent as the string.
 json quantity(const std::string& s) {
   int64_t v = 0;
@@ -207,6 +177,9 @@ std::string default_name(const std::string& argv0) {
   if (base.size() > 128) base.resize(128);
   return base.empty() ? "job" : base;
 }
+
+// The server's limit on a request body (docs/api.md).
+constexpr size_t kMaxBody = 1 << 20;
 
 void run_submit(SubmitArgs& a) {
   const std::string verb = "submit";
@@ -234,29 +207,32 @@ void run_submit(SubmitArgs& a) {
     return file == "-" && p != std::string::npos && text[p] == '{';
   }();
 
-  config::JobSpec spec;
-  if (!file.empty() && !any_flag && command.empty()) {
-    // The file alone: the parsers' own, most precise errors.
-    auto s = is_json ? config::parse_job_spec_json(text) : config::parse_job_spec_yaml(text);
-    if (!s.ok()) fail(verb, where + ": " + s.error().message, 2);
-    spec = std::move(*s);
-  } else {
-    // Flags (and a command) over the file's fields, then the same checks on the result.
-    json j = json::object();
-    if (!file.empty()) {
-      if (is_json) {
-        j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-        if (j.is_discarded() || !j.is_object())
-          fail(verb, where + ": not a JSON object; fix the syntax (a job spec is {\"name\": ..., \"command\": [...]})", 2);
-      } else {
-        try {
-          j = yaml_to_json(YAML::Load(text));
-        } catch (const YAML::Exception& e) {
-          fail(verb, where + ": YAML syntax error: " + e.what(), 2);
-        }
-        if (!j.is_object()) fail(verb, where + ": the YAML document must be a mapping of job spec fields", 2);
+  // The file as JSON. A syntax error is reported with the config parsers' own message (line and
+  // column, or byte), so it reads the same as the server's.
+  json j = json::object();
+  if (!file.empty()) {
+    if (text.size() > kMaxBody)
+      fail(verb, where + ": " + std::to_string(text.size()) + " bytes; a job spec may be at most 1 MiB", 2);
+    bool readable = true;
+    if (is_json) {
+      j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+      readable = !j.is_discarded() && j.is_object();
+    } else {
+      try {
+        readable = config::yaml_to_json(YAML::Load(text), j, "").ok() && j.is_object();
+      } catch (const YAML::Exception&) {
+        readable = false;
       }
     }
+    if (!readable) {
+      auto s = is_json ? config::parse_job_spec_json(text) : config::parse_job_spec_yaml(text);
+      fail(verb, where + ": " + (s.ok() ? std::string("not a job spec (a mapping of fields)") : s.error().message), 2);
+    }
+  }
+  // Flags (and a command) over the file's fields; then the config layer's checks on the result.
+  {
+    if (j.contains("resources") && !j["resources"].is_null() && !j["resources"].is_object())
+      fail(verb, where + ": resources: must be a mapping of per-task resources (gpus, cpu, memory, ...)", 2);
     json& res = j["resources"];
     if (!res.is_object()) res = json::object();
     if (a.given("--name")) j["name"] = a.name;
@@ -310,9 +286,26 @@ void run_submit(SubmitArgs& a) {
     if ((!j.contains("name") || j["name"] == "") && j.contains("command") && j["command"].is_array() &&
         !j["command"].empty() && j["command"][0].is_string())
       j["name"] = default_name(j["command"][0].get<std::string>());
-    auto s = config::job_spec_from_json(j);
-    if (!s.ok()) fail(verb, (file.empty() ? "" : where + " with the flags applied: ") + s.error().message, 2);
-    spec = std::move(*s);
+  }
+  auto spec = config::job_spec_from_json(j);
+  if (!spec.ok()) {
+    const std::string& msg = spec.error().message;
+    std::string origin = file.empty() ? "the flags" : any_flag || !command.empty() ? where + " with the flags applied" : where;
+    // Name the flag when the faulty field came from one.
+    static const std::vector<std::pair<std::string, std::string>> kFieldFlags = {
+        {"resources.gpus", "--gpus"}, {"resources.gpu_milli", "--gpu-milli"}, {"resources.gpu_memory", "--gpu-memory"},
+        {"resources.gpu_models", "--models"}, {"resources.mig", "--mig"}, {"resources.cpu", "--cpu"},
+        {"resources.memory", "--memory"}, {"tasks", "--tasks"}, {"queue", "--queue"}, {"name", "--name"},
+        {"priority_class", "--class"}, {"project", "--project"}, {"env", "--env"}, {"working_dir", "--workdir"},
+        {"max_runtime", "--max-runtime"}, {"expected_runtime", "--expected-runtime"}};
+    for (const auto& [field, flag] : kFieldFlags)
+      if (msg.rfind(field, 0) == 0 && msg.size() > field.size() && std::strchr(":[.", msg[field.size()]) &&
+          (a.given(flag) || file.empty())) {
+        origin = flag;
+        break;
+      }
+    if (msg.rfind("command", 0) == 0 && !command.empty()) origin = "the command after --";
+    fail(verb, origin + ": " + msg, 2);
   }
 
   if (a.idempotency_key.size() > 128)
@@ -321,7 +314,7 @@ void run_submit(SubmitArgs& a) {
   if (!a.idempotency_key.empty()) headers.emplace_back("Idempotency-Key", a.idempotency_key);
 
   auto api = connect(verb, a.conn);
-  const ApiResponse r = call_post(verb, *api, "/api/v1/jobs", config::job_spec_to_json(spec), headers);
+  const ApiResponse r = call_post(verb, *api, "/api/v1/jobs", config::job_spec_to_json(*spec), headers);
   if (a.conn.json) return print_json(r.body);
   const std::string id = json_text(r.body, "id", "?");
   if (r.status == 200) std::cout << "Submitted job " << id << " (already created with this idempotency key)\n";

@@ -198,7 +198,7 @@ std::string describe_resources(const nlohmann::json& r) {
   if (r.contains("memory")) {
     const auto& m = r["memory"];
     std::string mem = m.is_number() ? format_mib(json_int(r, "memory").value_or(0)) : m.is_string() ? m.get<std::string>() : "";
-    if (!mem.empty() && mem != "0Mi") parts.push_back(mem + " memory");
+    if (!mem.empty() && mem != "0") parts.push_back(mem + " memory");
   }
   std::string out;
   for (const std::string& p : parts) out += (out.empty() ? "" : ", ") + p;
