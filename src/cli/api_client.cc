@@ -158,9 +158,10 @@ Status ApiClient::download(const std::string& path, const std::function<bool(con
         }
         return true;
       });
-  if (sink_failed) return Error{ErrorCode::kInternal, "writing the download failed"};
+  if (sink_failed) return Error{ErrorCode::kInternal, "the download was stopped by its receiver"};
   if (!res) return transport_error(static_cast<int>(res.error()));
-  if (res->status < 200 || res->status >= 300) return answer_error(res->status, error_body);
+  if (res->status < 200 || res->status >= 300)
+    return answer_error(res->status, error_body.empty() ? res->body : error_body);
   return {};
 }
 

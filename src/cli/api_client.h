@@ -49,8 +49,8 @@ class ApiClient {
   Result<ApiResponse> get(const std::string& path);
   Result<ApiResponse> post(const std::string& path, const nlohmann::json& body,
                            const std::vector<std::pair<std::string, std::string>>& headers = {});
-  // GET streaming a 2xx body into `sink` (which returns false to abort); an error answer is read
-  // whole and returned as an Error.
+  // GET streaming a 2xx body into `sink` (which returns false to abort: the caller keeps the why);
+  // an error answer is read whole and returned as an Error.
   Status download(const std::string& path, const std::function<bool(const char*, size_t)>& sink);
 
  private:

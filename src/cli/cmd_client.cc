@@ -474,7 +474,14 @@ std::string time_and_relative(const json& obj, const char* key, int64_t now) {
   return format_local_time(*t) + " (" + format_relative(*t, now) + ")";
 }
 
-std::string compact_detail(const json& d) {
+// An event's detail as "key=value ..." (a detail stored as a JSON string is parsed first).
+std::string compact_detail(const json& detail) {
+  json d = detail;
+  if (d.is_string()) {
+    json parsed = json::parse(d.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_object()) d = std::move(parsed);
+    else return d.get<std::string>();
+  }
   if (!d.is_object()) return d.is_null() ? "" : d.dump();
   std::string out;
   for (const auto& [k, v] : d.items())
@@ -859,6 +866,7 @@ void run_backup(const BackupArgs& a) {
   if (fd < 0) fail(verb, "cannot create a temporary file next to " + a.file + " (" + std::strerror(errno) + "); check the directory exists and is writable");
   const std::string tmp(buf.data());
   int64_t bytes = 0;
+  int write_errno = 0;  // set when writing the temporary file failed
   std::string header;
   const Status s = api->download("/api/v1/admin/backup", [&](const char* data, size_t len) {
     if (header.size() < 16) header.append(data, std::min(len, 16 - header.size()));
@@ -866,6 +874,7 @@ void run_backup(const BackupArgs& a) {
       const ssize_t w = ::write(fd, data + off, len - off);
       if (w < 0) {
         if (errno == EINTR) continue;
+        write_errno = errno;
         return false;
       }
       off += static_cast<size_t>(w);
@@ -873,15 +882,14 @@ void run_backup(const BackupArgs& a) {
     bytes += static_cast<int64_t>(len);
     return true;
   });
-  const int write_errno = errno;
   auto abandon = [&](const std::string& msg) {
     ::close(fd);
     ::unlink(tmp.c_str());
     fail(verb, msg);
   };
-  if (!s.ok()) abandon(s.message() == "writing the download failed"
-                           ? "writing " + tmp + " failed (" + std::strerror(write_errno) + "); free some space or choose another place"
-                           : s.message());
+  if (write_errno != 0)
+    abandon("writing " + tmp + " failed (" + std::strerror(write_errno) + "); free some space or choose another place");
+  if (!s.ok()) abandon(s.message());
   if (header.compare(0, 15, "SQLite format 3") != 0)
     abandon("the server's answer is not a SQLite file (" + std::to_string(bytes) + " bytes); nothing was written");
   if (::fsync(fd) != 0) abandon("fsync of " + tmp + " failed (" + std::strerror(errno) + ")");
