@@ -10,7 +10,10 @@ void register_sim(CLI::App& app);     // tessera sim alloc ...
 void register_bench(CLI::App& app);   // tessera bench place ...
 void register_scenario(CLI::App& sim);  // tessera sim scenario FILE... (under the sim subcommand)
 void register_sim_run(CLI::App& sim);   // tessera sim run --cluster FILE --workload SPEC ...
-void register_server(CLI::App& app);
-void register_bench_api(CLI::App& bench);  // tessera bench api (under the bench subcommand)  // tessera server --data DIR --listen HOST:PORT [--config FILE]
+void register_server(CLI::App& app);      // tessera server --data DIR --listen HOST:PORT [--config FILE]
+void register_bench_api(CLI::App& bench);  // tessera bench api (under the bench subcommand)
+// The REST API client verbs: submit, jobs, show, cancel, priority, queues, nodes, cordon, drain,
+// resume, token, whoami, admin (cmd_client.cc).
+void register_client(CLI::App& app);
 
 }  // namespace tessera::cli

@@ -1,0 +1,72 @@
+// A small HTTP + JSON client of the Tessera REST API (docs/api.md) for the CLI verbs: the server URL,
+// the bearer token, connect/read timeouts, and errors turned into one clear message (the server's
+// error body, or why the server could not be reached and how to fix it). Uses cpp-httplib.
+// An ApiClient owns its connection; one instance is not thread-safe (use one per thread).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/format.h"
+#include "core/status.h"
+
+namespace httplib {
+class Client;
+}
+
+namespace tessera::cli {
+
+struct ClientOptions {
+  std::string server = "http://127.0.0.1:8420";
+  std::string token;               // empty = no Authorization header
+  int connect_timeout_s = 5;
+  int read_timeout_s = 60;
+};
+
+struct ApiResponse {
+  int status = 0;                  // 2xx (an error status is returned as an Error)
+  nlohmann::json body;             // null when the body is empty
+};
+
+class ApiClient {
+ public:
+  // Fails when the server URL is malformed (the message names --server).
+  static Result<std::unique_ptr<ApiClient>> create(const ClientOptions& o);
+  ~ApiClient();
+  ApiClient(const ApiClient&) = delete;
+  ApiClient& operator=(const ApiClient&) = delete;
+
+  const std::string& base_url() const { return base_; }
+
+  // `path` starts with '/' (e.g. "/api/v1/jobs?active=true"). The Error message is ready to print.
+  Result<ApiResponse> get(const std::string& path);
+  Result<ApiResponse> post(const std::string& path, const nlohmann::json& body,
+                           const std::vector<std::pair<std::string, std::string>>& headers = {});
+  // GET streaming a 2xx body into `sink` (which returns false to abort: the caller keeps the why);
+  // an error answer is read whole and returned as an Error.
+  Status download(const std::string& path, const std::function<bool(const char*, size_t)>& sink);
+
+ private:
+  ApiClient() = default;
+  // Turns a transport failure (no response) into "cannot reach the Tessera server at URL: ...".
+  Error transport_error(int err) const;
+  Error answer_error(int status, std::string_view body) const;
+  Result<ApiResponse> finish(int status, const std::string& body) const;
+
+  std::string base_;
+  std::string host_;
+  int port_ = 0;
+  bool has_token_ = false;
+  int read_timeout_s_ = 60;
+  int connect_timeout_s_ = 5;
+  std::unique_ptr<httplib::Client> http_;
+};
+
+}  // namespace tessera::cli
