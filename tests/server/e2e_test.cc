@@ -332,14 +332,14 @@ TEST_F(ServerE2E, RestartKeepsJobsAndReconcilesAgents) {
   const int64_t kept = submit(job("kept", "default", Json{{"gpus", 8}}));
   const int64_t lost = submit(job("lost", "default", Json{{"gpus", 8}}));
   ASSERT_TRUE(eventually([&] { return state_of(server, kept) == "running" && state_of(server, lost) == "running"; }));
-  const int64_t waiting = submit(job("waiting", "team-a", Json{{"gpus", 8}}));
+  const int64_t waiting = submit(job("waiting", "default", Json{{"gpus", 8}}));  // same queue: no reclaim
   auto k = server.get("/api/v1/jobs/" + std::to_string(kept), server.admin_token()).body;
   auto l = server.get("/api/v1/jobs/" + std::to_string(lost), server.admin_token()).body;
   ASSERT_EQ(server.kill(SIGKILL) != -1, true);
   std::string out;
   ASSERT_TRUE(server.start(&out)) << out;
   // Every job is there in its last state.
-  EXPECT_EQ(state_of(server, kept), "running");
+  EXPECT_EQ(state_of(server, kept), "running") << server.get("/api/v1/jobs/" + std::to_string(kept), server.admin_token()).raw;
   EXPECT_EQ(state_of(server, lost), "running");
   EXPECT_NE(state_of(server, waiting), "?");
   // The agent of `kept` reports it: it stays. The agent of `lost` does not: it is requeued.
