@@ -4,7 +4,8 @@
 // load()/events_*() under read_mu_. backup() opens its own short-lived read connection.
 // Thread-safety: every public method may be called from any thread. write() only queues; the writer
 // thread commits all queued batches (up to kMaxGroupBatches) in one transaction (group commit) and
-// runs their `done` callbacks after COMMIT has returned (i.e. after fsync).
+// runs their `done` callbacks after COMMIT has returned (i.e. after fsync). A `done` runs on the
+// writer thread: it may call write() but must not wait on the store (write_sync, flush), nor throw.
 // Invariants: batches commit in write() order; completed_ <= enqueued_, and completed_ counts
 // batches whose `done` has already run; PRAGMA user_version is the schema version (1..kSchemaVersion)
 // and PRAGMA application_id is kApplicationId in every database this file creates.

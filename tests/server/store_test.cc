@@ -422,7 +422,12 @@ TEST_F(StoreTest, RefusesGarbageFile) {
   EXPECT_TRUE(contains(store.error().message, "not a SQLite file")) << store.error().message;
 }
 
-TEST_F(StoreTest, UnwritableDirectoryIsAnError) {
+TEST_F(StoreTest, UnusableDirectoryIsAnError) {
+  std::ofstream(root_ + "/plain_file") << "x";
+  auto under_file = open_sqlite_store(root_ + "/plain_file/store");
+  ASSERT_FALSE(under_file.ok());
+  EXPECT_TRUE(contains(under_file.error().message, root_ + "/plain_file")) << under_file.error().message;
+
   if (::geteuid() == 0) GTEST_SKIP() << "root ignores directory permissions";
   fs::create_directories(dir());
   fs::permissions(dir(), fs::perms::owner_read | fs::perms::owner_exec);
