@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -73,6 +74,13 @@ Result<BenchApiResult> run_bench_api(const BenchApiOptions& o, const std::functi
     // 1. Durable submissions.
     say("submitting for " + std::to_string(o.seconds) + " s with " + std::to_string(o.clients) + " clients");
     std::atomic<int64_t> next{0}, failed{0};
+    std::mutex why_mu;
+    std::string why;  // the first failure
+    auto note_failure = [&](const httplib::Result& res) {
+      ++failed;
+      std::lock_guard l(why_mu);
+      if (why.empty()) why = res ? "HTTP " + std::to_string(res->status) + ": " + res->body : "no answer: " + httplib::to_string(res.error());
+    };
     std::vector<std::vector<double>> lat(size_t(o.clients));
     const auto t0 = Clock::now();
     const auto until = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
@@ -81,12 +89,14 @@ Result<BenchApiResult> run_bench_api(const BenchApiOptions& o, const std::functi
       threads.emplace_back([&, c] {
         httplib::Client cli("127.0.0.1", port);
         cli.set_keep_alive(true);
+        cli.set_tcp_nodelay(true);
+        cli.set_read_timeout(60, 0);
         while (Clock::now() < until) {
           const int64_t i = next++;
           const auto s = Clock::now();
           auto res = cli.Post("/api/v1/jobs", auth, job_body(i), "application/json");
           if (!res || res->status != 201) {
-            ++failed;
+            note_failure(res);
             continue;
           }
           lat[size_t(c)].push_back(ms_since(s));
@@ -101,7 +111,10 @@ Result<BenchApiResult> run_bench_api(const BenchApiOptions& o, const std::functi
     out.submissions_per_s = double(out.submitted) / out.submit_seconds;
     out.submit_ms_p50 = percentile(all, 0.5);
     out.submit_ms_p99 = percentile(all, 0.99);
-    if (failed > 0) return internal_error("bench api: " + std::to_string(failed.load()) + " submissions failed");
+    if (failed > 0)
+      return internal_error("bench api: " + std::to_string(failed.load()) + " submissions failed; the first: " + why +
+                            " (p50 " + std::to_string(out.submit_ms_p50) + " ms, p99 " + std::to_string(out.submit_ms_p99) +
+                            " ms, max " + std::to_string(percentile(all, 1.0)) + " ms, " + std::to_string(out.submitted) + " ok)");
     out.store_batches = (*store)->stats().batches;
     out.store_transactions = (*store)->stats().transactions;
 
@@ -114,20 +127,23 @@ Result<BenchApiResult> run_bench_api(const BenchApiOptions& o, const std::functi
         threads.emplace_back([&] {
           httplib::Client cli("127.0.0.1", port);
           cli.set_keep_alive(true);
+        cli.set_tcp_nodelay(true);
+          cli.set_read_timeout(60, 0);
           for (int64_t i = made++; i < o.list_jobs; i = made++) {
             auto res = cli.Post("/api/v1/jobs", auth, job_body(i), "application/json");
-            if (!res || res->status != 201) ++failed;
+            if (!res || res->status != 201) note_failure(res);
           }
         });
       }
       for (auto& t : threads) t.join();
-      if (failed > 0) return internal_error("bench api: " + std::to_string(failed.load()) + " submissions failed while topping up");
+      if (failed > 0) return internal_error("bench api: " + std::to_string(failed.load()) + " submissions failed while topping up; the first: " + why);
     }
     (*controller)->wait_for_cycle();
     out.jobs_listed_over = std::max(o.list_jobs, out.submitted);
     say("listing over " + std::to_string(out.jobs_listed_over) + " jobs");
     httplib::Client cli("127.0.0.1", port);
     cli.set_keep_alive(true);
+        cli.set_tcp_nodelay(true);
     std::mt19937_64 rng(7);
     std::vector<double> page, filtered;
     for (int i = 0; i < o.list_requests; ++i) {

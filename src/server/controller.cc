@@ -1,6 +1,7 @@
 #include "server/controller.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <ctime>
@@ -76,10 +77,10 @@ struct Controller::State {
   ClusterState cluster;        // with running placements applied
   ClusterState empty_cluster;  // as configured, nothing allocated: "can this ever fit" checks
   std::map<std::string, std::string> never_fits_cache;  // request shape -> reason ("" = fits)
-  std::map<int64_t, JobRecord> jobs;                     // every job ever submitted, by id
+  JobTable jobs;                                         // every job ever submitted, by id
   std::set<int64_t> active_ids;                          // pending, running, checkpointing
+  std::set<int64_t> placed_ids;                          // running, checkpointing
   std::map<std::string, int64_t> by_idempotency_key;
-  std::map<int64_t, PendingInfo> pending_info;           // from the last cycle
   std::vector<NodeAdmin> node_admin;                     // by NodeId
   std::vector<double> usage;                             // decayed usage per queue id
   Time usage_at = 0;
@@ -101,6 +102,7 @@ struct Controller::State {
   bool cycle_in_flight = false;
   bool dirty = true;
   Clock::time_point last_cycle_start{}, last_cycle_end{};
+  Clock::time_point next_tick{};  // time-driven checks run at most every 100 ms
   // Cycle counters for wait_for_cycle.
   std::mutex count_mu;
   std::condition_variable count_cv;
@@ -167,7 +169,8 @@ struct Controller::State {
     r.finished = t;
     r.end_reason = reason;
     active_ids.erase(r.id);
-    pending_info.erase(r.id);
+    placed_ids.erase(r.id);
+    r.pending.reset();
     detail["reason"] = reason;
     b.events.push_back(event(r.id, kind, actor, detail));
     b.jobs.push_back(row(r));
@@ -180,6 +183,7 @@ struct Controller::State {
     const Time t = now();
     if (r.job.started >= 0) r.job.attained_gpu_s += gpu_milli(r) / 1000 * std::max<Time>(0, t - r.job.started);
     release(r);
+    placed_ids.erase(r.id);
     r.job.state = JobState::kPending;
     r.job.evict_by = -1;
     r.job.last_preempted = t;
@@ -287,9 +291,9 @@ struct Controller::State {
     if (usage.size() != tree->size()) usage.assign(tree->size(), 0.0);
     const int64_t cap = std::max<int64_t>(1, cluster.total_gpus() * 1000);
     std::vector<int64_t> alloc(tree->size(), 0);
-    for (int64_t id : active_ids) {
+    for (int64_t id : placed_ids) {
       const JobRecord& r = jobs.at(id);
-      if (placed(r.job.state)) alloc[r.job.queue.value] += gpu_milli(r);
+      alloc[r.job.queue.value] += gpu_milli(r);
     }
     for (size_t q = 0; q < tree->size(); ++q)
       usage[q] = decay_usage(usage[q], double(alloc[q]) / double(cap), t - usage_at, config.scheduler.usage_half_life);
@@ -316,9 +320,9 @@ struct Controller::State {
     const Time t = now();
     WriteBatch b;
     for (const PreemptDecision& p : d.preempt) {
-      auto it = jobs.find(int64_t(p.victim.value));
-      if (it == jobs.end()) continue;
-      JobRecord& v = it->second;
+      JobRecord* vp = jobs.find(int64_t(p.victim.value));
+      if (!vp) continue;
+      JobRecord& v = *vp;
       if (p.phase == PreemptPhase::kRequestCheckpoint && v.job.state == JobState::kRunning)
         request_checkpoint(v, p.evict_by, p.reason, b);
       else if (p.phase == PreemptPhase::kEvict && placed(v.job.state))
@@ -335,12 +339,12 @@ struct Controller::State {
       b.meta.push_back(mig_meta(m.gpu));
     }
     for (const StartDecision& s : d.start) {
-      auto it = jobs.find(int64_t(s.job.value));
-      if (it == jobs.end() || it->second.job.state != JobState::kPending) continue;
+      JobRecord* rp = jobs.find(int64_t(s.job.value));
+      if (!rp || rp->job.state != JobState::kPending) continue;
       bool nodes_ok = true;
       for (const TaskPlacement& p : s.placement) nodes_ok = nodes_ok && node_admin[p.node.value].state == "ready";
       if (!nodes_ok || !cluster.apply_all(s.placement).ok()) continue;  // changed since the snapshot
-      JobRecord& r = it->second;
+      JobRecord& r = *rp;
       for (TaskPlacement p : s.placement) {
         for (GpuGrant& g : p.gpus) g.mig_create = false, g.mig_destroy = 0;  // the instances now exist
         r.job.placement.push_back(std::move(p));
@@ -349,14 +353,15 @@ struct Controller::State {
       r.job.started = t;
       ++r.attempt;
       r.tasks.assign(r.job.placement.size(), TaskRun{});
-      pending_info.erase(r.id);
+      r.pending.reset();
+      placed_ids.insert(r.id);
       b.events.push_back(event(r.id, "started", "scheduler",
                                Json{{"attempt", r.attempt}, {"placement", placement_json(r, cluster)}}));
       b.jobs.push_back(row(r));
     }
     for (const PendingInfo& p : d.pending) {
-      auto it = jobs.find(int64_t(p.job.value));
-      if (it != jobs.end() && it->second.job.state == JobState::kPending) pending_info[int64_t(p.job.value)] = p;
+      JobRecord* r = jobs.find(int64_t(p.job.value));
+      if (r && r->job.state == JobState::kPending) r->pending = p;
     }
     if (!b.empty()) persist(std::move(b));
   }
@@ -371,6 +376,9 @@ struct Controller::State {
 
   // Time-driven work: MIG layouts ready, checkpoint deadlines, time limits.
   void tick() {
+    const auto wall = Clock::now();
+    if (wall < next_tick) return;
+    next_tick = wall + std::chrono::milliseconds(100);
     const Time t = now();
     WriteBatch b;
     for (auto it = mig_ready.begin(); it != mig_ready.end();) {
@@ -382,7 +390,7 @@ struct Controller::State {
         ++it;
       }
     }
-    std::vector<int64_t> ids(active_ids.begin(), active_ids.end());
+    std::vector<int64_t> ids(placed_ids.begin(), placed_ids.end());
     for (int64_t id : ids) {
       JobRecord& r = jobs.at(id);
       if (r.job.state == JobState::kCheckpointing && r.job.evict_by >= 0 && t >= r.job.evict_by) {
@@ -485,8 +493,8 @@ Result<std::unique_ptr<Controller>> Controller::start(config::ClusterConfig cfg,
       }
     }
     if (active(r.job.state)) s.active_ids.insert(r.id);
-    const int64_t id = r.id;
-    s.jobs.emplace(id, std::move(r));
+    if (placed(r.job.state)) s.placed_ids.insert(r.id);
+    s.jobs.insert(std::move(r));
   }
   for (JobRow& jr : fix.jobs) jr = s.row(s.jobs.at(jr.id));
   if (!fix.empty()) {
@@ -701,7 +709,7 @@ Result<Json> Controller::submit(const Principal& who, config::JobSpec spec, cons
       s.active_ids.insert(r.id);
       Json answer = record_to_api(r, s.cluster, nullptr);
       const int64_t id = r.id;
-      s.jobs.emplace(id, std::move(r));
+      s.jobs.insert(std::move(r));
       s.dirty = true;
       *created_flag = true;
       // If the write fails, the job must not stay in memory either.
@@ -729,11 +737,13 @@ Result<Json> Controller::submit(const Principal& who, config::JobSpec spec, cons
 Result<Json> Controller::list_jobs(const Principal& who, const JobFilter& f) {
   return call<Json>([who, f](State& s) -> Result<Json> {
     if (Status st = s.may_read(who); !st.ok()) return st.error();
+    std::array<bool, 6> want_state{};
+    want_state.fill(f.states.empty());
     for (const std::string& st : f.states) {
       bool ok = false;
       for (JobState js : {JobState::kPending, JobState::kRunning, JobState::kCheckpointing, JobState::kSucceeded,
                           JobState::kFailed, JobState::kCancelled})
-        ok = ok || st == job_state_name(js);
+        if (st == job_state_name(js)) ok = want_state[size_t(js)] = true;
       if (!ok)
         return invalid_argument("state: unknown \"" + st + "\"; expected pending, running, checkpointing, succeeded, failed, cancelled");
     }
@@ -747,9 +757,7 @@ Result<Json> Controller::list_jobs(const Principal& who, const JobFilter& f) {
     }
     auto match = [&](const JobRecord& r) {
       if (!f.user.empty() && r.job.user != f.user) return false;
-      if (!f.states.empty() &&
-          std::find(f.states.begin(), f.states.end(), job_state_name(r.job.state)) == f.states.end())
-        return false;
+      if (!want_state[size_t(r.job.state)]) return false;
       if (!in_queue.empty() && !in_queue[r.job.queue.value]) return false;
       return true;
     };
@@ -761,8 +769,7 @@ Result<Json> Controller::list_jobs(const Principal& who, const JobFilter& f) {
       ++total;
       if (r.id <= f.after) return;
       if (int64_t(out.size()) < f.limit) {
-        auto pi = s.pending_info.find(r.id);
-        out.push_back(record_to_api(r, s.cluster, pi == s.pending_info.end() ? nullptr : &pi->second, false));
+        out.push_back(record_to_api(r, s.cluster, r.pending ? &*r.pending : nullptr, false));
         last = r.id;
       } else {
         more = true;
@@ -771,7 +778,10 @@ Result<Json> Controller::list_jobs(const Principal& who, const JobFilter& f) {
     if (f.active_only) {
       for (int64_t id : s.active_ids) visit(s.jobs.at(id));
     } else {
-      for (const auto& [id, r] : s.jobs) visit(r);
+      s.jobs.walk(0, [&](const JobRecord& r) {
+        visit(r);
+        return true;
+      });
     }
     return Json{{"jobs", std::move(out)}, {"next_after", more ? Json(last) : Json(nullptr)}, {"total", total}};
   });
@@ -780,10 +790,9 @@ Result<Json> Controller::list_jobs(const Principal& who, const JobFilter& f) {
 Result<Json> Controller::show_job(const Principal& who, int64_t id) {
   auto j = call<Json>([who, id](State& s) -> Result<Json> {
     if (Status st = s.may_read(who); !st.ok()) return st.error();
-    auto it = s.jobs.find(id);
-    if (it == s.jobs.end()) return not_found("job " + std::to_string(id) + ": no such job");
-    auto pi = s.pending_info.find(id);
-    return record_to_api(it->second, s.cluster, pi == s.pending_info.end() ? nullptr : &pi->second, true);
+    const JobRecord* r = s.jobs.find(id);
+    if (!r) return not_found("job " + std::to_string(id) + ": no such job");
+    return record_to_api(*r, s.cluster, r->pending ? &*r->pending : nullptr, true);
   });
   if (!j.ok()) return j;
   auto ev = store_->events_for_job(id);
@@ -798,12 +807,12 @@ Result<Json> Controller::show_job(const Principal& who, int64_t id) {
 
 Result<Json> Controller::cancel_job(const Principal& who, int64_t id) {
   ASYNC_CALL({
-    auto it = s.jobs.find(id);
-    if (it == s.jobs.end()) {
+    JobRecord* rp = s.jobs.find(id);
+    if (!rp) {
       reply->set_value(not_found("job " + std::to_string(id) + ": no such job"));
       return;
     }
-    JobRecord& r = it->second;
+    JobRecord& r = *rp;
     if (Status st = s.may_modify(who, r); !st.ok()) {
       s.deny(who, "cancel job " + std::to_string(id), st.message());
       reply->set_value(st.error());
@@ -822,12 +831,12 @@ Result<Json> Controller::cancel_job(const Principal& who, int64_t id) {
 
 Result<Json> Controller::set_priority(const Principal& who, int64_t id, const std::string& cls) {
   ASYNC_CALL({
-    auto it = s.jobs.find(id);
-    if (it == s.jobs.end()) {
+    JobRecord* rp = s.jobs.find(id);
+    if (!rp) {
       reply->set_value(not_found("job " + std::to_string(id) + ": no such job"));
       return;
     }
-    JobRecord& r = it->second;
+    JobRecord& r = *rp;
     Status st = s.may_modify(who, r);
     if (st.ok()) st = s.may_use_class(who, r.queue_name, cls);
     if (!st.ok()) {
@@ -920,7 +929,7 @@ Json node_json(const Controller::State& s, NodeId id) {
   // Which job holds what on this node.
   std::map<uint16_t, std::vector<int64_t>> gpu_jobs;
   std::map<std::pair<uint16_t, int>, int64_t> instance_job;
-  for (int64_t jid : s.active_ids) {
+  for (int64_t jid : s.placed_ids) {
     const JobRecord& r = s.jobs.at(jid);
     for (const TaskPlacement& p : r.job.placement) {
       if (p.node != id) continue;
@@ -987,7 +996,7 @@ Result<Json> Controller::node_op(const Principal& who, const std::string& node, 
       na.reason = reason;
       (void)s.cluster.set_schedulable(*id, false);
       if (op == "drain") {
-        std::vector<int64_t> ids(s.active_ids.begin(), s.active_ids.end());
+        std::vector<int64_t> ids(s.placed_ids.begin(), s.placed_ids.end());
         for (int64_t jid : ids) {
           JobRecord& r = s.jobs.at(jid);
           bool here = false;
@@ -1048,8 +1057,7 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& repor
     std::set<std::pair<int64_t, int>> seen;
     std::set<int64_t> touched;
     for (const Reported& rep : reported) {
-      auto it = s.jobs.find(rep.job);
-      JobRecord* r = it == s.jobs.end() ? nullptr : &it->second;
+      JobRecord* r = s.jobs.find(rep.job);
       const bool current = r && placed(r->job.state) && rep.attempt == r->attempt && rep.task >= 0 &&
                            rep.task < int(r->job.placement.size()) && r->job.placement[rep.task].node == *nid;
       if (!current) {
@@ -1069,7 +1077,7 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& repor
       }
     }
     // Tasks that should run here but were not reported.
-    for (int64_t jid : std::vector<int64_t>(s.active_ids.begin(), s.active_ids.end())) {
+    for (int64_t jid : std::vector<int64_t>(s.placed_ids.begin(), s.placed_ids.end())) {
       JobRecord& r = s.jobs.at(jid);
       if (!placed(r.job.state)) continue;
       for (size_t t = 0; t < r.job.placement.size(); ++t) {
@@ -1110,7 +1118,7 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& repor
     }
     // Desired state.
     Json run = Json::array();
-    for (int64_t jid : s.active_ids) {
+    for (int64_t jid : s.placed_ids) {
       const JobRecord& r = s.jobs.at(jid);
       if (!placed(r.job.state)) continue;
       for (size_t t = 0; t < r.job.placement.size(); ++t) {
@@ -1233,10 +1241,11 @@ Status Controller::reload(config::ClusterConfig cfg, const std::string& who) {
     if (!pol.ok()) return pol.error();
     // Commit: queue ids may have changed; remap the jobs.
     auto new_tree = std::make_shared<const QueueTree>(std::move(*tree));
-    for (auto& [id, jr] : s.jobs) {
+    s.jobs.walk(0, [&](JobRecord& jr) {
       auto q = new_tree->find(jr.queue_name);
       if (q.ok()) jr.job.queue = jr.job.gang.queue = *q;
-    }
+      return true;
+    });
     std::vector<double> usage(new_tree->size(), 0.0);
     for (const Queue& q : s.tree->queues()) {
       auto nq = new_tree->find(q.name);

@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -121,6 +122,7 @@ Status HttpApi::start(const HttpOptions& o) {
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   server_->set_payload_max_length(o.max_body_bytes);
   server_->set_keep_alive_max_count(100000);
+  server_->set_tcp_nodelay(true);  // no Nagle + delayed-ACK stalls (40 ms) on small replies
   server_->set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (!res.body.empty()) return;
     if (res.status == 413)
@@ -142,6 +144,13 @@ Status HttpApi::start(const HttpOptions& o) {
     spdlog::error("event=handler_exception method={} path={} error=\"{}\"", req.method, req.path, what);
     send_error(res, internal_error("internal error: " + what));
   });
+  // The library listens with a backlog of 5: a burst of new connections would overflow it (dropped
+  // handshakes, 1 s SYN retries, resets). Keep the socket and listen again with the system's maximum.
+  int listen_fd = -1;
+  server_->set_socket_options([&listen_fd](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_fd = sock;
+  });
   routes();
   if (o.port == 0) {
     port_ = server_->bind_to_any_port(o.host.c_str());
@@ -152,6 +161,7 @@ Status HttpApi::start(const HttpOptions& o) {
                               " (in use, or not an address of this machine); pick another with --listen HOST:PORT");
     port_ = o.port;
   }
+  if (listen_fd >= 0) ::listen(listen_fd, SOMAXCONN);
   thread_ = std::thread([this] { server_->listen_after_bind(); });
   return {};
 }

@@ -4,7 +4,10 @@
 // functions are pure.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +40,39 @@ struct JobRecord {
   int exit_code = 0;
   std::string end_reason;
   std::vector<TaskRun> tasks; // per placed task of the current attempt (not stored)
+  std::optional<PendingInfo> pending;  // why it waits, from the last cycle (not stored)
+};
+
+// Every job by id. Ids are dense (1, 2, ...) and never reused, so a vector indexed by id serves
+// lookups in O(1) and walks in id order. Owned by the controller's state thread.
+class JobTable {
+ public:
+  JobRecord* find(int64_t id) {
+    return id > 0 && size_t(id) < slots_.size() ? slots_[size_t(id)].get() : nullptr;
+  }
+  const JobRecord* find(int64_t id) const { return const_cast<JobTable*>(this)->find(id); }
+  JobRecord& at(int64_t id) { return *find(id); }
+  const JobRecord& at(int64_t id) const { return *find(id); }
+  void insert(JobRecord r) {
+    const size_t id = size_t(r.id);
+    if (slots_.size() <= id) slots_.resize(id + 1);
+    if (!slots_[id]) ++count_;
+    slots_[id] = std::make_unique<JobRecord>(std::move(r));
+  }
+  void erase(int64_t id) {
+    if (find(id)) slots_[size_t(id)].reset(), --count_;
+  }
+  size_t size() const { return count_; }
+  // fn(JobRecord&) for every job with id > after, in id order, until fn returns false.
+  template <class F>
+  void walk(int64_t after, F&& fn) {
+    for (size_t id = size_t(std::max<int64_t>(after, 0)) + 1; id < slots_.size(); ++id)
+      if (slots_[id] && !fn(*slots_[id])) return;
+  }
+
+ private:
+  std::vector<std::unique_ptr<JobRecord>> slots_;
+  size_t count_ = 0;
 };
 
 // Storage form (everything needed to rebuild the record; node names, not ids).
