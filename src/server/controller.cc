@@ -40,6 +40,11 @@ const char* health_name(GpuHealth h) {
   return "?";
 }
 
+Json event_json(const EventRow& e) {
+  return Json{{"seq", e.seq}, {"job", e.job_id}, {"time", e.time}, {"kind", e.kind}, {"actor", e.actor},
+              {"detail", Json::parse(e.detail, nullptr, false)}};
+}
+
 bool active(JobState s) { return s == JobState::kPending || s == JobState::kRunning || s == JobState::kCheckpointing; }
 bool placed(JobState s) { return s == JobState::kRunning || s == JobState::kCheckpointing; }
 
@@ -235,6 +240,13 @@ struct Controller::State {
   std::pair<std::string, std::string> node_meta(NodeId id) const {
     const NodeAdmin& na = node_admin[id.value];
     return {"node/" + cluster.node(id).name, Json{{"state", na.state}, {"reason", na.reason}}.dump()};
+  }
+
+  // The job, or nullptr after answering 404.
+  JobRecord* find_or_reply(int64_t id, const Reply& reply) {
+    JobRecord* r = jobs.find(id);
+    if (!r) reply->set_value(not_found("job " + std::to_string(id) + ": no such job"));
+    return r;
   }
 
   // ---- permissions ------------------------------------------------------------------------------
@@ -798,20 +810,15 @@ Result<Json> Controller::show_job(const Principal& who, int64_t id) {
   auto ev = store_->events_for_job(id);
   if (!ev.ok()) return ev.error();
   Json events = Json::array();
-  for (const EventRow& e : *ev)
-    events.push_back(Json{{"seq", e.seq}, {"time", e.time}, {"kind", e.kind}, {"actor", e.actor},
-                          {"detail", Json::parse(e.detail, nullptr, false)}});
+  for (const EventRow& e : *ev) events.push_back(event_json(e));
   (*j)["events"] = std::move(events);
   return j;
 }
 
 Result<Json> Controller::cancel_job(const Principal& who, int64_t id) {
   ASYNC_CALL({
-    JobRecord* rp = s.jobs.find(id);
-    if (!rp) {
-      reply->set_value(not_found("job " + std::to_string(id) + ": no such job"));
-      return;
-    }
+    JobRecord* rp = s.find_or_reply(id, reply);
+    if (!rp) return;
     JobRecord& r = *rp;
     if (Status st = s.may_modify(who, r); !st.ok()) {
       s.deny(who, "cancel job " + std::to_string(id), st.message());
@@ -831,11 +838,8 @@ Result<Json> Controller::cancel_job(const Principal& who, int64_t id) {
 
 Result<Json> Controller::set_priority(const Principal& who, int64_t id, const std::string& cls) {
   ASYNC_CALL({
-    JobRecord* rp = s.jobs.find(id);
-    if (!rp) {
-      reply->set_value(not_found("job " + std::to_string(id) + ": no such job"));
-      return;
-    }
+    JobRecord* rp = s.find_or_reply(id, reply);
+    if (!rp) return;
     JobRecord& r = *rp;
     Status st = s.may_modify(who, r);
     if (st.ok()) st = s.may_use_class(who, r.queue_name, cls);
@@ -1199,9 +1203,7 @@ Result<Json> Controller::events(const Principal& who, int64_t after, int64_t lim
   auto ev = store_->events_after(after, std::clamp<int64_t>(limit, 1, 10000));
   if (!ev.ok()) return ev.error();
   Json out = Json::array();
-  for (const EventRow& e : *ev)
-    out.push_back(Json{{"seq", e.seq}, {"job", e.job_id}, {"time", e.time}, {"kind", e.kind}, {"actor", e.actor},
-                       {"detail", Json::parse(e.detail, nullptr, false)}});
+  for (const EventRow& e : *ev) out.push_back(event_json(e));
   return Json{{"events", out}};
 }
 
