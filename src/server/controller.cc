@@ -12,6 +12,8 @@
 #include <set>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "core/placement/engine.h"
 #include "core/placement/policy.h"
 #include "core/sched/runtime_history.h"
@@ -89,6 +91,7 @@ struct Controller::State {
   std::vector<NodeAdmin> node_admin;                     // by NodeId
   std::vector<double> usage;                             // decayed usage per queue id
   Time usage_at = 0;
+  Time usage_saved_at = 0;
   std::map<GpuRef, Time> mig_last_changed;
   std::vector<std::pair<Time, GpuRef>> mig_ready;        // GPUs reconfiguring until then
   RuntimeHistory runtimes;
@@ -292,6 +295,7 @@ struct Controller::State {
   }
 
   void deny(const Principal& who, const std::string& what, const std::string& why) {
+    spdlog::info("event=denied user={} role={} call=\"{}\" reason=\"{}\"", who.user, role_name(who.role), what, why);
     WriteBatch b;
     b.events.push_back(event(0, "denied", who.user, Json{{"call", what}, {"role", role_name(who.role)}, {"reason", why}}));
     persist(std::move(b));
@@ -315,6 +319,12 @@ struct Controller::State {
   CycleInput cycle_input_now() {
     const Time t = now();
     update_usage(t);
+    if (t - usage_saved_at >= 60) {  // fair-share history survives restarts (to the last minute)
+      usage_saved_at = t;
+      WriteBatch b;
+      for (const Queue& q : tree->queues()) b.meta.push_back({"usage/" + q.name, Json{{"usage", usage[q.id.value]}, {"at", t}}.dump()});
+      persist(std::move(b));
+    }
     CycleInput in{scheduler, tree, cluster, {}, {}, mig_last_changed, runtimes, t, config_generation};
     in.jobs.reserve(active_ids.size());
     for (int64_t id : active_ids) {
@@ -460,6 +470,13 @@ Result<std::unique_ptr<Controller>> Controller::start(config::ClusterConfig cfg,
       s.node_admin[id->value].state = v.value("state", "ready");
       s.node_admin[id->value].reason = v.value("reason", "");
       if (s.node_admin[id->value].state != "ready") (void)s.cluster.set_schedulable(*id, false);
+    } else if (key.rfind("usage/", 0) == 0) {
+      auto q = s.tree->find(key.substr(6));
+      if (!q.ok()) continue;
+      if (s.usage.size() != s.tree->size()) s.usage.assign(s.tree->size(), 0.0);
+      // Decayed over the time the controller was down (nothing ran that it knows of).
+      s.usage[q->value] = decay_usage(v.value("usage", 0.0), 0.0, std::max<int64_t>(0, s.now() - v.value("at", s.now())),
+                                      s.config.scheduler.usage_half_life);
     } else if (key.rfind("mig/", 0) == 0) {
       const std::string rest = key.substr(4);
       const auto slash = rest.rfind('/');

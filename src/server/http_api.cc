@@ -151,6 +151,10 @@ Status HttpApi::start(const HttpOptions& o) {
     httplib::default_socket_options(sock);
     listen_fd = sock;
   });
+  server_->set_logger([](const httplib::Request& req, const httplib::Response& res) {
+    if (spdlog::should_log(spdlog::level::debug))
+      spdlog::debug("event=request method={} path={} status={} remote={}", req.method, req.path, res.status, req.remote_addr);
+  });
   routes();
   if (o.port == 0) {
     port_ = server_->bind_to_any_port(o.host.c_str());
