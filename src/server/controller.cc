@@ -924,6 +924,7 @@ Result<Json> Controller::queues(const Principal& who) {
                          {"limit", amounts_json(q.limit)}, {"used", amounts_json(used)}, {"borrowed", amounts_json(borrowed)},
                          {"fair_share", amounts_json(fair)}, {"pending", sub_pending[q.id.value]},
                          {"running", sub_running[q.id.value]},
+                         {"usage", q.id.value < s.usage.size() ? s.usage[q.id.value] : 0.0},
                          {"priority_classes", cls == s.config.queue_classes.end() ? Json::array() : Json(cls->second)}});
     }
     return Json{{"queues", std::move(out)}};
