@@ -19,7 +19,9 @@ struct CliResult {
 
 // Runs `tessera ARGS...` with TESSERA_SERVER/TESSERA_TOKEN removed from its environment unless
 // given in `env`. Output goes to files (no pipe can fill up).
-CliResult run_cli(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {}) {
+// A run still going after `timeout_s` is killed (status -1).
+CliResult run_cli(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {},
+                  int timeout_s = 60) {
   const std::string dir = make_temp_dir("tessera-cli");
   const std::string out_path = dir + "/out", err_path = dir + "/err";
   const pid_t pid = fork();
@@ -43,7 +45,15 @@ CliResult run_cli(const std::vector<std::string>& args, const std::map<std::stri
   }
   CliResult r;
   int status = 0;
-  waitpid(pid, &status, 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   if (WIFEXITED(status)) r.status = WEXITSTATUS(status);
   r.out = read_file(out_path);
   r.err = read_file(err_path);
@@ -202,6 +212,20 @@ TEST_F(CliE2E, NoServerNamesTheAddress) {
   auto r = run_cli({"jobs", "--server", "http://" + addr, "--token", "tsr_x", "--timeout", "5"});
   EXPECT_NE(r.status, 0) << show(r);
   EXPECT_TRUE(contains(r.err, addr)) << show(r);
+}
+
+TEST_F(CliE2E, SecondServerOnTheSamePortIsRefused) {
+  // Before the fix the second server bound too (SO_REUSEPORT) and took half the connections.
+  const std::string dir = make_temp_dir("tessera-cli-second");
+  auto r = run_cli({"server", "--data", dir, "--listen", "127.0.0.1:" + std::to_string(server.port()), "--config",
+                    TESSERA_SOURCE_DIR "/tests/server/data/e2e_cluster.yaml", "--log-level", "warn"},
+                   {}, 10);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  EXPECT_EQ(r.status, 1) << show(r);
+  EXPECT_TRUE(contains(r.err, "cannot bind")) << show(r);
+  // The first still answers every request.
+  for (int i = 0; i < 20; ++i) ASSERT_EQ(server.get("/api/v1/whoami", server.admin_token()).status, 200);
 }
 
 TEST_F(CliE2E, TokenFromFileAndEnvironment) {
