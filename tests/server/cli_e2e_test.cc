@@ -351,10 +351,26 @@ TEST(CliConfig, ReloadRefusesBadConfigThenAddsQueue) {
   EXPECT_EQ(sub.status, 201) << sub.raw;
   EXPECT_EQ(sub.body["queue"], "team-c") << sub.raw;
 
-  // The CLI's reload works too.
-  auto cli = run_cli({"admin", "reload", "--server", "http://127.0.0.1:" + std::to_string(server.port()), "--token",
-                      server.admin_token()});
+  // The CLI's reload works too, and the CLI sees and submits to the new queue.
+  const std::string url = "http://127.0.0.1:" + std::to_string(server.port());
+  auto cli = run_cli({"admin", "reload", "--server", url, "--token", server.admin_token()});
   EXPECT_EQ(cli.status, 0) << show(cli);
+  auto queues = run_cli({"queues", "--server", url, "--token", server.admin_token()});
+  EXPECT_EQ(queues.status, 0) << show(queues);
+  EXPECT_TRUE(contains(queues.out, "team-c")) << show(queues);
+  auto csub = run_cli({"submit", "--server", url, "--token", server.admin_token(), "--gpus", "1", "--queue", "team-c", "--",
+                       "sleep", "5"});
+  EXPECT_EQ(csub.status, 0) << show(csub);
+
+  // A good file on SIGHUP is taken (the reload runs on the server's signal thread: poll).
+  write_file(cfg, kGoodConfig + "  - {name: team-c}\n  - {name: team-d}\n");
+  server.kill(SIGHUP);
+  bool has_d = false;
+  for (int i = 0; i < 100 && !has_d; ++i) {
+    has_d = contains(server.get("/api/v1/queues", server.admin_token()).raw, "\"team-d\"");
+    if (!has_d) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(has_d);
   server.kill(SIGKILL);
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
