@@ -147,8 +147,12 @@ Status HttpApi::start(const HttpOptions& o) {
   // The library listens with a backlog of 5: a burst of new connections would overflow it (dropped
   // handshakes, 1 s SYN retries, resets). Keep the socket and listen again with the system's maximum.
   int listen_fd = -1;
+  // Not the library's default options: they add SO_REUSEPORT, with which a second server on the
+  // same HOST:PORT binds too and the kernel splits the connections between the two. SO_REUSEADDR
+  // alone still lets a restart bind past the old connections in TIME_WAIT.
   server_->set_socket_options([&listen_fd](socket_t sock) {
-    httplib::default_socket_options(sock);
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
     listen_fd = sock;
   });
   server_->set_logger([](const httplib::Request& req, const httplib::Response& res) {

@@ -47,8 +47,10 @@ struct HttpReply {
 
 class ServerProcess {
  public:
-  explicit ServerProcess(std::string config = TESSERA_SOURCE_DIR "/tests/server/data/e2e_cluster.yaml")
-      : config_(std::move(config)), dir_(make_temp_dir("tessera-e2e")) {}
+  // `data_dir` empty: a fresh temporary directory. Either way the directory is removed at the end.
+  explicit ServerProcess(std::string config = TESSERA_SOURCE_DIR "/tests/server/data/e2e_cluster.yaml",
+                         std::string data_dir = "")
+      : config_(std::move(config)), dir_(data_dir.empty() ? make_temp_dir("tessera-e2e") : std::move(data_dir)) {}
   ~ServerProcess() {
     kill(SIGKILL);
     std::error_code ec;
@@ -109,6 +111,7 @@ class ServerProcess {
       pid_ = -1;
       return false;
     }
+    // A restored store keeps its tokens and gets no admin.token file: admin_token() is then empty.
     admin_ = read_file(dir_ + "/admin.token");
     while (!admin_.empty() && admin_.back() == '\n') admin_.pop_back();
     return true;
