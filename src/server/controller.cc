@@ -118,6 +118,16 @@ struct Controller::State {
 
   Time now() const { return opt.clock(); }
 
+  // After a change: once min_cycle_gap has passed and the cycle thread has rested twice as long as
+  // the last cycle took (so cycles take at most a third of a core, leaving the rest to the API).
+  // Otherwise: every cycle_interval.
+  Clock::time_point next_cycle_at() const {
+    if (!dirty) return last_cycle_start + std::chrono::milliseconds(opt.cycle_interval_ms);
+    const Clock::duration rest = std::max<Clock::duration>(std::chrono::milliseconds(opt.min_cycle_gap_ms),
+                                                           2 * (last_cycle_end - last_cycle_start));
+    return last_cycle_end + rest;
+  }
+
   // ---- helpers ----------------------------------------------------------------------------------
 
   std::string gpu_class(const std::string& model) const {
@@ -566,10 +576,7 @@ Result<std::unique_ptr<Controller>> Controller::start(config::ClusterConfig cfg,
     std::unique_lock lock(sp->mu);
     for (;;) {
       const auto interval = std::chrono::milliseconds(sp->opt.cycle_interval_ms);
-      const auto gap = std::chrono::milliseconds(sp->opt.min_cycle_gap_ms);
-      const auto next = sp->dirty ? std::max(sp->last_cycle_end + gap, sp->last_cycle_end + (sp->last_cycle_end - sp->last_cycle_start))
-                                  : sp->last_cycle_start + interval;
-      sp->cv.wait_until(lock, sp->cycle_in_flight ? Clock::now() + interval : next,
+      sp->cv.wait_until(lock, sp->cycle_in_flight ? Clock::now() + interval : sp->next_cycle_at(),
                         [&] { return sp->stopping || !sp->commands.empty(); });
       if (sp->stopping) break;
       std::deque<std::function<void(State&)>> batch;
@@ -578,9 +585,7 @@ Result<std::unique_ptr<Controller>> Controller::start(config::ClusterConfig cfg,
       for (auto& cmd : batch) cmd(*sp);
       sp->tick();
       const auto now = Clock::now();
-      const bool due = sp->dirty ? now >= sp->last_cycle_end + gap && now >= sp->last_cycle_end + (sp->last_cycle_end - sp->last_cycle_start)
-                                 : now >= sp->last_cycle_start + interval;
-      if (!sp->cycle_in_flight && due) {
+      if (!sp->cycle_in_flight && now >= sp->next_cycle_at()) {
         sp->dirty = false;
         sp->cycle_in_flight = true;
         sp->last_cycle_start = now;
