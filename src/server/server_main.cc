@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -100,6 +101,17 @@ int run_server(const ServerOptions& o) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  // One controller per data directory: a second one would write the same store. The kernel drops the
+  // lock when the process dies, so a restart after kill -9 is not blocked.
+  std::error_code dir_ec;
+  std::filesystem::create_directories(o.data_dir, dir_ec);
+  const std::string lock_path = o.data_dir + "/tessera.lock";
+  const int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    std::cerr << "tessera server: " << o.data_dir << " is in use by another tessera server (" << lock_path
+              << " is locked); stop it first or pick another --data\n";
+    return 1;
+  }
   auto store = open_sqlite_store(o.data_dir);
   if (!store.ok()) {
     std::cerr << "tessera server: store: " << store.error().message << "\n";

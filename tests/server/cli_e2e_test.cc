@@ -228,6 +228,15 @@ TEST_F(CliE2E, SecondServerOnTheSamePortIsRefused) {
   for (int i = 0; i < 20; ++i) ASSERT_EQ(server.get("/api/v1/whoami", server.admin_token()).status, 200);
 }
 
+TEST_F(CliE2E, SecondServerOnTheSameDataDirectoryIsRefused) {
+  auto r = run_cli({"server", "--data", server.dir(), "--listen", "127.0.0.1:0", "--config",
+                    TESSERA_SOURCE_DIR "/tests/server/data/e2e_cluster.yaml", "--log-level", "warn"},
+                   {}, 10);
+  EXPECT_EQ(r.status, 1) << show(r);
+  EXPECT_TRUE(contains(r.err, "in use by another tessera server")) << show(r);
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(server.get("/api/v1/whoami", server.admin_token()).status, 200);
+}
+
 TEST_F(CliE2E, TokenFromFileAndEnvironment) {
   auto f = run_cli({"whoami", "--server", url, "--token-file", server.dir() + "/admin.token"});
   ASSERT_EQ(f.status, 0) << show(f);
