@@ -1,6 +1,9 @@
 // The openb node reader with a catalog extended by a declared GPU model (config/gpu_models.h).
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include <sstream>
 
 #include "config/gpu_models.h"
@@ -11,12 +14,13 @@ namespace {
 
 using config::parse_gpu_models;
 
-const char* kB200 = R"({"gpu_models": [{"name": "B200", "aliases": ["NVIDIA B200"], "memory_mib": 184320,
-  "sms": 148, "nvlink_generation": 5, "memory_slices": 8, "compute_slices": 7,
-  "mig_profiles": [
-    {"id": 19, "name": "1g.23gb", "compute_slices": 1, "memory_slices": 1, "starts": [0,1,2,3,4,5,6], "max_instances": 7, "memory_mib": 23552},
-    {"id": 9, "name": "3g.90gb", "compute_slices": 3, "memory_slices": 4, "starts": [0,4], "max_instances": 2, "memory_mib": 92160},
-    {"id": 0, "name": "7g.180gb", "compute_slices": 7, "memory_slices": 8, "starts": [0], "max_instances": 1, "memory_mib": 184320}]}]})";
+// A declared B200 (tests/data/b200_gpu_models.json, shared with the other GPU-model tests).
+const std::string kB200 = [] {
+  std::ifstream in(TESSERA_SOURCE_DIR "/tests/data/b200_gpu_models.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}();
 
 TEST(GpuModelsFile, UnknownModelInATraceIsAnErrorUntilDeclared) {
   const std::string csv = "sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,8,B200\n";
