@@ -130,16 +130,11 @@ struct Controller::State {
 
   // ---- helpers ----------------------------------------------------------------------------------
 
-  std::string gpu_class(const std::string& model) const {
-    auto it = config.scheduler.gpu_class.find(model);
-    return it == config.scheduler.gpu_class.end() ? model : it->second;
-  }
-
   ClassAmounts held_by(const JobRecord& r) const {
     ClassAmounts a;
     for (const TaskPlacement& p : r.job.placement) {
       const Node& n = cluster.node(p.node);
-      for (const GpuGrant& g : p.gpus) a[gpu_class(n.gpus[g.gpu].model->name)] += g.milli_held();
+      for (const GpuGrant& g : p.gpus) a[config.scheduler.model_class(n.gpus[g.gpu].model->name)] += g.milli_held();
     }
     return a;
   }
@@ -906,7 +901,7 @@ Result<Json> Controller::queues(const Principal& who) {
     ClassAmounts capacity;
     for (const Node& n : s.cluster.nodes())
       for (const Gpu& g : n.gpus)
-        if (g.health != GpuHealth::kUnhealthy) capacity[s.gpu_class(g.model->name)] += 1000;
+        if (g.health != GpuHealth::kUnhealthy) capacity[s.config.scheduler.model_class(g.model->name)] += 1000;
     const FairShare fs = FairShare::compute(tree, capacity, load);
     Json out = Json::array();
     std::vector<int64_t> sub_pending(tree.size()), sub_running(tree.size());

@@ -221,10 +221,7 @@ Result<ScheduleRunResult> run_schedule_scenario(const ScheduleScenario& sc) {
   auto sched = Scheduler::create(sc.config);
   if (!sched.ok()) return sched.error();
   const SchedulerConfig& cfg = sc.config;
-  auto model_class = [&](const std::string& model) {
-    auto it = cfg.gpu_class.find(model);
-    return it == cfg.gpu_class.end() ? model : it->second;
-  };
+  auto model_class = [&](const std::string& model) { return cfg.model_class(model); };
   auto class_of = [&](const std::string& name) -> const PriorityClass* {
     for (const PriorityClass& pc : cfg.priority_classes)
       if (pc.name == name) return &pc;

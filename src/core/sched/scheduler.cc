@@ -203,10 +203,6 @@ class Cycle {
     o.explain_failures = false;
     return o;
   }
-  std::string model_class(const std::string& model) const {
-    auto it = cfg_.gpu_class.find(model);
-    return it == cfg_.gpu_class.end() ? model : it->second;
-  }
   const GpuModel* first_model(const TaskRequest& t) const {
     if (t.gpu_models.empty()) return nullptr;
     auto m = work_.catalog().find(t.gpu_models.front());
@@ -215,7 +211,7 @@ class Cycle {
   std::string request_class(const TaskRequest& t) const {
     if (t.gpu_models.empty()) return kAnyClass;
     const GpuModel* m = first_model(t);
-    return model_class(m ? m->name : t.gpu_models.front());
+    return cfg_.model_class(m ? m->name : t.gpu_models.front());
   }
   int64_t request_milli(const Gang& g) const;
   ClassAmounts amounts(const Entry& e) const { return e.running ? e.held : amounts_of(e.cls, e.milli); }
@@ -235,7 +231,7 @@ class Cycle {
     if (!model) return nullptr;
     for (const auto& [m, cls] : class_cache_)
       if (m == model) return cls.empty() ? nullptr : &cls;
-    std::string cls = model_class(model->name);
+    std::string cls = cfg_.model_class(model->name);
     if (cls == kAnyClass || !quota_classes_.count(cls)) cls.clear();
     class_cache_.emplace_back(model, std::move(cls));
     return class_cache_.back().second.empty() ? nullptr : &class_cache_.back().second;
@@ -690,7 +686,7 @@ void Cycle::try_job(Entry& e) {
       if (gang.task.gpu_models.empty())
         for (const std::string& m : work_.catalog().names()) {
           ClassAmounts one;
-          one[model_class(m)] = e.milli;
+          one[cfg_.model_class(m)] = e.milli;
           if (fs_->within_limits(e.job->queue, one).ok()) room.push_back(m);
         }
       if (room.empty()) {

@@ -49,6 +49,11 @@ struct SchedulerConfig {
   std::string policy = "tessera";             // placement policy name
   std::vector<PriorityClass> priority_classes = priority_classes_default();
   std::map<std::string, std::string> gpu_class;  // GPU model -> quota class (default: model name)
+  // The quota class of a GPU model: gpu_class[model], or the model's name.
+  std::string model_class(const std::string& model) const {
+    auto it = gpu_class.find(model);
+    return it == gpu_class.end() ? model : it->second;
+  }
   Duration usage_half_life = 7 * 24 * 3600;    // decay of historical usage for fair share
   Duration reclaim_grace = 300;                // owner gets borrowed capacity back within this
   Duration preemption_protection = 600;        // a job preempted recently is not preempted again
