@@ -523,14 +523,13 @@ Result<std::unique_ptr<Controller>> Controller::start(config::ClusterConfig cfg,
         r.job.state = JobState::kPending;
         fix.events.push_back(s.event(r.id, "requeued", "controller",
                                      Json{{"reason", "its placement no longer fits the configured cluster after restart"}}));
-        fix.jobs.push_back(JobRow{r.id, "pending", r.queue_name, r.job.user, r.job.submitted, ""});
+        fix.jobs.push_back(s.row(r));
       }
     }
     if (active(r.job.state)) s.active_ids.insert(r.id);
     if (placed(r.job.state)) s.placed_ids.insert(r.id);
     s.jobs.insert(std::move(r));
   }
-  for (JobRow& jr : fix.jobs) jr = s.row(s.jobs.at(jr.id));
   if (!fix.empty()) {
     if (Status w = store->write_sync(std::move(fix)); !w.ok()) return w.error();
   }
@@ -1105,8 +1104,10 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& repor
       for (size_t t = 0; t < r.job.placement.size(); ++t) {
         if (r.job.placement[t].node != *nid || seen.count({jid, int(t)})) continue;
         TaskRun& tr = r.tasks[t];
-        if (tr.recovered || (tr.offered_beat >= 0 && tr.offered_beat < beat && tr.state == "running") ||
-            (tr.offered_beat >= 0 && tr.offered_beat < beat && tr.state.empty())) {
+        // Lost: loaded after a restart and not confirmed, or offered at an earlier heartbeat and no
+        // longer (or never) reported running.
+        const bool offered_before = tr.offered_beat >= 0 && tr.offered_beat < beat;
+        if (tr.recovered || (offered_before && (tr.state == "running" || tr.state.empty()))) {
           s.requeue(r, "lost", "task " + std::to_string(t) + " is not running on node " + node +
                                    " (the agent did not report it)", b, false);
           break;

@@ -201,6 +201,15 @@ void HttpApi::routes() {
     return p;
   };
 
+  // Admin-only calls: anyone else gets 403 and an audit entry.
+  auto admin_only = [&c](const Principal& p, const std::string& what, httplib::Response& res) {
+    if (p.role == Role::kAdmin) return true;
+    const std::string why = "only admins may " + what;
+    c.audit_denied(p, what, why);
+    send_error(res, permission_denied(why));
+    return false;
+  };
+
   s.Get("/healthz", [&c](const httplib::Request&, httplib::Response& res) { send_json(res, 200, c.health()); });
 
   s.Get("/api/v1/whoami", [auth](const httplib::Request& req, httplib::Response& res) {
@@ -331,13 +340,10 @@ void HttpApi::routes() {
     send_result(res, c.events(*p, *after, *limit));
   });
 
-  s.Get("/api/v1/admin/backup", [auth, &c](const httplib::Request& req, httplib::Response& res) {
+  s.Get("/api/v1/admin/backup", [auth, admin_only, &c](const httplib::Request& req, httplib::Response& res) {
     auto p = auth(req, res);
     if (!p) return;
-    if (p->role != Role::kAdmin) {
-      c.audit_denied(*p, "backup", "only admins may take backups");
-      return send_error(res, permission_denied("only admins may take backups"));
-    }
+    if (!admin_only(*p, "take backups", res)) return;
     char dir[] = "/tmp/tessera-backup-XXXXXX";
     if (!mkdtemp(dir)) return send_error(res, internal_error("backup: cannot create a temporary directory in /tmp"));
     const std::string path = std::string(dir) + "/tessera.db";
@@ -356,13 +362,10 @@ void HttpApi::routes() {
     res.set_content(std::move(bytes), "application/octet-stream");
   });
 
-  s.Post("/api/v1/admin/reload", [this, auth, &c](const httplib::Request& req, httplib::Response& res) {
+  s.Post("/api/v1/admin/reload", [this, auth, admin_only](const httplib::Request& req, httplib::Response& res) {
     auto p = auth(req, res);
     if (!p) return;
-    if (p->role != Role::kAdmin) {
-      c.audit_denied(*p, "reload", "only admins may reload the config");
-      return send_error(res, permission_denied("only admins may reload the config"));
-    }
+    if (!admin_only(*p, "reload the config", res)) return;
     Status st = reload_(p->user);
     if (!st.ok()) return send_error(res, st.error());
     send_json(res, 200, Json{{"reloaded", true}});
