@@ -18,5 +18,6 @@ check core 'config/|sim/|server/|agent/|cli/|iostream|fstream|thread|mutex|chron
 check config 'sim/|server/|agent/|cli/|httplib|sqlite3' "depends on core only"
 check sim 'server/|agent/|cli/' "depends on config and core only"
 check server 'sim/|agent/|cli/' "depends on config and core only"
+check agent 'sim/|server/|cli/|sqlite3' "depends on config and core only (talks to the server over HTTP)"
 [ "$fail" -eq 0 ] || exit 1
-echo "layers hold: $(ls "$src"/core/*.h "$src"/core/*/*.h 2>/dev/null | wc -l) core headers pure; config, sim, server point inward"
+echo "layers hold: $(ls "$src"/core/*.h "$src"/core/*/*.h 2>/dev/null | wc -l) core headers pure; config, sim, server, agent point inward"

@@ -1,0 +1,91 @@
+// One task of a job as a real process on this node: started with argv (no shell), in its own process
+// group (so signals reach the whole tree), in a working directory, with exactly the given environment,
+// stdout and stderr appended to one log file. Memory and CPU limits go into a cgroup v2 child group
+// when the machine delegates one to us (see cgroup_support()); elsewhere they are not enforced.
+//
+// Ownership: owned by the agent's main loop; not thread-safe. The destructor does not kill the
+// process (the agent decides); call kill_now() first if it must die.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace tessera::agent {
+
+struct TaskLaunch {
+  std::vector<std::string> argv;          // argv[0] searched in PATH when it has no '/'
+  std::map<std::string, std::string> env; // the whole environment of the process
+  std::string working_dir;                // must exist; empty = the agent's cwd
+  std::string log_path;                   // created (with parent dirs) and appended to; stdout+stderr
+  int64_t memory_limit_mib = 0;           // 0 = none
+  int64_t cpu_limit_milli = 0;            // 0 = none
+  std::string cgroup_name;                // child group name under the agent's cgroup, e.g. "job-3-a1-t0"
+};
+
+// Whether cgroup v2 limits can be applied here, and if not why ("no cgroup v2 mounted at
+// /sys/fs/cgroup", "no write access to ..."). Checked once per call; cheap.
+struct CgroupSupport {
+  bool available = false;
+  std::string root;    // the delegated group under which task groups are made
+  std::string reason;  // why not, when not available
+};
+CgroupSupport cgroup_support();
+
+class TaskProcess {
+ public:
+  // Forks and execs. Errors: argv empty, working_dir missing, log file not writable, executable not
+  // found (reported as an error here, not as a confusing exit code: the child reports exec failure
+  // over a close-on-exec pipe).
+  static Result<TaskProcess> start(const TaskLaunch& launch);
+  TaskProcess(TaskProcess&&) noexcept;
+  TaskProcess& operator=(TaskProcess&&) noexcept;
+  ~TaskProcess();  // reaps if exited; never kills; removes the cgroup if empty
+
+  pid_t pid() const { return pid_; }
+  // Non-blocking: the exit status once the process has exited (then remembered).
+  // Exit code: the process's code, or 128 + signal number when a signal killed it (shell convention).
+  std::optional<int> poll();
+  bool exited() { return poll().has_value(); }
+  bool limits_enforced() const { return !cgroup_path_.empty(); }
+
+  // Sends `sig` to the whole process group. No-op once exited.
+  void signal(int sig);
+  // TERM to the group now; KILL to the group once `grace_s` seconds have passed (driven by tick()).
+  void terminate(int64_t grace_s);
+  // KILL to the group now.
+  void kill_now();
+  // Advances a pending terminate(): sends KILL when its grace has run out. Call often (e.g. every
+  // 100 ms); cheap.
+  void tick();
+  bool terminating() const { return term_sent_; }
+
+ private:
+  TaskProcess() = default;
+  pid_t pid_ = -1;
+  std::optional<int> exit_code_;
+  bool term_sent_ = false;
+  bool kill_sent_ = false;
+  int64_t kill_at_ms_ = 0;  // monotonic ms
+  std::string cgroup_path_;
+};
+
+// Parses a signal name ("SIGUSR1", "USR1", "SIGTERM", ...) to its number; error lists accepted names.
+Result<int> signal_number(const std::string& name);
+
+// Checkpoint protocol files in a task's checkpoint directory (docs/checkpointing.md):
+// the agent writes DIR/.request (contents: the request time in Unix seconds and the reason); the job
+// writes DIR/.ack whose first line is the checkpoint path. read_ack returns that path when .ack
+// exists, is newer than or as new as `since_unix_s` (mtime) and is non-empty.
+Status write_checkpoint_request(const std::string& dir, int64_t now_unix_s, const std::string& reason);
+std::optional<std::string> read_checkpoint_ack(const std::string& dir, int64_t since_unix_s);
+// Removes DIR/.request (after the request was served) and leaves .ack in place.
+void clear_checkpoint_request(const std::string& dir);
+
+}  // namespace tessera::agent
