@@ -68,6 +68,7 @@ class TaskProcess {
 
  private:
   TaskProcess() = default;
+  void release();  // the destructor's work: reap if exited, remove the empty cgroup; then inert
   pid_t pid_ = -1;
   std::optional<int> exit_code_;
   bool term_sent_ = false;

@@ -1,0 +1,380 @@
+// TaskProcess against real processes: argv without a shell, exact environment, working directory,
+// log file, exit codes, process-group signals, terminate with grace, cgroup support, checkpoint files.
+#include "agent/task_process.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace tessera::agent {
+namespace {
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Polls until the process exits or `timeout` passes.
+std::optional<int> wait_exit(TaskProcess& p, std::chrono::milliseconds timeout = 1500ms) {
+  auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    if (auto c = p.poll()) return c;
+    std::this_thread::sleep_for(5ms);
+  }
+  return p.poll();
+}
+
+// Polls until `pred` holds or `timeout` passes.
+template <class F>
+bool eventually(F pred, std::chrono::milliseconds timeout = 1500ms) {
+  auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return pred();
+}
+
+// Gone or a zombie (an orphan's reaper may be slow or absent in containers).
+bool process_gone(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  if (!in) return true;
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z';
+}
+
+pid_t read_pid(const fs::path& p) {
+  std::ifstream in(p);
+  pid_t pid = -1;
+  in >> pid;
+  return pid;
+}
+
+class TaskProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/tessera-task-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  TaskLaunch launch(std::vector<std::string> argv) {
+    TaskLaunch l;
+    l.argv = std::move(argv);
+    l.env = {{"PATH", "/usr/bin:/bin"}};
+    l.log_path = (dir_ / "logs" / "task.log").string();
+    return l;
+  }
+  std::string log() { return slurp(dir_ / "logs" / "task.log"); }
+  // Runs to completion and returns the exit code (-1 when it did not finish in time).
+  int run(const TaskLaunch& l) {
+    auto p = TaskProcess::start(l);
+    EXPECT_TRUE(p.ok()) << (p.ok() ? "" : p.error().message);
+    if (!p.ok()) return -1;
+    return wait_exit(*p).value_or(-1);
+  }
+  fs::path dir_;
+};
+
+TEST_F(TaskProcessTest, ArgvIsPassedVerbatimWithoutAShell) {
+  auto l = launch({"printf", "[%s]\\n", "a b", "$HOME", "*", "'q'"});
+  EXPECT_EQ(run(l), 0);
+  EXPECT_EQ(log(), "[a b]\n[$HOME]\n[*]\n['q']\n");
+}
+
+TEST_F(TaskProcessTest, EnvironmentIsExactlyTheGivenOne) {
+  auto l = launch({"/usr/bin/env"});
+  l.env = {{"FOO", "bar"}, {"X", "1 2"}};
+  EXPECT_EQ(run(l), 0);
+  EXPECT_EQ(log(), "FOO=bar\nX=1 2\n");
+}
+
+TEST_F(TaskProcessTest, PathSearchFallsBackToTheAgentsPath) {
+  auto l = launch({"echo", "hi"});
+  l.env = {{"ONLY", "1"}};
+  EXPECT_EQ(run(l), 0);
+  EXPECT_EQ(log(), "hi\n");
+}
+
+TEST_F(TaskProcessTest, WorkingDirectoryIsApplied) {
+  fs::create_directories(dir_ / "work");
+  auto l = launch({"/bin/pwd"});
+  l.working_dir = (dir_ / "work").string();
+  EXPECT_EQ(run(l), 0);
+  EXPECT_EQ(log(), fs::canonical(dir_ / "work").string() + "\n");
+}
+
+TEST_F(TaskProcessTest, RelativeCommandIsFoundInTheWorkingDirectory) {
+  fs::create_directories(dir_ / "work");
+  std::ofstream(dir_ / "work" / "run.sh") << "#!/bin/sh\necho ran \"$1\"\n";
+  fs::permissions(dir_ / "work" / "run.sh", fs::perms::owner_all);
+  auto l = launch({"./run.sh", "x y"});
+  l.working_dir = (dir_ / "work").string();
+  EXPECT_EQ(run(l), 0);
+  EXPECT_EQ(log(), "ran x y\n");
+}
+
+TEST_F(TaskProcessTest, ChildGetsCleanFdsSignalsAndDevNullStdin) {
+  // The agent's own state that must not leak: an inheritable fd, an ignored and a blocked signal.
+  int leaked = ::open("/dev/null", O_RDONLY);  // no O_CLOEXEC
+  ASSERT_GE(leaked, 3);
+  struct sigaction old_ign{};
+  struct sigaction ign{};
+  ign.sa_handler = SIG_IGN;
+  ::sigaction(SIGUSR2, &ign, &old_ign);
+  sigset_t block, old_mask;
+  sigemptyset(&block);
+  sigaddset(&block, SIGHUP);
+  ::pthread_sigmask(SIG_BLOCK, &block, &old_mask);
+
+  auto l = launch({"/bin/sh", "-c",
+                   "grep -E '^Sig(Blk|Ign)' /proc/self/status; readlink /proc/self/fd/0; "
+                   "{ echo x >&" + std::to_string(leaked) + "; } 2>/dev/null && echo leaked || echo closed"});
+  int code = run(l);
+  ::close(leaked);
+  ::sigaction(SIGUSR2, &old_ign, nullptr);
+  ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(log(), "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n/dev/null\nclosed\n");
+}
+
+TEST_F(TaskProcessTest, StdoutAndStderrAppendedAcrossRuns) {
+  auto l = launch({"/bin/sh", "-c", "echo out; echo err >&2; cat; echo done"});
+  EXPECT_EQ(run(l), 0);  // stdin is /dev/null: cat ends at once
+  EXPECT_EQ(run(l), 0);
+  EXPECT_EQ(log(), "out\nerr\ndone\nout\nerr\ndone\n");
+  struct stat st{};
+  ASSERT_EQ(::stat(l.log_path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+}
+
+TEST_F(TaskProcessTest, ExitCodes) {
+  EXPECT_EQ(run(launch({"/bin/sh", "-c", "exit 0"})), 0);
+  EXPECT_EQ(run(launch({"/bin/sh", "-c", "exit 3"})), 3);
+  EXPECT_EQ(run(launch({"/bin/sh", "-c", "kill -9 $$"})), 128 + 9);
+
+  auto p = TaskProcess::start(launch({"/bin/sleep", "10"}));
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(p->exited());
+  p->kill_now();
+  EXPECT_EQ(wait_exit(*p), 137);
+  EXPECT_TRUE(p->exited());
+  EXPECT_EQ(p->poll(), 137);  // remembered
+}
+
+TEST_F(TaskProcessTest, UnknownExecutableIsAnErrorNamingIt) {
+  auto p = TaskProcess::start(launch({"no-such-program-xyz", "arg"}));
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message.find("command[0] \"no-such-program-xyz\": not found in PATH"), std::string::npos)
+      << p.error().message;
+  EXPECT_NE(p.error().message.find("/usr/bin:/bin"), std::string::npos) << p.error().message;
+
+  auto q = TaskProcess::start(launch({"/no/such/file"}));
+  ASSERT_FALSE(q.ok());
+  EXPECT_NE(q.error().message.find("/no/such/file"), std::string::npos);
+}
+
+TEST_F(TaskProcessTest, ExecFailureInTheChildIsReportedOverThePipe) {
+  // Executable bit but no valid format: execve fails with ENOEXEC in the child.
+  fs::path bad = dir_ / "bad";
+  std::ofstream(bad) << "this is not a program\n";
+  fs::permissions(bad, fs::perms::owner_all);
+  auto p = TaskProcess::start(launch({bad.string()}));
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message.find("exec failed"), std::string::npos) << p.error().message;
+  EXPECT_NE(p.error().message.find("bad"), std::string::npos) << p.error().message;
+}
+
+TEST_F(TaskProcessTest, MissingWorkingDirOrEmptyArgvIsAnError) {
+  auto l = launch({"/bin/true"});
+  l.working_dir = (dir_ / "nope").string();
+  auto p = TaskProcess::start(l);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message.find("nope"), std::string::npos) << p.error().message;
+
+  EXPECT_FALSE(TaskProcess::start(launch({})).ok());
+}
+
+TEST_F(TaskProcessTest, SignalReachesGrandchildren) {
+  fs::path pidfile = dir_ / "child.pid";
+  auto p = TaskProcess::start(
+      launch({"/bin/sh", "-c", "sleep 1000 & echo $! > " + pidfile.string() + "; wait"}));
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(eventually([&] { return read_pid(pidfile) > 0; }));
+  pid_t grandchild = read_pid(pidfile);
+  EXPECT_EQ(::getpgid(grandchild), p->pid());  // same group as the task
+  p->signal(SIGTERM);
+  EXPECT_EQ(wait_exit(*p), 128 + SIGTERM);
+  EXPECT_TRUE(eventually([&] { return process_gone(grandchild); }));
+}
+
+TEST_F(TaskProcessTest, TerminateKillsATermIgnoringTreeAfterGrace) {
+  fs::path pidfile = dir_ / "child.pid";
+  auto p = TaskProcess::start(
+      launch({"/bin/sh", "-c", "trap '' TERM; sleep 1000 & echo $! > " + pidfile.string() + "; wait"}));
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(eventually([&] { return read_pid(pidfile) > 0; }));
+  pid_t grandchild = read_pid(pidfile);
+  auto t0 = std::chrono::steady_clock::now();
+  p->terminate(1);
+  EXPECT_TRUE(p->terminating());
+  std::this_thread::sleep_for(200ms);
+  p->tick();
+  EXPECT_FALSE(p->exited());  // TERM is ignored; KILL not yet due
+  std::optional<int> code;
+  EXPECT_TRUE(eventually([&] {
+    p->tick();
+    code = p->poll();
+    return code.has_value();
+  }));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 950ms);
+  EXPECT_EQ(code, 137);
+  EXPECT_TRUE(eventually([&] { return process_gone(grandchild); }));
+}
+
+TEST_F(TaskProcessTest, TerminateKillsGroupMembersLeftAfterTheLeaderExited) {
+  fs::path pidfile = dir_ / "child.pid";
+  auto p = TaskProcess::start(
+      launch({"/bin/sh", "-c", "trap '' TERM; sleep 1000 & echo $! > " + pidfile.string()}));
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(wait_exit(*p), 0);
+  pid_t grandchild = read_pid(pidfile);
+  ASSERT_GT(grandchild, 0);
+  EXPECT_FALSE(process_gone(grandchild));
+  p->terminate(0);
+  p->tick();
+  EXPECT_TRUE(eventually([&] { return process_gone(grandchild); }));
+}
+
+TEST_F(TaskProcessTest, Usr1ReachesAShellTrap) {
+  fs::path got = dir_ / "got";
+  fs::path ready = dir_ / "ready";
+  auto p = TaskProcess::start(launch({"/bin/sh", "-c",
+                                      "trap 'echo got >> " + got.string() + "' USR1; echo > " + ready.string() +
+                                          "; while :; do sleep 0.02; done"}));
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(eventually([&] { return fs::exists(ready); }));
+  p->signal(SIGUSR1);
+  EXPECT_TRUE(eventually([&] { return slurp(got) == "got\n"; })) << slurp(got);
+  EXPECT_FALSE(p->exited());
+  p->kill_now();
+  EXPECT_EQ(wait_exit(*p), 137);
+  p->signal(SIGTERM);  // no-op once exited
+}
+
+TEST_F(TaskProcessTest, MovedFromObjectIsInert) {
+  auto started = TaskProcess::start(launch({"/bin/sleep", "10"}));
+  ASSERT_TRUE(started.ok());
+  TaskProcess a = std::move(*started);
+  pid_t pid = a.pid();
+  ASSERT_GT(pid, 0);
+  {
+    TaskProcess b = std::move(a);
+    EXPECT_EQ(a.pid(), -1);
+    EXPECT_FALSE(a.poll().has_value());
+    a.kill_now();  // no-op on the moved-from object
+    EXPECT_FALSE(b.exited());
+    TaskProcess c = TaskProcess::start(launch({"/bin/true"})).value();
+    c = std::move(b);
+    EXPECT_EQ(c.pid(), pid);
+    c.kill_now();
+    EXPECT_EQ(wait_exit(c), 137);
+  }
+}
+
+TEST(SignalNumber, NamesAnyCaseWithOrWithoutSig) {
+  EXPECT_EQ(signal_number("SIGUSR1").value(), SIGUSR1);
+  EXPECT_EQ(signal_number("usr1").value(), SIGUSR1);
+  EXPECT_EQ(signal_number("SigUsr2").value(), SIGUSR2);
+  EXPECT_EQ(signal_number("TERM").value(), SIGTERM);
+  EXPECT_EQ(signal_number("sigint").value(), SIGINT);
+  EXPECT_EQ(signal_number("HUP").value(), SIGHUP);
+  EXPECT_EQ(signal_number("SIGQUIT").value(), SIGQUIT);
+  EXPECT_EQ(signal_number("kill").value(), SIGKILL);
+  EXPECT_EQ(signal_number("SIGCONT").value(), SIGCONT);
+  EXPECT_EQ(signal_number("STOP").value(), SIGSTOP);
+  EXPECT_EQ(signal_number("SIGWINCH").value(), SIGWINCH);
+  auto bad = signal_number("SIGFOO");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("SIGFOO"), std::string::npos);
+  EXPECT_NE(bad.error().message.find("SIGUSR1"), std::string::npos);
+  EXPECT_FALSE(signal_number("").ok());
+}
+
+TEST_F(TaskProcessTest, CheckpointRequestAndAckRoundTrip) {
+  fs::path ck = dir_ / "ckpt" / "sub";
+  const int64_t now = ::time(nullptr);
+  ASSERT_TRUE(write_checkpoint_request(ck.string(), now, "preempted by job 7").ok());
+  EXPECT_EQ(slurp(ck / ".request"), std::to_string(now) + "\npreempted by job 7\n");
+  for (const auto& e : fs::directory_iterator(ck))  // no temporary file left behind
+    EXPECT_EQ(e.path().filename(), ".request");
+
+  EXPECT_FALSE(read_checkpoint_ack(ck.string(), now).has_value());  // no ack yet
+  std::ofstream(ck / ".ack") << "  /ckpt/step-100  \nsecond line\n";
+  EXPECT_EQ(read_checkpoint_ack(ck.string(), now - 5).value_or(""), "/ckpt/step-100");
+
+  // An ack older than the request does not count.
+  struct timeval old[2] = {{now - 100, 0}, {now - 100, 0}};
+  ASSERT_EQ(::utimes((ck / ".ack").c_str(), old), 0);
+  EXPECT_FALSE(read_checkpoint_ack(ck.string(), now).has_value());
+  EXPECT_EQ(read_checkpoint_ack(ck.string(), now - 100).value_or(""), "/ckpt/step-100");
+
+  // An empty first line does not count.
+  std::ofstream(ck / ".ack", std::ios::trunc) << "   \n";
+  EXPECT_FALSE(read_checkpoint_ack(ck.string(), now - 5).has_value());
+
+  clear_checkpoint_request(ck.string());
+  EXPECT_FALSE(fs::exists(ck / ".request"));
+  EXPECT_TRUE(fs::exists(ck / ".ack"));
+  clear_checkpoint_request(ck.string());  // idempotent
+}
+
+TEST_F(TaskProcessTest, CgroupSupportOrAReason) {
+  CgroupSupport cg = cgroup_support();
+  auto l = launch({"/bin/sleep", "10"});
+  l.memory_limit_mib = 100;
+  l.cpu_limit_milli = 1500;
+  l.cgroup_name = "tessera-test-" + std::to_string(::getpid());
+  auto p = TaskProcess::start(l);
+  ASSERT_TRUE(p.ok()) << p.error().message;  // never fails for lack of cgroups
+  if (!cg.available) {
+    EXPECT_FALSE(cg.reason.empty());
+    EXPECT_FALSE(p->limits_enforced());
+  } else {
+    EXPECT_FALSE(cg.root.empty());
+    ASSERT_TRUE(p->limits_enforced());
+    fs::path group = fs::path(cg.root) / l.cgroup_name;
+    EXPECT_EQ(slurp(group / "memory.max"), "104857600\n");
+    EXPECT_EQ(slurp(group / "cpu.max"), "150000 100000\n");
+    EXPECT_NE(slurp(group / "cgroup.procs").find(std::to_string(p->pid())), std::string::npos);
+  }
+  p->kill_now();
+  EXPECT_EQ(wait_exit(*p), 137);
+  if (cg.available) {
+    std::string group = (fs::path(cg.root) / l.cgroup_name).string();
+    { TaskProcess gone = std::move(*p); }
+    EXPECT_FALSE(fs::exists(group));  // removed once the process exited
+  }
+}
+
+}  // namespace
+}  // namespace tessera::agent
