@@ -7,6 +7,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libyaml-cpp-dev libsqlite3-dev libssl-dev libcpp-httplib-dev libspdlog-dev libfmt-dev sqlite3
+  python3-torch  # the distributed-training tests (PyTorch, CPU, gloo)
 )
 missing=()
 for p in "${packages[@]}"; do

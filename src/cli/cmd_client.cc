@@ -19,6 +19,8 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <thread>
+#include <chrono>
 
 #include <yaml-cpp/yaml.h>
 
@@ -950,8 +952,68 @@ void register_admin(CLI::App& app) {
 
 }  // namespace
 
+// ---- logs ----
+
+struct LogsArgs {
+  ConnArgs conn;
+  std::string job;
+  int task = 0;
+  bool follow = false;
+};
+
+// Prints the task's log from the node that ran it (the controller fetches it from the agent);
+// with -f, keeps printing new output until the job has ended and the log has no more.
+void run_logs(const LogsArgs& a) {
+  const std::string verb = "logs";
+  const int64_t id = parse_job_id(verb, a.job);
+  if (a.task < 0) fail(verb, "--task: must be a task index (0, 1, ...)", 2);
+  auto api = connect(verb, a.conn);
+  int64_t offset = 0;
+  int64_t attempt = -1;
+  for (;;) {
+    // Which attempt runs now: a new attempt (after a requeue) starts a new log.
+    auto job = api->get("/api/v1/jobs/" + std::to_string(id));
+    if (!job.ok()) fail(verb, job.error().message);
+    const int64_t now_attempt = job->body.value("attempt", int64_t(0));
+    if (attempt >= 0 && now_attempt != attempt) {
+      std::cout << "--- attempt " << now_attempt << " ---\n";
+      offset = 0;
+    }
+    attempt = now_attempt;
+    const std::string state = job->body.value("state", "");
+    const bool ended = state == "succeeded" || state == "failed" || state == "cancelled";
+    int64_t got = 0;
+    Status st = api->download("/api/v1/jobs/" + std::to_string(id) + "/logs?task=" + std::to_string(a.task) +
+                                  "&offset=" + std::to_string(offset),
+                              [&](const char* data, size_t n) {
+                                std::cout.write(data, std::streamsize(n));
+                                got += int64_t(n);
+                                return true;
+                              });
+    std::cout.flush();
+    if (!st.ok()) {
+      // Not started yet, or the node is away for a moment: -f waits; otherwise say why.
+      if (!a.follow || ended) fail(verb, st.message());
+    }
+    offset += got;
+    if (!a.follow || (ended && got == 0 && st.ok())) return;
+    if (got == 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
+void register_logs(CLI::App& app) {
+  auto a = std::make_shared<LogsArgs>();
+  CLI::App* cmd = app.add_subcommand("logs", "Print a task's output (stdout and stderr) from the node that ran it");
+  add_conn_options(cmd, a->conn);
+  cmd->add_option("JOB", a->job, "job id")->required();
+  cmd->add_option("--task", a->task, "task index (rank)")->capture_default_str();
+  cmd->add_flag("-f,--follow", a->follow, "keep printing new output until the job ends");
+  cmd->callback([a] { run_logs(*a); });
+}
+
 void register_client(CLI::App& app) {
   register_submit(app);
+  register_logs(app);
   register_jobs(app);
   register_show(app);
   register_cancel_priority(app);

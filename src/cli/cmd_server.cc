@@ -21,6 +21,13 @@ void register_server(CLI::App& app) {
   cmd->add_option("--threads", opt->http_threads, "HTTP handler threads")->capture_default_str()->check(CLI::Range(2, 1024));
   cmd->add_option("--log-level", opt->log_level, "trace, debug, info, warn, error")->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  cmd->add_flag("--agentless", opt->agentless,
+                 "Nodes take work without agents and nothing runs the tasks (for trying policies and API tests)");
+  cmd->add_option("--heartbeat-interval-ms", opt->heartbeat_interval_ms, "Heartbeat interval agents are told to use")
+      ->capture_default_str()->check(CLI::Range(int64_t(50), int64_t(600000)));
+  cmd->add_option("--agent-timeout-ms", opt->agent_timeout_ms,
+                  "A node whose agent is silent this long is NotReady and its jobs are requeued")
+      ->capture_default_str()->check(CLI::Range(int64_t(100), int64_t(3600000)));
   cmd->add_flag("--check-config", *check, "Validate the config and exit (0 = valid)");
   cmd->callback([opt, check] {
     if (*check) {

@@ -12,6 +12,8 @@ int main(int argc, char** argv) {
   tessera::cli::register_server(app);
   tessera::cli::register_bench_api(*app.get_subcommand("bench"));
   tessera::cli::register_client(app);
+  tessera::cli::register_agent(app);
+  tessera::cli::register_up(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {  // raised by a subcommand: its own exit status (1 = failed, 2 = usage)

@@ -27,10 +27,11 @@ constexpr size_t kMaxQueueBytes = 256;
 constexpr size_t kMaxPathBytes = 4096;
 
 const std::vector<std::string> kTopKeys = {"name", "queue", "project", "priority_class", "kind", "tasks",
-                                           "min_tasks", "resources", "topology", "checkpoint",
+                                           "min_tasks", "resources", "topology", "checkpoint", "restart",
                                            "expected_runtime", "max_runtime", "spot_tolerant", "command",
                                            "env", "working_dir"};
 const std::vector<std::string> kResourceKeys = {"gpus", "gpu_models", "mig", "gpu_milli", "gpu_memory", "cpu", "memory"};
+const std::vector<std::string> kRestartKeys = {"max_restarts", "backoff"};
 const std::vector<std::string> kTopologyKeys = {"mode", "level"};
 const std::vector<std::string> kCheckpointKeys = {"interval", "signal", "grace", "dir"};
 const std::vector<std::string> kSignals = {"SIGUSR1", "SIGUSR2", "SIGTERM", "SIGINT", "SIGHUP"};
@@ -414,7 +415,7 @@ Gang JobSpec::gang() const {
 bool JobSpec::operator==(const JobSpec& o) const {
   return name == o.name && queue == o.queue && project == o.project && priority_class == o.priority_class &&
          kind == o.kind && tasks == o.tasks && min_tasks == o.min_tasks && task == o.task &&
-         topology.mode == o.topology.mode && topology.level == o.topology.level && checkpoint == o.checkpoint &&
+         topology.mode == o.topology.mode && topology.level == o.topology.level && checkpoint == o.checkpoint && restart == o.restart &&
          expected_runtime == o.expected_runtime && max_runtime == o.max_runtime && spot_tolerant == o.spot_tolerant &&
          command == o.command && env == o.env && working_dir == o.working_dir;
 }
@@ -453,6 +454,13 @@ Result<JobSpec> job_spec_from_json(const json& j) {
   if (present(j, "resources")) TESSERA_TRY(parse_resources(j["resources"], s.task));
   if (present(j, "topology")) TESSERA_TRY(parse_topology(j["topology"], s.topology));
   if (present(j, "checkpoint")) TESSERA_TRY(parse_checkpoint(j["checkpoint"], s.checkpoint));
+  if (present(j, "restart")) {
+    const json& r = j["restart"];
+    if (!r.is_object()) return bad("restart", std::string("must be a map like {max_restarts: 3, backoff: 10}, got ") + kind_of(r));
+    TESSERA_TRY(known_fields(r, "restart", kRestartKeys));
+    if (present(r, "max_restarts")) TESSERA_TRY(int_in(r["max_restarts"], "restart.max_restarts", 0, 1000, s.restart.max_restarts));
+    if (present(r, "backoff")) TESSERA_TRY(duration_of(r["backoff"], "restart.backoff", 3600, s.restart.backoff));
+  }
   if (present(j, "expected_runtime")) TESSERA_TRY(duration_of(j["expected_runtime"], "expected_runtime", kMaxDuration, s.expected_runtime));
   if (present(j, "max_runtime")) TESSERA_TRY(duration_of(j["max_runtime"], "max_runtime", kMaxDuration, s.max_runtime));
   if (present(j, "spot_tolerant")) {
@@ -529,6 +537,7 @@ json job_spec_to_json(const JobSpec& s) {
                      {"signal", s.checkpoint.signal},
                      {"grace", s.checkpoint.grace},
                      {"dir", s.checkpoint.dir}};
+  j["restart"] = {{"max_restarts", s.restart.max_restarts}, {"backoff", s.restart.backoff}};
   j["expected_runtime"] = s.expected_runtime;
   j["max_runtime"] = s.max_runtime;
   j["spot_tolerant"] = s.spot_tolerant;

@@ -14,6 +14,7 @@
 //      "cpu": 16,  "memory": "64Gi"},            // cpu: cores (int) or "500m"; memory: MiB (int) or "64Gi"/"512Mi"/"1Ti"
 //    "topology": {"mode": "required", "level": "leaf"},   // mode: required | preferred
 //    "checkpoint": {"interval": 1800, "signal": "SIGUSR1", "grace": 300, "dir": "/ckpt"},
+//    "restart": {"max_restarts": 3, "backoff": 10},        // after losing a node; backoff doubles
 //    "expected_runtime": 3600, "max_runtime": 86400,       // seconds, or "90m"/"2h"/"1d"
 //    "spot_tolerant": false,
 //    "command": ["python", "train.py"], "env": {"K": "V"}, "working_dir": "/work"}
@@ -41,6 +42,16 @@ struct CheckpointSpec {
   bool operator==(const CheckpointSpec&) const = default;
 };
 
+// What happens when a job loses a task to its node (agent lost, node NotReady, task vanished):
+// it is requeued, resuming from its last acknowledged checkpoint, at most max_restarts times, waiting
+// backoff seconds before the first restart and twice as long before each next (capped at 1 h).
+// A task that exits non-zero is the job's own failure and is not restarted.
+struct RestartPolicy {
+  int max_restarts = 3;             // 0..1000
+  Duration backoff = 10;            // seconds, 0..3600
+  bool operator==(const RestartPolicy&) const = default;
+};
+
 struct JobSpec {
   std::string name;                 // 1..128 chars of [A-Za-z0-9._-]
   std::string queue;                // leaf queue name, or a path "parent/child" (resolved by the controller)
@@ -52,6 +63,7 @@ struct JobSpec {
   TaskRequest task;                 // validated with TaskRequest::validate()
   TopologyConstraint topology;
   CheckpointSpec checkpoint;
+  RestartPolicy restart;
   Duration expected_runtime = 0;
   Duration max_runtime = 0;         // 0 = none
   bool spot_tolerant = false;

@@ -70,6 +70,17 @@ struct NodeAdmin {
   std::string reason;
   Time last_seen = -1;
   int64_t beats = 0;            // heartbeats since this controller started
+  // The node's agent, as it registered with this controller process (not stored: agents register
+  // again after a controller restart).
+  bool registered = false;
+  bool agent_ready = false;     // registered and heard from within agent_timeout
+  Clock::time_point last_beat{};
+  std::string address;          // where its tasks can be reached (MASTER_ADDR)
+  int log_port = 0;             // the agent's log server
+  std::string log_secret;
+  std::string agent_version;
+  std::string gpu_source;       // nvml | fake
+  Json gpu_stats = Json::array();  // last reported utilisation per GPU
 };
 
 struct Controller::State {
@@ -117,6 +128,14 @@ struct Controller::State {
   int64_t cycles_launched = 0, cycles_applied = 0;
 
   Time now() const { return opt.clock(); }
+  Clock::time_point started_at = Clock::now();
+
+  // A node takes new work when its admin state is ready and (with agents) its agent is ready.
+  bool node_usable(NodeId id) const {
+    const NodeAdmin& na = node_admin[id.value];
+    return na.state == "ready" && (!opt.agents_required || na.agent_ready);
+  }
+  void refresh_schedulable(NodeId id) { (void)cluster.set_schedulable(id, node_usable(id)); }
 
   // After a change: once min_cycle_gap has passed and the cycle thread has rested twice as long as
   // the last cycle took (so cycles take at most a third of a core, leaving the rest to the API).
@@ -199,6 +218,7 @@ struct Controller::State {
     placed_ids.erase(r.id);
     r.job.state = JobState::kPending;
     r.job.evict_by = -1;
+    r.master_port = 0;
     r.job.last_preempted = t;
     ++r.job.preemptions;
     if (checkpointed) r.job.checkpoint.last = t;
@@ -207,6 +227,28 @@ struct Controller::State {
     b.jobs.push_back(row(r));
     dirty = true;
     after_release(b);
+  }
+
+  // A placed job lost a task to its node (agent gone, task vanished): requeued by its restart policy
+  // (resuming from its last acknowledged checkpoint) after a backoff, or failed past max_restarts.
+  void lose(JobRecord& r, const std::string& reason, WriteBatch& b) {
+    if (!placed(r.job.state)) return;
+    const config::RestartPolicy& rp = r.spec.restart;
+    if (r.restarts >= rp.max_restarts) {
+      finish(r, JobState::kFailed,
+             reason + "; no restarts left (restart.max_restarts is " + std::to_string(rp.max_restarts) + ")", b,
+             "scheduler", "failed", Json{{"restarts", r.restarts}});
+      return;
+    }
+    ++r.restarts;
+    const int64_t backoff = std::min<int64_t>(3600, rp.backoff << std::min(r.restarts - 1, 12));
+    r.not_before = now() + backoff;
+    r.end_reason = reason;
+    r.pending.reset();
+    requeue(r, "lost", reason + " (restart " + std::to_string(r.restarts) + " of " + std::to_string(rp.max_restarts) +
+                           " in " + std::to_string(backoff) + " s" +
+                           (r.resume_from.empty() ? "" : ", from checkpoint " + r.resume_from) + ")",
+            b, false);
   }
 
   static int64_t gpu_milli(const JobRecord& r) {
@@ -333,7 +375,9 @@ struct Controller::State {
     CycleInput in{scheduler, tree, cluster, {}, {}, mig_last_changed, runtimes, t, config_generation};
     in.jobs.reserve(active_ids.size());
     for (int64_t id : active_ids) {
-      Job j = jobs.at(id).job;
+      const JobRecord& r = jobs.at(id);
+      if (r.job.state == JobState::kPending && r.not_before > t) continue;  // restart backoff
+      Job j = r.job;
       if (placed(j.state) && j.started >= 0) j.attained_gpu_s += gpu_milli(jobs.at(id)) / 1000 * (t - j.started);
       in.jobs.push_back(std::move(j));
     }
@@ -369,7 +413,7 @@ struct Controller::State {
       JobRecord* rp = jobs.find(int64_t(s.job.value));
       if (!rp || rp->job.state != JobState::kPending) continue;
       bool nodes_ok = true;
-      for (const TaskPlacement& p : s.placement) nodes_ok = nodes_ok && node_admin[p.node.value].state == "ready";
+      for (const TaskPlacement& p : s.placement) nodes_ok = nodes_ok && node_usable(p.node);
       if (!nodes_ok || !cluster.apply_all(s.placement).ok()) continue;  // changed since the snapshot
       JobRecord& r = *rp;
       for (TaskPlacement p : s.placement) {
@@ -379,6 +423,10 @@ struct Controller::State {
       r.job.state = JobState::kRunning;
       r.job.started = t;
       ++r.attempt;
+      r.not_before = -1;
+      r.master_port = 0;
+      r.last_nodes.clear();
+      for (const TaskPlacement& p : r.job.placement) r.last_nodes.push_back(cluster.node(p.node).name);
       r.tasks.assign(r.job.placement.size(), TaskRun{});
       r.pending.reset();
       placed_ids.insert(r.id);
@@ -401,6 +449,33 @@ struct Controller::State {
     return {"mig/" + n.name + "/" + std::to_string(g.index), Json{{"enabled", gpu.mig_enabled}, {"layout", layout}}.dump()};
   }
 
+  // Agents silent for agent_timeout make their nodes NotReady; jobs with a task on a node that is not
+  // ready (after a restart: that has not registered within agent_timeout) are lost.
+  void check_agents(WriteBatch& b, Clock::time_point wall) {
+    const auto timeout = std::chrono::milliseconds(opt.agent_timeout_ms);
+    for (size_t i = 0; i < node_admin.size(); ++i) {
+      NodeAdmin& na = node_admin[i];
+      if (!na.agent_ready || wall - na.last_beat < timeout) continue;
+      na.agent_ready = false;
+      const NodeId id{uint32_t(i)};
+      refresh_schedulable(id);
+      dirty = true;
+      b.events.push_back(event(0, "node_not_ready", "scheduler",
+                               Json{{"node", cluster.node(id).name},
+                                    {"reason", "no heartbeat for " + std::to_string(opt.agent_timeout_ms) + " ms"}}));
+      spdlog::warn("event=node_not_ready node={} reason=\"no heartbeat within {} ms\"", cluster.node(id).name, opt.agent_timeout_ms);
+    }
+    if (wall - started_at < timeout) return;  // after a restart, agents get one timeout to register
+    for (int64_t id : std::vector<int64_t>(placed_ids.begin(), placed_ids.end())) {
+      JobRecord& r = jobs.at(id);
+      for (const TaskPlacement& p : r.job.placement) {
+        if (node_admin[p.node.value].agent_ready) continue;
+        lose(r, "node " + cluster.node(p.node).name + " is not ready (its agent stopped reporting)", b);
+        break;
+      }
+    }
+  }
+
   // Time-driven work: MIG layouts ready, checkpoint deadlines, time limits.
   void tick() {
     const auto wall = Clock::now();
@@ -409,7 +484,7 @@ struct Controller::State {
     const Time t = now();
     WriteBatch b;
     for (auto it = mig_ready.begin(); it != mig_ready.end();) {
-      if (it->first <= t) {
+      if (!opt.agents_required && it->first <= t) {  // with agents: when the agent reports the layout
         (void)cluster.set_health(it->second, GpuHealth::kHealthy);
         dirty = true;
         it = mig_ready.erase(it);
@@ -417,6 +492,7 @@ struct Controller::State {
         ++it;
       }
     }
+    if (opt.agents_required) check_agents(b, wall);
     std::vector<int64_t> ids(placed_ids.begin(), placed_ids.end());
     for (int64_t id : ids) {
       JobRecord& r = jobs.at(id);
@@ -474,7 +550,6 @@ Result<std::unique_ptr<Controller>> Controller::start(config::ClusterConfig cfg,
       if (!id.ok()) continue;
       s.node_admin[id->value].state = v.value("state", "ready");
       s.node_admin[id->value].reason = v.value("reason", "");
-      if (s.node_admin[id->value].state != "ready") (void)s.cluster.set_schedulable(*id, false);
     } else if (key.rfind("usage/", 0) == 0) {
       auto q = s.tree->find(key.substr(6));
       if (!q.ok()) continue;
@@ -498,6 +573,7 @@ Result<std::unique_ptr<Controller>> Controller::start(config::ClusterConfig cfg,
       (void)s.cluster.set_mig_layout(g, v.value("enabled", false), layout);
     }
   }
+  for (uint32_t i = 0; i < s.cluster.node_count(); ++i) s.refresh_schedulable(NodeId{i});
   for (const JobRow& row : loaded->jobs) {
     auto rec = record_from_json(Json::parse(row.record, nullptr, false), *s.tree, s.cluster);
     if (!rec.ok()) return internal_error("store: job " + std::to_string(row.id) + ": " + rec.error().message);
@@ -974,8 +1050,14 @@ Json node_json(const Controller::State& s, NodeId id) {
     std::vector<int64_t> js = gpu_jobs[g.index];
     std::sort(js.begin(), js.end());
     js.erase(std::unique(js.begin(), js.end()), js.end());
+    Json util = nullptr, mem_used = nullptr;
+    if (g.index < na.gpu_stats.size() && na.gpu_stats[g.index].is_object()) {
+      util = na.gpu_stats[g.index].value("utilization_pct", Json(nullptr));
+      mem_used = na.gpu_stats[g.index].value("memory_used_mib", Json(nullptr));
+    }
     gpus.push_back(Json{{"index", g.index}, {"health", health_name(g.health)}, {"mig", g.mig_enabled},
-                        {"used_milli", used}, {"jobs", js}, {"instances", instances}});
+                        {"used_milli", used}, {"jobs", js}, {"instances", instances},
+                        {"utilization_pct", util}, {"memory_used_mib", mem_used}});
   }
   Json path = Json::array();
   for (size_t l = 0; l < n.path.size() && l < s.config.nodes.size(); ++l) {
@@ -985,7 +1067,10 @@ Json node_json(const Controller::State& s, NodeId id) {
   return Json{{"name", n.name}, {"path", path}, {"gpu_model", n.gpu_model() ? n.gpu_model()->name : ""},
               {"state", na.state}, {"reason", na.reason}, {"cpu_milli", n.cpu_capacity.v}, {"memory_mib", n.memory_capacity.v},
               {"cpu_milli_used", n.cpu_used.v}, {"memory_mib_used", n.memory_used.v},
-              {"agent_last_seen", na.last_seen >= 0 ? Json(na.last_seen) : Json(nullptr)}, {"gpus", gpus}};
+              {"agent_last_seen", na.last_seen >= 0 ? Json(na.last_seen) : Json(nullptr)},
+              {"agent", s.opt.agents_required ? Json(na.agent_ready ? "ready" : na.registered ? "not-ready" : "unknown")
+                                              : Json("none (agentless)")},
+              {"agent_address", na.address}, {"gpu_source", na.gpu_source}, {"gpus", gpus}};
 }
 }  // namespace
 
@@ -1011,11 +1096,11 @@ Result<Json> Controller::node_op(const Principal& who, const std::string& node, 
     if (op == "resume") {
       na.state = "ready";
       na.reason.clear();
-      (void)s.cluster.set_schedulable(*id, true);
+      s.refresh_schedulable(*id);
     } else {
       na.state = op == "cordon" ? "cordoned" : "draining";
       na.reason = reason;
-      (void)s.cluster.set_schedulable(*id, false);
+      s.refresh_schedulable(*id);
       if (op == "drain") {
         std::vector<int64_t> ids(s.placed_ids.begin(), s.placed_ids.end());
         for (int64_t jid : ids) {
@@ -1037,6 +1122,124 @@ Result<Json> Controller::node_op(const Principal& who, const std::string& node, 
 
 // ---- agents -----------------------------------------------------------------------------------
 
+namespace {
+
+std::string gpu_list_text(const Node& n) {
+  std::map<std::string, int> count;
+  for (const Gpu& g : n.gpus) ++count[g.model->name];
+  std::string out;
+  for (const auto& [m, c] : count) out += (out.empty() ? "" : " + ") + std::to_string(c) + " × " + m;
+  return out.empty() ? "no GPUs" : out;
+}
+
+// The MIG layout the controller holds for each GPU of a node (what its agent must converge to).
+Json desired_mig(const Node& n) {
+  Json out = Json::array();
+  for (const Gpu& g : n.gpus) {
+    if (!g.mig_enabled) continue;
+    Json inst = Json::array();
+    for (const MigInstance& m : g.mig.instances()) {
+      const MigProfile* p = g.model->find_profile_id(m.profile_id);
+      inst.push_back(Json{{"profile", p ? p->name : "?"}, {"start", m.start}});
+    }
+    out.push_back(Json{{"gpu", g.index}, {"instances", inst}});
+  }
+  return out;
+}
+
+// Whether a reported layout ({gpu, instances:[{profile,start}]}) equals the GPU's.
+bool layout_matches(const Gpu& g, const Json& reported) {
+  std::set<std::pair<std::string, int>> want, have;
+  for (const MigInstance& m : g.mig.instances()) {
+    const MigProfile* p = g.model->find_profile_id(m.profile_id);
+    want.insert({p ? p->name : "?", m.start});
+  }
+  for (const Json& i : reported.value("instances", Json::array()))
+    if (i.is_object()) have.insert({i.value("profile", ""), i.value("start", -1)});
+  return want == have;
+}
+
+}  // namespace
+
+Result<Json> Controller::agent_register(const Principal& who, const Json& reg) {
+  if (who.role != Role::kAgent && who.role != Role::kAdmin) return permission_denied("only agent tokens may register nodes");
+  if (!reg.is_object() || !reg.contains("node") || !reg["node"].is_string())
+    return invalid_argument("node: required (the registering node's name, as in the cluster config)");
+  const std::string node = reg["node"];
+  const std::string address = reg.value("address", "");
+  if (address.empty()) return invalid_argument("address: required (the host name or IP other nodes reach this node at)");
+  if (!reg.contains("log_port") || !reg["log_port"].is_number_integer() || reg["log_port"].get<int64_t>() < 0 ||
+      reg["log_port"].get<int64_t>() > 65535)
+    return invalid_argument("log_port: required, an integer port 0..65535 (0 = no log server)");
+  if (!reg.contains("inventory") || !reg["inventory"].is_object() || !reg["inventory"].contains("gpus") ||
+      !reg["inventory"]["gpus"].is_array())
+    return invalid_argument("inventory.gpus: required, the list of GPUs the agent found");
+  const Json inventory = reg["inventory"];
+  for (size_t i = 0; i < inventory["gpus"].size(); ++i) {
+    const Json& g = inventory["gpus"][i];
+    if (!g.is_object() || !g.contains("model") || !g["model"].is_string() || !g.contains("mig_enabled") ||
+        !g["mig_enabled"].is_boolean())
+      return invalid_argument("inventory.gpus[" + std::to_string(i) + "]: needs a string model and a boolean mig_enabled");
+  }
+  ASYNC_CALL({
+    auto nid = s.cluster.find_node(node);
+    if (!nid.ok()) {
+      reply->set_value(not_found("node " + node + ": not in the cluster configuration; add it under nodes: (or start the agent with --node NAME of a configured node)"));
+      return;
+    }
+    const Node& n = s.empty_cluster.node(*nid);
+    const Json& gpus = inventory["gpus"];
+    if (gpus.size() != n.gpus.size()) {
+      reply->set_value(failed_precondition("inventory: node " + node + " is configured with " + gpu_list_text(n) +
+                                           " but its agent found " + std::to_string(gpus.size()) +
+                                           " GPUs; fix the node in the cluster config or the agent's --gpus"));
+      return;
+    }
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      const std::string model = gpus[i]["model"];
+      auto m = s.config.catalog->find(model);
+      const std::string at = "inventory.gpus[" + std::to_string(i) + "]";
+      if (!m.ok() || (*m)->name != n.gpus[i].model->name) {
+        reply->set_value(failed_precondition(at + ": node " + node + " is configured with " + n.gpus[i].model->name +
+                                             " but its agent found " + model +
+                                             (m.ok() ? "" : " (not in the GPU catalog: declare it under gpu_models:)") +
+                                             "; fix the node in the cluster config or the agent's --gpus"));
+        return;
+      }
+      if (gpus[i]["mig_enabled"].get<bool>() != n.gpus[i].mig_enabled) {
+        reply->set_value(failed_precondition(
+            at + ": MIG mode is " + (gpus[i]["mig_enabled"].get<bool>() ? "on" : "off") + " on node " + node +
+            " but the cluster config says " + (n.gpus[i].mig_enabled ? "on" : "off") +
+            "; Tessera never changes MIG mode: set it with `nvidia-smi -i " + std::to_string(i) +
+            " -mig 1|0` or fix the config"));
+        return;
+      }
+    }
+    NodeAdmin& na = s.node_admin[nid->value];
+    const bool was_ready = na.agent_ready;
+    na.registered = true;
+    na.agent_ready = true;
+    na.last_beat = Clock::now();
+    na.last_seen = s.now();
+    na.beats = 0;
+    na.address = address;
+    na.log_port = reg["log_port"].get<int>();
+    na.log_secret = reg.value("log_secret", "");
+    na.agent_version = reg.value("version", "");
+    na.gpu_source = inventory.value("source", "");
+    s.refresh_schedulable(*nid);
+    s.dirty = true;
+    Json answer{{"node", node}, {"heartbeat_interval_ms", s.opt.heartbeat_interval_ms},
+                {"agent_timeout_ms", s.opt.agent_timeout_ms}};
+    WriteBatch b;
+    b.events.push_back(s.event(0, was_ready ? "node_registered" : "node_ready", "agent:" + node,
+                               Json{{"node", node}, {"address", address}, {"gpus", gpu_list_text(n)},
+                                    {"source", na.gpu_source}}));
+    spdlog::info("event=node_ready node={} address={} gpus=\"{}\" source={}", node, address, gpu_list_text(n), na.gpu_source);
+    s.reply_when_durable(std::move(b), reply, answer);
+  })
+}
+
 Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& report) {
   if (who.role != Role::kAgent && who.role != Role::kAdmin) return permission_denied("only agent tokens may report for nodes");
   if (!report.is_object() || !report.contains("node") || !report["node"].is_string())
@@ -1047,6 +1250,9 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& repor
     int task = 0;
     std::string state;
     int exit_code = 0;
+    std::string checkpoint;
+    bool answered_request = false;
+    int master_port = 0;
   };
   std::vector<Reported> reported;
   if (report.contains("tasks")) {
@@ -1057,13 +1263,19 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& repor
       if (!t.is_object() || !t.contains("job") || !t["job"].is_number_integer() || !t.contains("task") ||
           !t["task"].is_number_integer() || !t.contains("state") || !t["state"].is_string())
         return invalid_argument(at + ": needs integer job, attempt and task, and a string state");
-      Reported r{t["job"], t.value("attempt", int64_t(0)), t["task"], t["state"], t.value("exit_code", 0)};
-      static const std::set<std::string> states = {"running", "succeeded", "failed", "checkpointed", "stopped"};
+      Reported r{t["job"], t.value("attempt", int64_t(0)), t["task"], t["state"], t.value("exit_code", 0),
+                 t.value("checkpoint", ""), t.value("checkpoint_requested", false), t.value("master_port", 0)};
+      static const std::set<std::string> states = {"starting", "running", "succeeded", "failed", "checkpointed", "stopped"};
       if (!states.count(r.state))
-        return invalid_argument(at + ".state: unknown \"" + r.state + "\"; expected running, succeeded, failed, checkpointed, stopped");
+        return invalid_argument(at + ".state: unknown \"" + r.state +
+                                "\"; expected starting, running, succeeded, failed, checkpointed, stopped");
+      if (r.state == "starting") r.state = "running";  // waiting for its rendezvous port: as good as running
+      if (r.master_port < 0 || r.master_port > 65535) return invalid_argument(at + ".master_port: must be a port 1..65535");
       reported.push_back(r);
     }
   }
+  const Json gpu_stats = report.contains("gpus") && report["gpus"].is_array() ? report["gpus"] : Json::array();
+  const Json mig_report = report.contains("mig") && report["mig"].is_array() ? report["mig"] : Json::array();
   ASYNC_CALL({
     auto nid = s.cluster.find_node(node);
     if (!nid.ok()) {
@@ -1071,9 +1283,22 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& repor
       return;
     }
     NodeAdmin& na = s.node_admin[nid->value];
+    if (s.opt.agents_required && !na.registered) {
+      reply->set_value(failed_precondition("not_registered: node " + node +
+                                           " has not registered with this controller (it restarted?); register first"));
+      return;
+    }
     na.last_seen = s.now();
-    const int64_t beat = ++na.beats;
+    na.last_beat = Clock::now();
+    na.gpu_stats = gpu_stats;
     WriteBatch b;
+    if (s.opt.agents_required && !na.agent_ready) {  // back after being NotReady
+      na.agent_ready = true;
+      s.refresh_schedulable(*nid);
+      s.dirty = true;
+      b.events.push_back(s.event(0, "node_ready", "agent:" + node, Json{{"node", node}, {"reason", "heartbeats resumed"}}));
+    }
+    const int64_t beat = ++na.beats;
     Json stop = Json::array();
     std::set<std::pair<int64_t, int>> seen;
     std::set<int64_t> touched;
@@ -1091,6 +1316,24 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& repor
       TaskRun& tr = r->tasks[rep.task];
       tr.recovered = false;
       if (tr.offered_beat < 0) tr.offered_beat = beat;
+      if (rep.task == 0 && rep.master_port > 0 && r->master_port != rep.master_port) {
+        r->master_port = rep.master_port;
+        b.jobs.push_back(s.row(*r));
+      }
+      if (rep.answered_request && !tr.answered_request && r->job.state == JobState::kCheckpointing) {
+        tr.answered_request = true;
+        touched.insert(rep.job);
+      }
+      if (!rep.checkpoint.empty() && rep.checkpoint != tr.checkpoint) {
+        tr.checkpoint = rep.checkpoint;
+        if (rep.checkpoint != r->resume_from) {
+          r->resume_from = rep.checkpoint;
+          r->job.checkpoint.last = s.now();
+          b.events.push_back(s.event(r->id, "checkpoint_acknowledged", "agent:" + node,
+                                     Json{{"task", rep.task}, {"path", rep.checkpoint}, {"attempt", r->attempt}}));
+          b.jobs.push_back(s.row(*r));
+        }
+      }
       if (tr.state != rep.state) {
         tr.state = rep.state;
         tr.exit_code = rep.exit_code;
@@ -1108,8 +1351,7 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& repor
         // longer (or never) reported running.
         const bool offered_before = tr.offered_beat >= 0 && tr.offered_beat < beat;
         if (tr.recovered || (offered_before && (tr.state == "running" || tr.state.empty()))) {
-          s.requeue(r, "lost", "task " + std::to_string(t) + " is not running on node " + node +
-                                   " (the agent did not report it)", b, false);
+          s.lose(r, "task " + std::to_string(t) + " is not running on node " + node + " (the agent did not report it)", b);
           break;
         }
         if (tr.offered_beat < 0) tr.offered_beat = beat;
@@ -1120,24 +1362,44 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& repor
       JobRecord& r = s.jobs.at(jid);
       if (!placed(r.job.state)) continue;
       bool any_failed = false, all_done = true, all_stopped = true;
-      int exit_code = 0;
-      for (const TaskRun& tr : r.tasks) {
-        if (tr.state == "failed") any_failed = true, exit_code = tr.exit_code;
+      int exit_code = 0, failed_task = -1;
+      for (size_t t = 0; t < r.tasks.size(); ++t) {
+        const TaskRun& tr = r.tasks[t];
+        if (tr.state == "failed" && !any_failed) any_failed = true, exit_code = tr.exit_code, failed_task = int(t);
         all_done = all_done && tr.state == "succeeded";
-        all_stopped = all_stopped && (tr.state == "checkpointed" || tr.state == "stopped" || tr.state == "succeeded");
+        all_stopped = all_stopped && (tr.state == "checkpointed" || tr.state == "stopped" || tr.state == "succeeded" ||
+                                      (r.job.state == JobState::kCheckpointing && tr.state == "failed"));
       }
-      if (any_failed) {
+      if (r.job.state == JobState::kCheckpointing) {
+        // Asked to stop: a task that fails now was stopped, not broken.
+        if (all_stopped) {
+          bool acked = false;
+          for (const TaskRun& tr : r.tasks) acked = acked || tr.answered_request || tr.state == "checkpointed";
+          s.requeue(r, "preempted", acked ? "checkpointed and stopped as asked" : "stopped without a checkpoint", b, acked);
+        }
+      } else if (any_failed) {
         r.exit_code = exit_code;
-        s.finish(r, JobState::kFailed, "a task exited with code " + std::to_string(exit_code), b, "agent:" + node,
-                 "failed", Json{{"exit_code", exit_code}});
+        s.finish(r, JobState::kFailed, "task " + std::to_string(failed_task) + " exited with code " + std::to_string(exit_code),
+                 b, "agent:" + node, "failed", Json{{"exit_code", exit_code}, {"task", failed_task}});
       } else if (all_done) {
         r.exit_code = 0;
         s.finish(r, JobState::kSucceeded, "all tasks exited with code 0", b, "agent:" + node, "succeeded");
-      } else if (all_stopped && r.job.state == JobState::kCheckpointing) {
-        s.requeue(r, "preempted", "checkpointed and stopped as asked", b, true);
       } else if (all_stopped) {
-        s.requeue(r, "lost", "tasks stopped without being asked", b, false);
+        s.lose(r, "tasks stopped without being asked", b);
       }
+    }
+    // MIG layouts: a GPU being reconfigured is ready once its agent reports the new layout.
+    const Node& n = s.cluster.node(*nid);
+    for (const Json& m : mig_report) {
+      if (!m.is_object() || !m.contains("gpu") || !m["gpu"].is_number_integer()) continue;
+      const int gi = m["gpu"];
+      if (gi < 0 || size_t(gi) >= n.gpus.size()) continue;
+      const Gpu& g = n.gpus[size_t(gi)];
+      if (g.health != GpuHealth::kReconfiguring || !layout_matches(g, m)) continue;
+      const GpuRef ref{*nid, uint16_t(gi)};
+      (void)s.cluster.set_health(ref, GpuHealth::kHealthy);
+      std::erase_if(s.mig_ready, [&](const auto& e) { return e.second == ref; });
+      s.dirty = true;
     }
     // Desired state.
     Json run = Json::array();
@@ -1146,14 +1408,25 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& repor
       if (!placed(r.job.state)) continue;
       for (size_t t = 0; t < r.job.placement.size(); ++t) {
         if (r.job.placement[t].node != *nid) continue;
-        run.push_back(task_assignment_json(r, int(t), s.cluster));
-        if (r.job.state == JobState::kCheckpointing)
-          stop.push_back(Json{{"job", jid}, {"attempt", r.attempt}, {"task", t}, {"checkpoint", true},
+        Json a = task_assignment_json(r, int(t), s.cluster);
+        const NodeAdmin& master = s.node_admin[r.job.placement[0].node.value];
+        a["master_addr"] = master.address.empty() ? s.cluster.node(r.job.placement[0].node).name : master.address;
+        a["master_port"] = r.master_port;
+        a["resume_from"] = r.resume_from;
+        a["restarts"] = r.restarts;
+        run.push_back(std::move(a));
+        if (r.job.state == JobState::kCheckpointing) {
+          // Once a task acknowledged a checkpoint, the others need not wait for theirs.
+          bool acked = false;
+          for (const TaskRun& tr : r.tasks) acked = acked || tr.answered_request;
+          stop.push_back(Json{{"job", jid}, {"attempt", r.attempt}, {"task", t}, {"checkpoint", !acked},
                               {"signal", r.spec.checkpoint.signal},
                               {"grace", std::max<int64_t>(0, r.job.evict_by - s.now())}});
+        }
       }
     }
-    Json answer{{"run", run}, {"stop", stop}};
+    Json answer{{"run", run}, {"stop", stop}, {"mig", desired_mig(n)},
+                {"heartbeat_interval_ms", s.opt.heartbeat_interval_ms}};
     if (b.empty()) {
       reply->set_value(answer);
     } else {
@@ -1161,6 +1434,25 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& repor
       s.reply_when_durable(std::move(b), reply, answer);
     }
   })
+}
+
+Result<Json> Controller::log_source(const Principal& who, int64_t id, int task) {
+  return call<Json>([who, id, task](State& s) -> Result<Json> {
+    if (Status st = s.may_read(who); !st.ok()) return st.error();
+    const JobRecord* r = s.jobs.find(id);
+    if (!r) return not_found("job " + std::to_string(id) + ": no such job");
+    if (r->last_nodes.empty()) return not_found("job " + std::to_string(id) + ": has not started yet, so it has no logs");
+    if (task < 0 || size_t(task) >= r->last_nodes.size())
+      return invalid_argument("task: job " + std::to_string(id) + " has tasks 0.." + std::to_string(r->last_nodes.size() - 1));
+    const std::string& node = r->last_nodes[size_t(task)];
+    auto nid = s.cluster.find_node(node);
+    if (!nid.ok()) return not_found("node " + node + " is no longer in the configuration");
+    const NodeAdmin& na = s.node_admin[nid->value];
+    if (!na.registered || na.log_port == 0)
+      return Error{ErrorCode::kUnavailable, "node " + node + ": its agent has not registered with this controller, so its logs cannot be reached; retry when `tessera nodes` shows it ready"};
+    return Json{{"node", node}, {"address", na.address}, {"log_port", na.log_port}, {"log_secret", na.log_secret},
+                {"attempt", r->attempt}};
+  });
 }
 
 // ---- tokens, events, config -------------------------------------------------------------------

@@ -39,6 +39,13 @@ struct ControllerOptions {
   int64_t min_cycle_gap_ms = 20;     // event-driven cycles coalesce within this gap
   // Unix seconds. Tests may pass a controllable clock.
   std::function<int64_t()> clock;
+  // With agents (the default for `tessera server`), a node takes work only once its agent has
+  // registered, and becomes NotReady when no heartbeat came for agent_timeout_ms: its jobs are
+  // requeued by their restart policy. Without (`--agentless`), nodes are ready as configured and
+  // nothing runs the tasks: for trying policies and for API tests.
+  bool agents_required = false;
+  int64_t heartbeat_interval_ms = 5000;  // what agents are told to use
+  int64_t agent_timeout_ms = 15000;      // three missed heartbeats
 };
 
 struct JobFilter {
@@ -68,8 +75,12 @@ class Controller {
   Result<Json> nodes(const Principal& who);
   // op: "cordon", "drain" or "resume".
   Result<Json> node_op(const Principal& who, const std::string& node, const std::string& op, const std::string& reason);
-  // Agents: a node's report in, its desired state out.
+  // Agents: registration (inventory checked against the configured node), then heartbeats: a node's
+  // report in, its desired state out (docs/api.md, "Agents").
+  Result<Json> agent_register(const Principal& who, const Json& registration);
   Result<Json> agent_heartbeat(const Principal& who, const Json& report);
+  // Where task `task` of job `id` ran last (for logs): {node, address, log_port, log_secret, attempt}.
+  Result<Json> log_source(const Principal& who, int64_t id, int task);
   // Tokens (admin).
   Result<Json> create_token(const Principal& who, const std::string& user, const std::string& role, const std::string& queue);
   Result<Json> list_tokens(const Principal& who);

@@ -378,6 +378,54 @@ void HttpApi::routes() {
     if (body.is_discarded()) return send_error(res, invalid_argument("body: not valid JSON"));
     send_result(res, c.agent_heartbeat(*p, body));
   });
+
+  s.Post("/api/v1/agent/register", [auth, &c](const httplib::Request& req, httplib::Response& res) {
+    auto p = auth(req, res);
+    if (!p) return;
+    Json body = Json::parse(req.body, nullptr, false);
+    if (body.is_discarded()) return send_error(res, invalid_argument("body: not valid JSON"));
+    send_result(res, c.agent_register(*p, body));
+  });
+
+  // Logs live on the node that ran the task: the controller fetches them from its agent.
+  // ?task=N (default 0) &offset=BYTES (default 0) &limit=BYTES (default and at most 1 MiB).
+  // Answers the bytes, with X-Tessera-Next-Offset (where to continue) and X-Tessera-Attempt.
+  s.Get(R"(/api/v1/jobs/([^/]+)/logs)", [auth, &c](const httplib::Request& req, httplib::Response& res) {
+    auto p = auth(req, res);
+    if (!p) return;
+    auto id = path_id(req);
+    if (!id.ok()) return send_error(res, id.error());
+    auto task = int_param(req, "task", 0), offset = int_param(req, "offset", 0), limit = int_param(req, "limit", 1 << 20);
+    if (!task.ok()) return send_error(res, task.error());
+    if (!offset.ok()) return send_error(res, offset.error());
+    if (!limit.ok()) return send_error(res, limit.error());
+    if (*task < 0) return send_error(res, invalid_argument("task: must be a task index (0, 1, ...)"));
+    if (*offset < 0) return send_error(res, invalid_argument("offset: must be a byte offset >= 0"));
+    if (*limit <= 0 || *limit > (1 << 20)) return send_error(res, invalid_argument("limit: must be 1..1048576 bytes"));
+    auto src = c.log_source(*p, *id, int(*task));
+    if (!src.ok()) return send_error(res, src.error());
+    httplib::Client agent((*src)["address"].get<std::string>(), (*src)["log_port"].get<int>());
+    agent.set_connection_timeout(3, 0);
+    agent.set_read_timeout(10, 0);
+    const std::string path = "/logs?job=" + std::to_string(*id) + "&attempt=" + std::to_string((*src)["attempt"].get<int64_t>()) +
+                             "&task=" + std::to_string(*task) + "&offset=" + std::to_string(*offset) +
+                             "&limit=" + std::to_string(*limit);
+    auto r = agent.Get(path, httplib::Headers{{"X-Tessera-Log-Secret", (*src)["log_secret"].get<std::string>()}});
+    if (!r)
+      return send_error(res, Error{ErrorCode::kUnavailable, "node " + (*src)["node"].get<std::string>() +
+                                                              ": its agent's log server did not answer (" +
+                                                              httplib::to_string(r.error()) + "); retry"});
+    if (r->status != 200) {
+      Json e = Json::parse(r->body, nullptr, false);
+      const std::string why = e.is_object() ? e.value("error", r->body) : r->body;
+      return send_error(res, r->status == 404 ? not_found("logs: " + why) : Error{ErrorCode::kUnavailable, "logs: " + why});
+    }
+    res.status = 200;
+    res.set_header("X-Tessera-Next-Offset", r->get_header_value("X-Tessera-Next-Offset"));
+    res.set_header("X-Tessera-Attempt", std::to_string((*src)["attempt"].get<int64_t>()));
+    res.set_header("X-Tessera-Node", (*src)["node"].get<std::string>());
+    res.set_content(r->body, "text/plain; charset=utf-8");
+  });
 }
 
 }  // namespace tessera::server

@@ -56,6 +56,11 @@ Json record_to_json(const JobRecord& r, const ClusterState& cluster) {
               {"exit_code", r.exit_code},
               {"end_reason", r.end_reason},
               {"idempotency_key", r.idempotency_key},
+              {"restarts", r.restarts},
+              {"not_before", r.not_before},
+              {"resume_from", r.resume_from},
+              {"master_port", r.master_port},
+              {"last_nodes", r.last_nodes},
               {"placement", placement}};
 }
 
@@ -97,6 +102,11 @@ Result<JobRecord> record_from_json(const Json& j, const QueueTree& tree, const C
     r.exit_code = j.value("exit_code", 0);
     r.end_reason = j.value("end_reason", "");
     r.idempotency_key = j.value("idempotency_key", "");
+    r.restarts = j.value("restarts", 0);
+    r.not_before = j.value("not_before", int64_t(-1));
+    r.resume_from = j.value("resume_from", "");
+    r.master_port = j.value("master_port", 0);
+    r.last_nodes = j.value("last_nodes", std::vector<std::string>{});
     for (const Json& p : j.value("placement", Json::array())) {
       TaskPlacement tp;
       auto node = cluster.find_node(p.at("node"));
@@ -152,6 +162,9 @@ Json record_to_api(const JobRecord& r, const ClusterState& cluster, const Pendin
   const TaskRequest& t = r.spec.task;
   std::string reason = r.end_reason;
   if (pending) reason = pending->reason;
+  if (!pending && r.job.state == JobState::kPending && r.not_before >= 0)
+    reason = "restart " + std::to_string(r.restarts) + " of " + std::to_string(r.spec.restart.max_restarts) +
+             " waits for its backoff (until " + std::to_string(r.not_before) + "): " + r.end_reason;
   if (r.job.state == JobState::kCheckpointing) reason = "checkpointing before it stops";
   Json j{{"id", r.id},
          {"name", r.spec.name},
@@ -174,6 +187,10 @@ Json record_to_api(const JobRecord& r, const ClusterState& cluster, const Pendin
   j["placement"] = placement_json(r, cluster);
   j["attempt"] = r.attempt;
   j["preemptions"] = r.job.preemptions;
+  j["restarts"] = r.restarts;
+  j["restart_at"] = r.job.state == JobState::kPending && r.not_before >= 0 ? Json(r.not_before) : Json(nullptr);
+  j["resume_from"] = r.resume_from.empty() ? Json(nullptr) : Json(r.resume_from);
+  j["last_nodes"] = r.last_nodes;
   j["exit_code"] = r.job.state == JobState::kSucceeded || r.job.state == JobState::kFailed ? Json(r.exit_code) : Json(nullptr);
   if (pending)
     j["pending"] = Json{{"reason", pending->reason}, {"queue_position", pending->queue_position},

@@ -27,6 +27,8 @@ struct TaskRun {
   int exit_code = 0;
   int64_t offered_beat = -1;  // the node's heartbeat whose answer first listed it; -1 = not yet
   bool recovered = false;     // loaded after a controller restart and not yet confirmed by its agent
+  std::string checkpoint;     // the last checkpoint path this task's agent acknowledged this attempt
+  bool answered_request = false;  // that checkpoint answered the controller's request (not a periodic one)
 };
 
 struct JobRecord {
@@ -39,6 +41,11 @@ struct JobRecord {
   Time finished = -1;
   int exit_code = 0;
   std::string end_reason;
+  int restarts = 0;           // requeues after losing a node or a task (restart policy)
+  Time not_before = -1;       // pending: restart backoff, not started before this time
+  std::string resume_from;    // last acknowledged checkpoint (TESSERA_RESUME_FROM); empty = none
+  int master_port = 0;        // rendezvous port on task 0's node, reported by its agent; 0 = not yet
+  std::vector<std::string> last_nodes;  // node of each task in the latest attempt (kept after it ends: logs)
   std::vector<TaskRun> tasks; // per placed task of the current attempt (not stored)
   std::optional<PendingInfo> pending;  // why it waits, from the last cycle (not stored)
 };

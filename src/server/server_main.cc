@@ -88,7 +88,8 @@ int run_server(const ServerOptions& o) {
   }
   http.threads = o.http_threads;
 
-  auto cfg = load_server_config(o.config_path);
+  auto cfg = o.config_path.empty() && !o.config_yaml.empty() ? config::parse_cluster_config_yaml(o.config_yaml)
+                                                             : load_server_config(o.config_path);
   if (!cfg.ok()) {
     std::cerr << "tessera server: config: " << cfg.error().message << "\n";
     return 1;
@@ -141,13 +142,18 @@ int run_server(const ServerOptions& o) {
     spdlog::info("event=admin_token_created path={}", token_path);
   }
 
-  auto controller = Controller::start(*cfg, store->get(), ControllerOptions{});
+  ControllerOptions copt;
+  copt.agents_required = !o.agentless;
+  copt.heartbeat_interval_ms = o.heartbeat_interval_ms;
+  copt.agent_timeout_ms = o.agent_timeout_ms;
+  auto controller = Controller::start(*cfg, store->get(), copt);
   if (!controller.ok()) {
     std::cerr << "tessera server: " << controller.error().message << "\n";
     return 1;
   }
   auto reload = [&](const std::string& who) -> Status {
-    auto next = load_server_config(o.config_path);
+    auto next = o.config_path.empty() && !o.config_yaml.empty() ? config::parse_cluster_config_yaml(o.config_yaml)
+                                                                : load_server_config(o.config_path);
     if (!next.ok()) {
       spdlog::warn("event=reload_refused by={} reason=\"{}\"", who, next.error().message);
       return invalid_argument("reload refused, the old config stays: " + next.error().message);
@@ -168,6 +174,10 @@ int run_server(const ServerOptions& o) {
   spdlog::info("event=listening address={}:{} data={} config=\"{}\" cluster=\"{}\"", http.host, api.port(), o.data_dir,
                o.config_path.empty() ? "(built-in)" : o.config_path, describe_config(*cfg));
   std::cout << "tessera server listening on http://" << http.host << ":" << api.port() << std::endl;
+  if (!o.agentless)
+    spdlog::info("event=waiting_for_agents nodes={} heartbeat_ms={} timeout_ms={} (nodes take work once their agent registers)",
+                 cfg->nodes.size(), o.heartbeat_interval_ms, o.agent_timeout_ms);
+  if (o.on_listening) o.on_listening(api.port());
 
   for (;;) {
     int sig = 0;
@@ -179,6 +189,7 @@ int run_server(const ServerOptions& o) {
     spdlog::info("event=stopping signal={}", sig);
     break;
   }
+  if (o.on_stopping) o.on_stopping();
   api.stop();
   controller->reset();
   (*store)->flush();

@@ -3,6 +3,7 @@
 // stops cleanly on SIGTERM/SIGINT. Without --config it runs a small built-in cluster (default_config_yaml).
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "config/cluster_config.h"
@@ -16,6 +17,15 @@ struct ServerOptions {
   std::string config_path;                // empty = the built-in default
   int http_threads = 64;
   std::string log_level = "info";
+  // Agents (docs/agent.md). agentless: nodes are ready as configured and nothing runs tasks.
+  bool agentless = false;
+  int64_t heartbeat_interval_ms = 5000;
+  int64_t agent_timeout_ms = 15000;
+  // Embedding (`tessera up`): a config given as text (used when config_path is empty), a call once
+  // the API listens (its port), and one before the server stops (after SIGINT/SIGTERM).
+  std::string config_yaml;
+  std::function<void(int port)> on_listening;
+  std::function<void()> on_stopping;
 };
 
 // The built-in cluster: 4 nodes of 8 A100-80GB (two with MIG on), queues default/team-a/team-b.

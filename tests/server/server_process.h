@@ -57,6 +57,13 @@ class ServerProcess {
     std::filesystem::remove_all(dir_, ec);
   }
 
+  // By default the server runs --agentless (nodes ready without agents). with_agents() makes it
+  // wait for real agents, with these extra flags (kept across restarts), e.g. a short agent timeout.
+  void with_agents(std::vector<std::string> flags) {
+    agentless_ = false;
+    persistent_ = std::move(flags);
+  }
+
   const std::string& dir() const { return dir_; }
   int port() const { return port_; }
   pid_t pid() const { return pid_; }
@@ -73,6 +80,8 @@ class ServerProcess {
       std::vector<std::string> args = {TESSERA_BINARY, "server", "--data", dir_, "--listen", "127.0.0.1:" + std::to_string(port_),
                                         "--log-level", "warn"};
       if (!config_.empty()) args.insert(args.end(), {"--config", config_});
+      if (agentless_) args.push_back("--agentless");
+      args.insert(args.end(), persistent_.begin(), persistent_.end());
       args.insert(args.end(), extra.begin(), extra.end());
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
@@ -160,6 +169,8 @@ class ServerProcess {
 
  private:
   std::string config_;
+  bool agentless_ = true;
+  std::vector<std::string> persistent_;
   std::string dir_;
   pid_t pid_ = -1;
   int port_ = 0;

@@ -1,0 +1,63 @@
+// `tessera agent`: the node agent. Registers the node's GPU inventory with the controller, then
+// heartbeats: it reports its tasks (state, exit code, checkpoint acknowledgements, the rendezvous
+// port of task 0), GPU utilisation and MIG layouts, and converges to the desired set the controller
+// answers with (level-triggered: a lost message or a restart of either side heals on the next beat).
+// It starts tasks as real processes (task_process.h) with the torchrun/NCCL environment, stops the
+// ones no longer wanted (TERM, grace, KILL), runs the checkpoint protocol (docs/checkpointing.md),
+// applies MIG layouts through the GpuBackend, and serves task logs to the controller.
+//
+// Threads: run() is the one thread that owns all task state; the log server's threads only read
+// log files (their paths derive from job/attempt/task) and share nothing else. stop() is thread-safe.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "agent/gpu_inventory.h"
+#include "core/status.h"
+
+namespace tessera::agent {
+
+struct AgentOptions {
+  std::string server = "http://127.0.0.1:8420";
+  std::string token;                 // an agent (or admin) token
+  std::string node;                  // the node's name in the cluster config
+  std::string address = "127.0.0.1"; // where other nodes reach this one (MASTER_ADDR)
+  std::string log_listen = "127.0.0.1:0";  // HOST:PORT of the log server (port 0 = any free)
+  std::string state_dir;             // logs, pid files, default checkpoint dirs (created)
+  std::string topology;              // "zone=a,spine=s1,leaf=l3" (reported; informational)
+  int64_t heartbeat_interval_ms = 0; // 0 = what the controller says (default 5000)
+  int64_t stop_grace_s = 30;         // TERM-to-KILL grace when a task is no longer wanted
+  bool stop_tasks_on_exit = false;   // stop(): also stop running tasks (tessera up); else leave them
+  std::string version = "tessera-agent";
+};
+
+// Splits "k=v,k=v" and checks names and values ([A-Za-z0-9._-]); error names the bad part.
+Result<std::vector<std::pair<std::string, std::string>>> parse_topology_flag(const std::string& text);
+
+class Agent {
+ public:
+  // Checks the options, creates the state directory, kills task processes a previous agent on this
+  // node left behind (pid files), and starts the log server.
+  static Result<std::unique_ptr<Agent>> create(AgentOptions options, std::unique_ptr<GpuBackend> gpus);
+  ~Agent();
+
+  // Runs until stop(). Never returns an error for a controller that is down: it retries.
+  void run();
+  void stop() { stop_.store(true); }
+  int log_port() const;
+  // For tests and `tessera up`: whether the controller accepted the registration.
+  bool registered() const { return registered_.load(); }
+
+  struct Impl;
+
+ private:
+  Agent() = default;
+  std::unique_ptr<Impl> impl_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> registered_{false};
+};
+
+}  // namespace tessera::agent

@@ -1,0 +1,100 @@
+// Test harness: runs the real `tessera agent` binary as a child process against a ServerProcess,
+// with a declared fake GPU inventory and its own state directory (removed at the end, after any
+// task processes it left are killed). Not thread-safe; one instance per agent.
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../server/server_process.h"
+
+namespace tessera::testing {
+
+class AgentProcess {
+ public:
+  AgentProcess(std::string node, std::string gpus) : node_(std::move(node)), gpus_(std::move(gpus)), dir_(make_temp_dir("tessera-agent")) {}
+  ~AgentProcess() {
+    kill(SIGKILL);
+    kill_leftover_tasks();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  const std::string& dir() const { return dir_; }
+  const std::string& node() const { return node_; }
+  std::string output() const { return read_file(dir_ + "/agent.out"); }
+
+  void start(int server_port, const std::string& token, std::vector<std::string> extra = {}) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      const int fd = ::open((dir_ + "/agent.out").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      std::vector<std::string> args = {TESSERA_BINARY, "agent", "--server", "http://127.0.0.1:" + std::to_string(server_port),
+                                        "--token", token, "--node", node_, "--gpus", gpus_, "--state-dir", dir_ + "/state",
+                                        "--heartbeat-interval-ms", "200", "--stop-grace", "3", "--log-level", "info"};
+      args.insert(args.end(), extra.begin(), extra.end());
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+
+  // Sends a signal; for KILL/TERM/INT waits for the exit and returns the wait status.
+  int kill(int sig) {
+    if (pid_ <= 0) return -1;
+    ::kill(pid_, sig);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+
+  // Task processes the agent started and that still run (by its pid files).
+  std::vector<pid_t> task_pids() const {
+    std::vector<pid_t> out;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir_ + "/state/run", ec)) {
+      std::ifstream in(e.path());
+      pid_t p = 0;
+      in >> p;
+      if (p > 1 && ::kill(p, 0) == 0) out.push_back(p);
+    }
+    return out;
+  }
+
+  void kill_leftover_tasks() {
+    for (pid_t p : task_pids()) {
+      ::kill(-p, SIGKILL);
+      ::kill(p, SIGKILL);
+    }
+  }
+
+ private:
+  std::string node_, gpus_, dir_;
+  pid_t pid_ = -1;
+};
+
+// Polls `pred` every 100 ms until it holds or `seconds` pass.
+template <class F>
+bool eventually(F pred, double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(seconds * 1000));
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return pred();
+}
+
+}  // namespace tessera::testing

@@ -1,0 +1,117 @@
+// `tessera up` end to end: the real binary starts the controller and a local agent, prints how to
+// use it, runs a submitted job as a real process, stops cleanly on Ctrl-C and resumes its state.
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "agent_process.h"
+
+namespace tessera::testing {
+namespace {
+
+class UpProcess {
+ public:
+  explicit UpProcess(std::string data) : data_(std::move(data)) {}
+  ~UpProcess() { stop(SIGKILL); }
+
+  // Starts `tessera up` and waits for its banner; returns the API port (0 on failure).
+  int start() {
+    out_ = data_ + ".out";
+    std::error_code ec;
+    std::filesystem::remove(out_, ec);
+    pid_ = fork();
+    if (pid_ == 0) {
+      const int fd = ::open(out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      execl(TESSERA_BINARY, TESSERA_BINARY, "up", "--data", data_.c_str(), "--listen", "127.0.0.1:0", "--node", "local",
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    int port = 0;
+    eventually([&] {
+      std::smatch m;
+      const std::string text = output();
+      static const std::regex up("Tessera is up: http://127\\.0\\.0\\.1:([0-9]+)");
+      if (std::regex_search(text, m, up)) port = std::stoi(m[1]);
+      return port > 0;
+    }, 20);
+    return port;
+  }
+  int stop(int sig) {
+    if (pid_ <= 0) return -1;
+    ::kill(pid_, sig);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+  std::string output() const { return read_file(out_); }
+
+ private:
+  std::string data_, out_;
+  pid_t pid_ = -1;
+};
+
+HttpReply call(int port, const std::string& method, const std::string& path, const std::string& token, const Json& body = {}) {
+  httplib::Client cli("127.0.0.1", port);
+  httplib::Headers h{{"Authorization", "Bearer " + token}};
+  auto r = method == "GET" ? cli.Get(path.c_str(), h) : cli.Post(path.c_str(), h, body.dump(), "application/json");
+  HttpReply out;
+  if (!r) return out;
+  out.status = r->status;
+  out.raw = r->body;
+  out.body = Json::parse(r->body, nullptr, false);
+  return out;
+}
+
+TEST(Up, StartsAWorkingClusterStopsCleanlyAndResumes) {
+  const std::string root = make_temp_dir("tessera-up");
+  const std::string data = root + "/tessera-data";
+  UpProcess up(data);
+  int port = up.start();
+  ASSERT_GT(port, 0) << up.output();
+  const std::string text = up.output();
+  // Without NVML it says that it declares a fake node.
+  if (text.find("No NVIDIA GPU found") != std::string::npos) EXPECT_NE(text.find("FAKE"), std::string::npos) << text;
+  std::string token = read_file(data + "/admin.token");
+  while (!token.empty() && token.back() == '\n') token.pop_back();
+  ASSERT_FALSE(token.empty());
+  EXPECT_NE(text.find("Admin token: " + token), std::string::npos) << text;
+  EXPECT_NE(text.find("tessera submit"), std::string::npos);
+  EXPECT_NE(text.find("tessera logs"), std::string::npos);
+  EXPECT_TRUE(std::filesystem::exists(data + "/cluster.yaml"));
+
+  auto sub = call(port, "POST", "/api/v1/jobs", token,
+                  Json{{"name", "hello"}, {"queue", "default"}, {"resources", {{"gpus", 1}}},
+                       {"command", {"/bin/sh", "-c", "echo hello from $CUDA_VISIBLE_DEVICES"}}});
+  ASSERT_EQ(sub.status, 201) << sub.raw;
+  const std::string path = "/api/v1/jobs/" + std::to_string(sub.body["id"].get<int64_t>());
+  ASSERT_TRUE(eventually([&] { return call(port, "GET", path, token).body.value("state", "") == "succeeded"; }, 30))
+      << call(port, "GET", path, token).raw << up.output();
+  EXPECT_NE(call(port, "GET", path + "/logs", token).raw.find("hello from 0"), std::string::npos);
+  // A long job is running when Ctrl-C comes.
+  auto longer = call(port, "POST", "/api/v1/jobs", token,
+                     Json{{"name", "long"}, {"queue", "default"}, {"resources", {{"gpus", 1}}}, {"command", {"sleep", "300"}}});
+  ASSERT_EQ(longer.status, 201);
+  const std::string long_path = "/api/v1/jobs/" + std::to_string(longer.body["id"].get<int64_t>());
+  ASSERT_TRUE(eventually([&] { return call(port, "GET", long_path, token).body.value("state", "") == "running"; }, 20));
+
+  const int status = up.stop(SIGINT);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << up.output();
+  EXPECT_NE(up.output().find("Stopping"), std::string::npos);
+
+  // Again: the same state (the finished job is there; the stopped one is requeued and runs again).
+  port = up.start();
+  ASSERT_GT(port, 0) << up.output();
+  EXPECT_EQ(call(port, "GET", path, token).body.value("state", ""), "succeeded");
+  EXPECT_TRUE(eventually([&] {
+    const Json j = call(port, "GET", long_path, token).body;
+    return j.value("state", "") == "running" && j.value("attempt", 0) >= 2;
+  }, 40)) << call(port, "GET", long_path, token).raw << up.output();
+  up.stop(SIGINT);
+  std::filesystem::remove_all(root);
+}
+
+}  // namespace
+}  // namespace tessera::testing
