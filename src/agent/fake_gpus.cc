@@ -14,7 +14,8 @@
 // Default: nvswitch when the model has NVLink (nvlink_generation > 0), else pcie.
 //
 // Utilisation: without set_fake_load every GPU is idle (0%, 0 MiB used). With a load of m milli-GPU on
-// a GPU: utilization_pct = min(100, m / 10), memory_used_mib = memory * min(m, 1000) / 1000.
+// a GPU: utilization_pct = min(100, m / 10), memory_used_mib = memory * min(m, 1000) / 1000. MIG
+// instances report memory_used_mib -1 (unknown): the load is per GPU, not per instance.
 #include <algorithm>
 #include <bit>
 #include <cctype>

@@ -69,7 +69,8 @@ nlohmann::json inventory_to_json(const Inventory& inv);
 // Human-readable report for `tessera agent --discover` (GPUs table, MIG instances, link matrix).
 std::string inventory_report(const Inventory& inv);
 
-// A layout the controller wants on one GPU: MIG on/off and the instances (profile + start).
+// A layout the controller wants on one GPU: its MIG instances (profile name or "Ng" short form +
+// start slice). MIG mode itself is never changed by the agent; an empty list means no instances.
 struct MigLayout {
   int gpu = 0;
   std::vector<std::pair<std::string, int>> instances;  // (profile name, start)
