@@ -1,5 +1,5 @@
 // What GPUs a node has, as the agent found them: through NVML on a machine with NVIDIA GPUs, or a
-// declared fake inventory (`--gpus fake:8xH100-80GB,nvswitch,mig=...`) that follows the same model
+// declared fake inventory (`--gpus fake:8xH100-80GB-SXM,nvswitch,mig=...`) that follows the same model
 // facts and MIG placement rules (from core's GpuCatalog) so the controller cannot tell the difference.
 // Also applies MIG layouts the controller asks for: through NVML on real GPUs (only when the affected
 // instances are idle), simulated on fake ones.
@@ -48,7 +48,9 @@ struct GpuInfo {
 
 // Link between two GPUs of the node, nvidia-smi `topo -m` style.
 enum class GpuLink { kSelf, kNvSwitch, kNvLink, kPciSwitch /*PIX/PXB*/, kHostBridge /*PHB*/, kNuma /*NODE*/, kSystem /*SYS*/ };
-const char* gpu_link_name(GpuLink l);  // "X", "NV", "NV#"... see .cc; stable short names
+// Stable short names (JSON "links"): X, NVS (NVLink through NVSwitch), NV (direct NVLink), PIX, PHB, NODE,
+// SYS. The text report prints NV<count> for both NVLink kinds, as `nvidia-smi topo -m` does.
+const char* gpu_link_name(GpuLink l);
 
 struct Inventory {
   std::string source;         // "nvml" or "fake"
@@ -67,7 +69,8 @@ nlohmann::json inventory_to_json(const Inventory& inv);
 // Human-readable report for `tessera agent --discover` (GPUs table, MIG instances, link matrix).
 std::string inventory_report(const Inventory& inv);
 
-// A layout the controller wants on one GPU: MIG on/off and the instances (profile + start).
+// A layout the controller wants on one GPU: its MIG instances (profile name or "Ng" short form +
+// start slice). MIG mode itself is never changed by the agent; an empty list means no instances.
 struct MigLayout {
   int gpu = 0;
   std::vector<std::pair<std::string, int>> instances;  // (profile name, start)
@@ -88,11 +91,15 @@ class GpuBackend {
   virtual void set_fake_load(const std::vector<int64_t>& milli_by_gpu) { (void)milli_by_gpu; }
 };
 
-// Parses "fake:8xH100-80GB[,nvswitch|nvlink|pcie-pairs|pcie][,mig=SPEC]" for node `node_name` (the
+// Parses "fake:8xH100-80GB-SXM[,nvswitch|nvlink|pcie-pairs|pcie][,mig=SPEC]" for node `node_name` (the
 // UUIDs derive from it, so they are stable across restarts and distinct across nodes). The model
-// must be in `catalog` (aliases accepted). SPEC: MIG mode on every GPU with the listed instances,
-// e.g. "mig=3g.40gb@0+3g.40gb@4" (profile@start, '+'-separated) or "mig=on" (MIG mode on, no
-// instances). Errors name the part and the fix.
+// must be in `catalog` (aliases accepted; so is NAME when exactly one canonical name starts with
+// "NAME-"; "H100-80GB" matches two and is refused, naming both). Count 1..64. Topologies: see fake_gpus.cc;
+// default nvswitch when the model has NVLink, else pcie. SPEC: MIG mode on every GPU with the listed
+// instances, e.g. "mig=3g.40gb@0+3g.40gb@4" (profile@start, '+'-separated; "1g.10gb+me@0" is one
+// profile; "Ng" short names and a missing @start, meaning NVIDIA's first-fit order, are accepted) or
+// "mig=on" (MIG mode on, no instances), validated by core's MigLayout rules. Errors name the part
+// and the fix.
 Result<std::unique_ptr<GpuBackend>> make_fake_backend(const std::string& spec, const std::string& node_name,
                                                       const GpuCatalog& catalog);
 // Loads libnvidia-ml.so.1 with dlopen (no link-time dependency). Error (kUnavailable) when the
