@@ -333,7 +333,8 @@ struct Agent::Impl {
     for (const char* name : kInherited)
       if (const char* v = std::getenv(name)) env[name] = v;
     if (!env.count("PATH")) env["PATH"] = "/usr/local/bin:/usr/bin:/bin";
-    for (const auto& [k, v] : a.value("env", Json::object()).items())
+    const Json job_env = a.value("env", Json::object());
+    for (const auto& [k, v] : job_env.items())
       if (v.is_string()) env[k] = v.get<std::string>();
     // Rank layout: task order; nodes numbered in order of first appearance.
     const Json nodes = a.value("task_nodes", Json::array());

@@ -73,7 +73,9 @@ TEST(Up, StartsAWorkingClusterStopsCleanlyAndResumes) {
   ASSERT_GT(port, 0) << up.output();
   const std::string text = up.output();
   // Without NVML it says that it declares a fake node.
-  if (text.find("No NVIDIA GPU found") != std::string::npos) EXPECT_NE(text.find("FAKE"), std::string::npos) << text;
+  if (text.find("No NVIDIA GPU found") != std::string::npos) {
+    EXPECT_NE(text.find("FAKE"), std::string::npos) << text;
+  }
   std::string token = read_file(data + "/admin.token");
   while (!token.empty() && token.back() == '\n') token.pop_back();
   ASSERT_FALSE(token.empty());
