@@ -190,6 +190,7 @@ struct Agent::Impl {
       return false;
     }
     Json ans = Json::parse(r->body, nullptr, false);
+    if (ans.is_object() && ans.contains("warning")) spdlog::warn("event=register_warning node={} warning=\"{}\"", opt.node, ans.value("warning", ""));
     if (opt.heartbeat_interval_ms > 0)
       interval_ms = opt.heartbeat_interval_ms;
     else if (ans.is_object())
@@ -254,6 +255,8 @@ struct Agent::Impl {
   // ---- convergence ------------------------------------------------------------------------------
 
   void converge(const Json& ans) {
+    // MIG layouts first: a new task's instance must exist (with its UUID) before the task starts.
+    apply_mig(ans.value("mig", Json::array()));
     std::set<TaskKey> wanted;
     for (const Json& a : ans.value("run", Json::array())) {
       const TaskKey key{a.value("job", int64_t(0)), a.value("attempt", int64_t(0)), a.value("task", 0)};
@@ -294,7 +297,6 @@ struct Agent::Impl {
         ++it;
       }
     }
-    apply_mig(ans.value("mig", Json::array()));
   }
 
   void apply_mig(const Json& desired) {
@@ -319,9 +321,11 @@ struct Agent::Impl {
           if (m.start == mig.value("start", -1)) busy.push_back(m.uuid);
       }
       Status st = gpus->apply_mig_layout(layout, busy);
-      if (st.ok())
+      if (st.ok()) {
         spdlog::info("event=mig_applied node={} gpu={} instances={}", opt.node, gi, layout.instances.size());
-      else
+        if (auto inv = gpus->inventory(); inv.ok()) inventory = *inv;
+        next_beat = Clock::now();  // report the new layout
+      } else
         spdlog::warn("event=mig_refused node={} gpu={} reason=\"{}\"", opt.node, gi, st.message());
     }
   }
@@ -407,6 +411,14 @@ struct Agent::Impl {
         if (it0 != tasks.end() && it0->second.master_port > 0) port = it0->second.master_port;
       }
       if (port == 0) return;  // waits for task 0's agent to report its port
+    }
+    // A MIG task waits until its instance exists (the layout may still be applying).
+    if (const Json mig = a.value("mig", Json(nullptr)); mig.is_object()) {
+      const int gi = mig.value("gpu", -1), start = mig.value("start", -1);
+      bool exists = false;
+      if (gi >= 0 && size_t(gi) < inventory.gpus.size())
+        for (const MigInstanceInfo& m : inventory.gpus[size_t(gi)].instances) exists = exists || m.start == start;
+      if (!exists) return;
     }
     const Json ck = a.value("checkpoint", Json::object());
     const std::string dir = ck.value("dir", "");

@@ -537,6 +537,9 @@ void run_show(const ShowArgs& a) {
   line("Started:", time_and_relative(j, "started", now));
   line("Finished:", time_and_relative(j, "finished", now));
   if (const auto p = json_int(j, "preemptions"); p && *p > 0) line("Preemptions:", std::to_string(*p));
+  if (const auto r = json_int(j, "restarts"); r && *r > 0)
+    line("Restarts:", std::to_string(*r) + " of " + std::to_string(spec.contains("restart") ? json_int(spec["restart"], "max_restarts").value_or(0) : 0));
+  if (j.contains("resume_from") && j["resume_from"].is_string()) line("Resumes from:", j["resume_from"].get<std::string>());
 
   if (j.contains("pending") && j["pending"].is_object()) {
     const json& p = j["pending"];
@@ -704,21 +707,27 @@ void run_nodes(const ConnArgs& c) {
   if (!body.contains("nodes") || !body["nodes"].is_array())
     fail(verb, "the server's answer has no \"nodes\" array; is " + api->base_url() + " a Tessera server of this version?");
   Table t;
-  t.headers = {"NAME", "STATE", "MODEL", "GPUS", "CPU", "MEM", "REASON"};
+  t.headers = {"NAME", "STATE", "AGENT", "MODEL", "GPUS", "UTIL", "CPU", "MEM", "REASON"};
   std::vector<std::string> maps;
   for (const auto& n : body["nodes"]) {
-    int64_t used_milli = 0, count = 0;
+    int64_t used_milli = 0, count = 0, util_sum = 0, util_known = 0;
     if (n.contains("gpus") && n["gpus"].is_array())
       for (const auto& g : n["gpus"]) {
         ++count;
         used_milli += std::min<int64_t>(json_int(g, "used_milli").value_or(0), 1000);
+        if (const auto u = json_int(g, "utilization_pct"); u && *u >= 0) util_sum += *u, ++util_known;
       }
+    // Measured by the agent (NVML, or what runs on fake GPUs): the mean over the node's GPUs.
+    const std::string util = util_known ? std::to_string(util_sum / util_known) + "%" : "-";
     auto pair = [&](const char* used, const char* total, auto fmt) {
       const auto u = json_int(n, used), tot = json_int(n, total);
       return (u ? fmt(*u) : std::string("?")) + "/" + (tot ? fmt(*tot) : std::string("?"));
     };
-    t.rows.push_back({json_text(n, "name"), json_text(n, "state"), json_text(n, "gpu_model"),
-                      format_gpus(used_milli) + "/" + std::to_string(count), pair("cpu_milli_used", "cpu_milli", format_cores),
+    std::string agent = json_text(n, "agent", "-");
+    if (agent.rfind("none", 0) == 0) agent = "none";
+    if (json_text(n, "gpu_source", "") == "fake") agent += " (fake)";
+    t.rows.push_back({json_text(n, "name"), json_text(n, "state"), agent, json_text(n, "gpu_model"),
+                      format_gpus(used_milli) + "/" + std::to_string(count), util, pair("cpu_milli_used", "cpu_milli", format_cores),
                       pair("memory_mib_used", "memory_mib", format_mib), json_text(n, "reason", "")});
     maps.push_back(render_gpu_map(n.value("gpus", json::array())));
   }

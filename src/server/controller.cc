@@ -1229,6 +1229,16 @@ Result<Json> Controller::agent_register(const Principal& who, const Json& reg) {
     na.gpu_source = inventory.value("source", "");
     s.refresh_schedulable(*nid);
     s.dirty = true;
+    // The network position the agent was given should agree with the config (the config decides).
+    std::string topo_mismatch;
+    const Json topology = reg.value("topology", Json::object());
+    const auto& levels = s.config.levels;
+    const auto& path = s.config.nodes[nid->value].path;
+    if (topology.is_object())
+      for (size_t l = 0; l < levels.size() && l < path.size(); ++l)
+        if (topology.contains(levels[l]) && topology[levels[l]].is_string() && topology[levels[l]].get<std::string>() != path[l])
+          topo_mismatch += (topo_mismatch.empty() ? "" : ", ") + levels[l] + "=" + topology[levels[l]].get<std::string>() +
+                           " (config: " + path[l] + ")";
     Json answer{{"node", node}, {"heartbeat_interval_ms", s.opt.heartbeat_interval_ms},
                 {"agent_timeout_ms", s.opt.agent_timeout_ms}};
     WriteBatch b;
@@ -1236,6 +1246,12 @@ Result<Json> Controller::agent_register(const Principal& who, const Json& reg) {
                                Json{{"node", node}, {"address", address}, {"gpus", gpu_list_text(n)},
                                     {"source", na.gpu_source}}));
     spdlog::info("event=node_ready node={} address={} gpus=\"{}\" source={}", node, address, gpu_list_text(n), na.gpu_source);
+    if (!topo_mismatch.empty()) {
+      spdlog::warn("event=node_topology_mismatch node={} agent=\"{}\" (the cluster config's path is used)", node, topo_mismatch);
+      b.events.push_back(s.event(0, "node_topology_mismatch", "agent:" + node,
+                                 Json{{"node", node}, {"agent_says", topo_mismatch}, {"used", "the cluster config's path"}}));
+      answer["warning"] = "--topology disagrees with the cluster config: " + topo_mismatch + "; the config's path is used";
+    }
     s.reply_when_durable(std::move(b), reply, answer);
   })
 }

@@ -220,6 +220,14 @@ TEST(Agents, ControllerRestartLosesNothingAndStartsNothingTwice) {
                                    {"command", {"/bin/sh", "-c", "echo \"$TESSERA_ATTEMPT $RANK\" >> " + out +
                                                                      "/starts; sleep 6; echo done"}}});
   ASSERT_TRUE(eventually([&] { return lines_of(out + "/starts").size() == 2; }, 20)) << c.agent_output();
+  // Fake GPUs report utilisation from what runs: the job's GPUs are busy, the third node's idle.
+  EXPECT_TRUE(eventually([&] {
+    const Json view = c.server.get("/api/v1/nodes", c.server.admin_token()).body;
+    int busy = 0;
+    for (const Json& n : view["nodes"])
+      for (const Json& g : n["gpus"]) busy += g["utilization_pct"] == 100;
+    return busy == 8;
+  }, 5)) << c.server.get("/api/v1/nodes", c.server.admin_token()).raw;
   ASSERT_EQ(c.server.kill(SIGKILL) >= 0, true);
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   ASSERT_TRUE(c.server.restart());
@@ -236,11 +244,13 @@ TEST(Agents, ControllerRestartLosesNothingAndStartsNothingTwice) {
 TEST(Agents, SilentAgentMakesItsNodeNotReadyAndTheJobRestartsElsewhere) {
   Cluster c(2);
   ASSERT_TRUE(c.all_ready(2)) << c.agent_output();
+  // The first attempt would run long; the restarted one finishes at once.
   const int64_t id = c.submit(Json{{"name", "mover"}, {"queue", "default"}, {"resources", {{"gpus", 4}}},
                                    {"restart", {{"max_restarts", 2}, {"backoff", 0}}},
-                                   {"command", {"/bin/sh", "-c", "sleep 3; echo finished on $TESSERA_NODE"}}});
+                                   {"command", {"/bin/sh", "-c", "if [ $TESSERA_ATTEMPT = 1 ]; then sleep 60; fi; echo finished on $TESSERA_NODE"}}});
   ASSERT_TRUE(c.wait_state(id, "running", 20));
   const std::string first = c.job(id)["nodes"][0];
+  ASSERT_TRUE(eventually([&] { return !c.agent_of(first)->task_pids().empty(); }, 10));  // the task runs
   c.agent_of(first)->kill(SIGKILL);
   EXPECT_TRUE(eventually([&] {
     const Json view = c.server.get("/api/v1/nodes", c.server.admin_token()).body;
@@ -253,6 +263,64 @@ TEST(Agents, SilentAgentMakesItsNodeNotReadyAndTheJobRestartsElsewhere) {
   EXPECT_EQ(j.value("restarts", 0), 1);
   EXPECT_NE(std::string(j["last_nodes"][0]), first);
   EXPECT_TRUE(has_event(j, "lost"));
+  EXPECT_NE(c.logs(id, 0).find("finished on"), std::string::npos);
+  // The killed agent's task still runs (agents do not take their tasks down with them). A new agent
+  // on that node kills what its predecessor left, and the node is ready again.
+  AgentProcess* dead = c.agent_of(first);
+  const auto left = dead->task_pids();
+  ASSERT_EQ(left.size(), 1u) << dead->output() << c.job(id).dump(2);
+  dead->start(c.server.port(), c.server.admin_token());
+  EXPECT_TRUE(eventually([&] { return dead->task_pids().empty(); }, 10)) << dead->output();
+  EXPECT_NE(dead->output().find("leftover_task_killed"), std::string::npos);
+  EXPECT_TRUE(c.all_ready(2));
+}
+
+TEST(Agents, MigLayoutIsAppliedOnTheNodeBeforeTheTaskStarts) {
+  Cluster c(0);
+  AgentProcess& mig = c.add_agent("mig", "fake:1xA100-80GB,mig=on");
+  ASSERT_TRUE(c.all_ready(1)) << c.agent_output();
+  const std::string out = make_temp_dir("tessera-mig");
+  const int64_t id = c.submit(Json{{"name", "mig"}, {"queue", "default"}, {"resources", {{"mig", "3g.40gb"}}},
+                                   {"command", {"/bin/sh", "-c", "env | sort > " + out + "/env"}}});
+  ASSERT_TRUE(c.wait_state(id, "succeeded", 30)) << c.job(id).dump(2) << c.agent_output();
+  EXPECT_NE(mig.output().find("event=mig_applied node=mig gpu=0"), std::string::npos) << mig.output();
+  auto env = read_env_file(out + "/env");
+  EXPECT_EQ(env["TESSERA_MIG_PROFILE"], "3g.40gb");
+  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "0");
+  std::filesystem::remove_all(out);
+}
+
+TEST(Agents, DiscoverPrintsTheInventoryWithoutAController) {
+  const std::string dir = make_temp_dir("tessera-discover");
+  const std::string cmd = std::string(TESSERA_BINARY) + " agent --discover --node n1 --gpus fake:4xA100-80GB,pcie-pairs,mig=3g.40gb@0+3g.40gb@4 > " +
+                          dir + "/out.txt 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << read_file(dir + "/out.txt");
+  const std::string text = read_file(dir + "/out.txt");
+  EXPECT_NE(text.find("source fake"), std::string::npos) << text;
+  EXPECT_NE(text.find("GPU-fake-"), std::string::npos);
+  EXPECT_NE(text.find("3g.40gb"), std::string::npos);
+  EXPECT_NE(text.find("PIX"), std::string::npos);  // GPUs 0 and 1 share a PCIe switch
+  const std::string jcmd = std::string(TESSERA_BINARY) + " agent --discover --json --node n1 --gpus fake:4xA100-80GB,pcie-pairs,mig=3g.40gb@0+3g.40gb@4 > " +
+                           dir + "/out.json 2>&1";
+  ASSERT_EQ(std::system(jcmd.c_str()), 0);
+  const Json j = Json::parse(read_file(dir + "/out.json"), nullptr, false);
+  ASSERT_TRUE(j.is_object()) << read_file(dir + "/out.json");
+  EXPECT_EQ(j["gpus"].size(), 4u);
+  EXPECT_EQ(j["gpus"][0]["instances"].size(), 2u);
+  EXPECT_EQ(j["gpus"][0]["instances"][1]["start"], 4);
+  // A bad spec names the bad part and the fix.
+  const std::string bad = std::string(TESSERA_BINARY) + " agent --discover --gpus fake:4xA100-80GB,mig=3g.40gb@2 > " + dir + "/bad.txt 2>&1";
+  EXPECT_NE(std::system(bad.c_str()), 0);
+  EXPECT_NE(read_file(dir + "/bad.txt").find("3g.40gb@2"), std::string::npos) << read_file(dir + "/bad.txt");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Agents, TopologyThatDisagreesWithTheConfigIsReported) {
+  Cluster c(0);
+  AgentProcess& a = c.agents.emplace_back(std::make_unique<AgentProcess>("gpu-0", "fake:4xH100-80GB-SXM")).operator*();
+  a.start(c.server.port(), c.server.admin_token(), {"--topology", "leaf=leaf-9"});
+  ASSERT_TRUE(c.all_ready(1)) << a.output();
+  EXPECT_TRUE(eventually([&] { return a.output().find("leaf=leaf-9 (config: leaf-0)") != std::string::npos; }, 5)) << a.output();
 }
 
 // ---- PyTorch ------------------------------------------------------------------------------------

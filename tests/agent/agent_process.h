@@ -33,6 +33,7 @@ class AgentProcess {
   const std::string& node() const { return node_; }
   std::string output() const { return read_file(dir_ + "/agent.out"); }
 
+  // Starts (or, after kill(), restarts) the agent on the same state directory.
   void start(int server_port, const std::string& token, std::vector<std::string> extra = {}) {
     pid_ = fork();
     if (pid_ == 0) {
