@@ -227,8 +227,8 @@ void register_up(CLI::App& app) {
                 << "Admin token: " << token << "  (also in " << *data << "/admin.token)\n\n"
                 << "Try, in another terminal:\n"
                 << "  export TESSERA_SERVER=" << url << " TESSERA_TOKEN=$(cat " << *data << "/admin.token)\n"
-                << "  build/bin/tessera submit --name hello --gpus 1 -- /bin/sh -c 'echo hello from GPU $CUDA_VISIBLE_DEVICES'\n"
-                << "  build/bin/tessera jobs\n"
+                << "  build/bin/tessera submit --queue default --name hello --gpus 1 -- /bin/sh -c 'echo hello from GPU $CUDA_VISIBLE_DEVICES'\n"
+                << "  build/bin/tessera jobs --all\n"
                 << "  build/bin/tessera logs 1\n\n"
                 << "Ctrl-C stops it; running it again resumes the same state.\n"
                 << std::endl;

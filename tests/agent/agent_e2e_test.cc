@@ -175,6 +175,14 @@ TEST(Agents, GangGetsTheTorchrunEnvironmentAndLogs) {
                           std::to_string(c.server.port()) + " --token " + c.server.admin_token() + " > " + out + "/cli.txt 2>&1";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << read_file(out + "/cli.txt");
   EXPECT_NE(read_file(out + "/cli.txt").find("hello from rank 1"), std::string::npos);
+  // Following: `tessera logs -f` started before the job runs prints every line and returns at its end.
+  const int64_t slow = c.submit(Json{{"name", "slow"}, {"queue", "default"}, {"resources", {{"gpus", 1}}},
+                                     {"command", {"/bin/sh", "-c", "for i in 1 2 3; do echo line $i; sleep 0.3; done"}}});
+  const std::string follow = std::string(TESSERA_BINARY) + " logs " + std::to_string(slow) + " -f --server http://127.0.0.1:" +
+                             std::to_string(c.server.port()) + " --token " + c.server.admin_token() + " > " + out + "/follow.txt 2>&1";
+  EXPECT_EQ(std::system(follow.c_str()), 0) << read_file(out + "/follow.txt");
+  EXPECT_EQ(read_file(out + "/follow.txt"), "line 1\nline 2\nline 3\n");
+  EXPECT_EQ(c.job(slow).value("state", ""), "succeeded");
   // Utilisation reaches the nodes view.
   auto nodes_view = c.server.get("/api/v1/nodes", c.server.admin_token()).body;
   EXPECT_TRUE(nodes_view["nodes"][0]["gpus"][0].contains("utilization_pct"));
