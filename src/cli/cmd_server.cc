@@ -28,8 +28,13 @@ void register_server(CLI::App& app) {
   cmd->add_option("--agent-timeout-ms", opt->agent_timeout_ms,
                   "A node whose agent is silent this long is NotReady and its jobs are requeued")
       ->capture_default_str()->check(CLI::Range(int64_t(100), int64_t(3600000)));
+  auto missed = std::make_shared<int>(0);
+  cmd->add_option("--missed-heartbeats", *missed,
+                  "NotReady after this many missed heartbeats (sets --agent-timeout-ms to N x the interval)")
+      ->check(CLI::Range(1, 1000));
   cmd->add_flag("--check-config", *check, "Validate the config and exit (0 = valid)");
-  cmd->callback([opt, check] {
+  cmd->callback([opt, check, missed] {
+    if (*missed > 0) opt->agent_timeout_ms = opt->heartbeat_interval_ms * *missed;
     if (*check) {
       auto cfg = server::load_server_config(opt->config_path);
       if (!cfg.ok()) {

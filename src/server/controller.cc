@@ -11,6 +11,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -204,10 +205,17 @@ struct Controller::State {
     placed_ids.erase(r.id);
     r.pending.reset();
     detail["reason"] = reason;
+    add_utilisation(r, detail);
     b.events.push_back(event(r.id, kind, actor, detail));
     b.jobs.push_back(row(r));
     dirty = true;
     after_release(b);
+  }
+
+  // The attempt's mean measured GPU utilisation (for accounting), when agents reported any.
+  static void add_utilisation(JobRecord& r, Json& detail) {
+    if (r.util_sampled > 0) detail["gpu_util_pct"] = double(r.util_weighted) / double(r.util_sampled);
+    r.util_weighted = r.util_sampled = 0;
   }
 
   // Back to pending (preempted, drained, lost): the job keeps its id and place in the order.
@@ -222,7 +230,9 @@ struct Controller::State {
     r.job.last_preempted = t;
     ++r.job.preemptions;
     if (checkpointed) r.job.checkpoint.last = t;
-    b.events.push_back(event(r.id, kind, "scheduler", Json{{"reason", reason}, {"checkpointed", checkpointed}}));
+    Json detail{{"reason", reason}, {"checkpointed", checkpointed}};
+    add_utilisation(r, detail);
+    b.events.push_back(event(r.id, kind, "scheduler", detail));
     b.events.push_back(event(r.id, "requeued", "scheduler"));
     b.jobs.push_back(row(r));
     dirty = true;
@@ -1305,8 +1315,29 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& repor
       return;
     }
     na.last_seen = s.now();
-    na.last_beat = Clock::now();
-    na.gpu_stats = gpu_stats;
+    const auto beat_at = Clock::now();
+    // Utilisation since the previous beat, charged to the jobs holding each GPU now (at most 3 intervals).
+    const int64_t dt_ms = std::min<int64_t>(
+        3 * s.opt.heartbeat_interval_ms,
+        std::chrono::duration_cast<std::chrono::milliseconds>(beat_at - na.last_beat).count());
+    na.last_beat = beat_at;
+    // The utilisation an agent reported holds until its next report: charge the previous sample.
+    const Json held = std::exchange(na.gpu_stats, gpu_stats);
+    if (dt_ms > 0 && held.is_array() && !held.empty()) {
+      for (int64_t jid : s.placed_ids) {
+        JobRecord& r = s.jobs.at(jid);
+        for (const TaskPlacement& p : r.job.placement) {
+          if (p.node != *nid) continue;
+          for (const GpuGrant& g : p.gpus) {
+            if (g.gpu >= held.size() || !held[g.gpu].is_object()) continue;
+            const int64_t util = held[g.gpu].value("utilization_pct", int64_t(-1));
+            if (util < 0) continue;
+            r.util_weighted += std::min<int64_t>(util, 100) * g.milli_held() * dt_ms;
+            r.util_sampled += g.milli_held() * dt_ms;
+          }
+        }
+      }
+    }
     WriteBatch b;
     if (s.opt.agents_required && !na.agent_ready) {  // back after being NotReady
       na.agent_ready = true;

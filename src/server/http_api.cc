@@ -1,4 +1,5 @@
 #include "server/http_api.h"
+#include "server/route_groups.h"
 
 #include <httplib.h>
 #include <spdlog/spdlog.h>
@@ -86,6 +87,9 @@ Result<Json> json_body(const httplib::Request& req) {
 
 }  // namespace
 
+void reply_json(httplib::Response& res, int status, const Json& body) { send_json(res, status, body); }
+void reply_error(httplib::Response& res, const Error& e) { send_error(res, e); }
+
 int http_status(ErrorCode code) {
   switch (code) {
     case ErrorCode::kInvalidArgument: return 400;
@@ -105,6 +109,10 @@ std::string error_body(const Error& e) {
   if (std::string f = field_of(e.message); !f.empty()) err["field"] = f;
   return Json{{"error", err}}.dump();
 }
+
+namespace {
+thread_local std::chrono::steady_clock::time_point request_started_at;
+}  // namespace
 
 HttpApi::HttpApi(Controller& controller, std::function<Status(const std::string&)> reload)
     : controller_(controller), reload_(std::move(reload)) {}
@@ -155,7 +163,14 @@ Status HttpApi::start(const HttpOptions& o) {
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
     listen_fd = sock;
   });
+  // Handling time per request (for the API latency metric): stamped before routing, read by the
+  // logger, which runs on the same thread once the answer is ready.
+  server_->set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
+    request_started_at = std::chrono::steady_clock::now();
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
   server_->set_logger([](const httplib::Request& req, const httplib::Response& res) {
+    observe_request(req, res, std::chrono::duration<double>(std::chrono::steady_clock::now() - request_started_at).count());
     if (spdlog::should_log(spdlog::level::debug))
       spdlog::debug("event=request method={} path={} status={} remote={}", req.method, req.path, res.status, req.remote_addr);
   });
@@ -426,6 +441,13 @@ void HttpApi::routes() {
     res.set_header("X-Tessera-Node", (*src)["node"].get<std::string>());
     res.set_content(r->body, "text/plain; charset=utf-8");
   });
+
+  // Route groups in their own files (route_groups.h).
+  register_report_routes(s, c, auth);
+
+  register_metrics_routes(s, c);
+
+  register_portal_routes(s);
 }
 
 }  // namespace tessera::server

@@ -47,6 +47,9 @@ struct JobRecord {
   int master_port = 0;        // rendezvous port on task 0's node, reported by its agent; 0 = not yet
   std::vector<std::string> last_nodes;  // node of each task in the latest attempt (kept after it ends: logs)
   std::vector<TaskRun> tasks; // per placed task of the current attempt (not stored)
+  // Measured use of the current attempt's GPUs, from agents' utilisation reports (not stored):
+  // sums of utilisation% × milli-GPU × ms, and of milli-GPU × ms sampled.
+  int64_t util_weighted = 0, util_sampled = 0;
   std::optional<PendingInfo> pending;  // why it waits, from the last cycle (not stored)
 };
 

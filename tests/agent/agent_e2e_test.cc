@@ -24,7 +24,7 @@ const std::string kPython = "/usr/bin/python3";
 class Cluster {
  public:
   explicit Cluster(int agents = 3) : server(kCluster) {
-    server.with_agents({"--heartbeat-interval-ms", "200", "--agent-timeout-ms", "1500"});
+    server.with_agents({"--heartbeat-interval-ms", "200", "--missed-heartbeats", "8"});  // NotReady after 1.6 s
     std::string out;
     if (!server.start(&out)) ADD_FAILURE() << "server did not start: " << out;
     for (int i = 0; i < agents; ++i) add_agent("gpu-" + std::to_string(i), "fake:4xH100-80GB-SXM,nvswitch");
@@ -183,6 +183,13 @@ TEST(Agents, GangGetsTheTorchrunEnvironmentAndLogs) {
   EXPECT_EQ(std::system(follow.c_str()), 0) << read_file(out + "/follow.txt");
   EXPECT_EQ(read_file(out + "/follow.txt"), "line 1\nline 2\nline 3\n");
   EXPECT_EQ(c.job(slow).value("state", ""), "succeeded");
+  // Its end event carries the measured utilisation of its GPU (fake GPUs: busy while it runs).
+  double util = -1;
+  for (const Json& e : c.job(slow)["events"])
+    if (e["kind"] == "succeeded") util = e["detail"].value("gpu_util_pct", -1.0);
+  // Allocated from placement on; busy once the process runs (the start takes up to one heartbeat).
+  EXPECT_GT(util, 50.0) << c.job(slow).dump(2) << c.agent_output();
+  EXPECT_LE(util, 100.0);
   // Utilisation reaches the nodes view.
   auto nodes_view = c.server.get("/api/v1/nodes", c.server.admin_token()).body;
   EXPECT_TRUE(nodes_view["nodes"][0]["gpus"][0].contains("utilization_pct"));

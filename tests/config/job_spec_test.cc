@@ -164,6 +164,23 @@ std::string spec_with(const std::string& extra) {
   return R"({"name": "j", "queue": "q", "command": ["x"])" + (extra.empty() ? "" : ", " + extra) + "}";
 }
 
+TEST(JobSpec, RestartPolicy) {
+  auto d = parse_job_spec_json(spec_with(""));
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_EQ(d->restart.max_restarts, 3);
+  EXPECT_EQ(d->restart.backoff, 10);
+  auto s = parse_job_spec_yaml("name: x\nqueue: q\ncommand: [a]\nrestart: {max_restarts: 0, backoff: 2m}\n");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->restart.max_restarts, 0);
+  EXPECT_EQ(s->restart.backoff, 120);
+  auto back = job_spec_from_json(job_spec_to_json(*s));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, *s);
+  JobSpec other = *s;
+  other.restart.backoff = 121;
+  EXPECT_FALSE(other == *s);
+}
+
 TEST(JobSpec, BadSpecsNameTheField) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {spec_with(R"("resources": {"gpus": -1})"), "resources.gpus: must be in 0..64, got -1"},
@@ -178,6 +195,10 @@ TEST(JobSpec, BadSpecsNameTheField) {
       {spec_with(R"("resources": {"gpu": 1})"),
        "resources.gpu: unknown field; expected one of gpus, gpu_models, mig, gpu_milli, gpu_memory, cpu, memory"},
       {spec_with(R"("gpus": 1)"), "gpus: unknown field; expected one of name, queue"},
+      {spec_with(R"("restart": 3)"), "restart: must be a map like {max_restarts: 3, backoff: 10}"},
+      {spec_with(R"("restart": {"max_restart": 3})"), "restart.max_restart: unknown field; expected one of max_restarts, backoff"},
+      {spec_with(R"("restart": {"max_restarts": -1})"), "restart.max_restarts: must be in 0..1000, got -1"},
+      {spec_with(R"("restart": {"backoff": "2h"})"), "restart.backoff:"},
       {spec_with(R"("checkpoint": {"every": 5})"), "checkpoint.every: unknown field"},
       {spec_with(R"("tasks": "4")"), "tasks: must be an integer, got string"},
       {spec_with(R"("tasks": 0)"), "tasks: must be in 1..100000, got 0"},

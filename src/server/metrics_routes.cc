@@ -1,0 +1,8 @@
+#include "server/route_groups.h"
+
+namespace tessera::server {
+
+void register_metrics_routes(httplib::Server&, Controller&) {}
+void observe_request(const httplib::Request&, const httplib::Response&, double) {}
+
+}  // namespace tessera::server
