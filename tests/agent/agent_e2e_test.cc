@@ -185,7 +185,8 @@ TEST(Agents, GangGetsTheTorchrunEnvironmentAndLogs) {
   EXPECT_EQ(c.job(slow).value("state", ""), "succeeded");
   // Its end event carries the measured utilisation of its GPU (fake GPUs: busy while it runs).
   double util = -1;
-  for (const Json& e : c.job(slow)["events"])
+  const Json slow_job = c.job(slow);
+  for (const Json& e : slow_job["events"])
     if (e["kind"] == "succeeded") util = e["detail"].value("gpu_util_pct", -1.0);
   // Allocated from placement on; busy once the process runs (the start takes up to one heartbeat).
   EXPECT_GT(util, 50.0) << c.job(slow).dump(2) << c.agent_output();
