@@ -1130,6 +1130,11 @@ Result<Json> Controller::node_op(const Principal& who, const std::string& node, 
   })
 }
 
+config::ClusterConfig Controller::config_snapshot() {
+  auto r = call<config::ClusterConfig>([](State& s) -> Result<config::ClusterConfig> { return s.config; });
+  return r.ok() ? *r : config::ClusterConfig{};
+}
+
 // ---- agents -----------------------------------------------------------------------------------
 
 namespace {

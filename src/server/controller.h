@@ -92,6 +92,9 @@ class Controller {
   void audit_denied(const Principal& who, const std::string& what, const std::string& why);
   Json health();
 
+  // A copy of the configuration in force (nodes, queues, classes, catalog), for reports.
+  config::ClusterConfig config_snapshot();
+
   TokenRegistry& tokens() { return tokens_; }
   Store& store() { return *store_; }
   // Blocks until a cycle has run after the call (tests and benchmarks).

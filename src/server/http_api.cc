@@ -445,7 +445,7 @@ void HttpApi::routes() {
   // Route groups in their own files (route_groups.h).
   register_report_routes(s, c, auth);
 
-  register_metrics_routes(s, c);
+  register_metrics_routes(s, c, auth);
 
   register_portal_routes(s);
 }

@@ -2,7 +2,7 @@
 
 namespace tessera::server {
 
-void register_metrics_routes(httplib::Server&, Controller&) {}
+void register_metrics_routes(httplib::Server&, Controller&, const Authenticator&) {}
 void observe_request(const httplib::Request&, const httplib::Response&, double) {}
 
 }  // namespace tessera::server

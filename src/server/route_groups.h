@@ -25,8 +25,8 @@ void reply_error(httplib::Response& res, const Error& e);
 
 // GET /api/v1/reports/chargeback, GET /api/v1/reports/usage (server/report_routes.cc).
 void register_report_routes(httplib::Server& s, Controller& c, const Authenticator& auth);
-// GET /metrics (server/metrics_routes.cc).
-void register_metrics_routes(httplib::Server& s, Controller& c);
+// GET /metrics and GET /api/v1/utilisation (server/metrics_routes.cc).
+void register_metrics_routes(httplib::Server& s, Controller& c, const Authenticator& auth);
 // Every request once answered, with its handling time: API latency by route and code.
 void observe_request(const httplib::Request& req, const httplib::Response& res, double seconds);
 // The portal: / and its static assets (server/portal_routes.cc).
