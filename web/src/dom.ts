@@ -1,0 +1,63 @@
+// DOM helpers. Every piece of text from the API goes in through textContent (h's string children),
+// never through innerHTML, so job names, commands and messages cannot inject markup.
+
+type Child = Node | string | number | null | undefined | false | Child[];
+type Attrs = Record<string, string | number | boolean | null | undefined | EventListener>;
+
+export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Attrs = {}, ...children: Child[]): HTMLElementTagNameMap[K] {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k.startsWith('on') && typeof v === 'function') el.addEventListener(k.slice(2), v);
+    else if (k === 'class') el.className = String(v);
+    else if (k === 'value' && 'value' in el) (el as unknown as HTMLInputElement).value = String(v);
+    else if (v === true) el.setAttribute(k, '');
+    else el.setAttribute(k, String(v));
+  }
+  append(el, children);
+  return el;
+}
+
+function append(el: Node, children: Child[]): void {
+  for (const c of children) {
+    if (c === null || c === undefined || c === false) continue;
+    if (Array.isArray(c)) append(el, c);
+    else if (c instanceof Node) el.appendChild(c);
+    else el.appendChild(document.createTextNode(String(c)));
+  }
+}
+
+export function replace(el: Element, ...children: Child[]): void {
+  el.replaceChildren();
+  append(el, children);
+}
+
+// "3 min ago", "in 2 h": times are Unix seconds.
+export function relTime(t: number | null | undefined): string {
+  if (t === null || t === undefined) return '—';
+  const d = t - Date.now() / 1000;
+  const a = Math.abs(d);
+  const s = a < 60 ? `${Math.round(a)} s` : a < 3600 ? `${Math.round(a / 60)} min` : a < 86400 ? `${(a / 3600).toFixed(1)} h` : `${(a / 86400).toFixed(1)} d`;
+  return d >= 0 ? `in ${s}` : `${s} ago`;
+}
+
+export function absTime(t: number | null | undefined): string {
+  if (t === null || t === undefined) return '—';
+  return new Date(t * 1000).toLocaleString();
+}
+
+export function stateBadge(state: string): HTMLElement {
+  return h('span', { class: `badge st-${state.replace(/[^a-z-]/g, '')}` }, state);
+}
+
+// A stable colour per team/queue name.
+export function colourOf(name: string): string {
+  let x = 0;
+  for (let i = 0; i < name.length; i++) x = (x * 31 + name.charCodeAt(i)) >>> 0;
+  return `hsl(${x % 360}, 55%, 55%)`;
+}
+
+export function gpus(milli: number): string {
+  const g = milli / 1000;
+  return Number.isInteger(g) ? String(g) : g.toFixed(2);
+}
