@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Tessera builds with, skipping those already present.
 # Run as root (or with sudo available). Safe to run repeatedly.
+# The web portal (web/, docs/portal.md) is built with node and npm: Debian's `npm` (which brings
+# node 18) is added only when node or npm is missing, so a newer node already installed (e.g. from
+# nodesource) is kept. Its browser tests drive Debian's `chromium`.
 set -euo pipefail
 packages=(
   g++ cmake ninja-build pkg-config
@@ -8,7 +11,11 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libyaml-cpp-dev libsqlite3-dev libssl-dev libcpp-httplib-dev libspdlog-dev libfmt-dev sqlite3
   python3-torch  # the distributed-training tests (PyTorch, CPU, gloo)
+  chromium       # the portal's browser tests (tests/web)
 )
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  packages+=(npm)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -50,11 +50,12 @@ export function stateBadge(state: string): HTMLElement {
   return h('span', { class: `badge st-${state.replace(/[^a-z-]/g, '')}` }, state);
 }
 
-// A stable colour per team/queue name.
+// A stable colour per team/queue name: FNV-1a, spread by the golden angle so that names differing in
+// one letter (team-a, team-b) get distant hues.
 export function colourOf(name: string): string {
-  let x = 0;
-  for (let i = 0; i < name.length; i++) x = (x * 31 + name.charCodeAt(i)) >>> 0;
-  return `hsl(${x % 360}, 55%, 55%)`;
+  let x = 0x811c9dc5;
+  for (let i = 0; i < name.length; i++) x = Math.imul(x ^ name.charCodeAt(i), 0x01000193) >>> 0;
+  return `hsl(${Math.round(((x % 1024) * 137.508) % 360)}, 55%, 52%)`;
 }
 
 export function gpus(milli: number): string {

@@ -74,7 +74,7 @@ export function clusterView(): View {
               h('div', { class: u === null ? 'alloc' : 'used', style: `width: ${Math.min(100, u ?? g.used_milli / 10)}%` })));
         })));
     }));
-    replace(totals, `${nodes.length} nodes, ${gpuCount} GPUs, ${(usedMilli / 1000).toFixed(1)} allocated`);
+    replace(totals, `${nodes.length} nodes, ${gpuCount} GPUs, ${(usedMilli / 1000).toFixed(1)} GPUs allocated`);
     replace(legend, [...seen].sort().map((q) => h('span', { class: 'key' }, h('i', { style: `background: ${colourOf(q)}` }), q)),
       h('span', { class: 'key' }, h('i', { class: 'free' }), 'free'),
       h('span', { class: 'key' }, h('i', { class: 'used' }), 'utilisation (reported)'),
