@@ -18,7 +18,7 @@ const POLL_MS = 2000;
 const app = document.getElementById('app')!;
 let current: View | null = null;
 let timer: number | undefined;
-let polling = false;
+let polling: View | null = null;  // the view whose refresh is in flight
 
 interface Route { path: string; label: string; show: () => boolean; make: (arg: string) => View }
 const routes: Route[] = [
@@ -86,16 +86,16 @@ function stop(): void {
 }
 
 async function poll(): Promise<void> {
-  if (polling || !current?.refresh) return;
-  polling = true;
+  if (!current?.refresh || polling === current) return;
   const view = current;
+  polling = view;
   try {
     await view.refresh!();
     if (view === current) replace(status, `updated ${new Date().toLocaleTimeString()}`);
   } catch (e) {
     if (view === current) replace(status, h('span', { class: 'error' }, e instanceof ApiError ? e.describe() : String(e)));
   } finally {
-    polling = false;
+    if (polling === view) polling = null;
   }
 }
 
@@ -108,6 +108,7 @@ function route(): void {
   for (const a of nav.querySelectorAll('a')) a.classList.toggle('active', a.getAttribute('data-route') === r.path);
   current = r.make(decodeURIComponent(arg));
   replace(main, current.el);
+  replace(status, '');
   void poll();
   if (current.refresh) timer = window.setInterval(() => void poll(), current.pollMs ?? POLL_MS);
 }
