@@ -12,7 +12,7 @@ const day = (d: Date) => d.toISOString().slice(0, 10);
 
 function cell(v: unknown): string {
   if (v === null || v === undefined) return '';
-  if (typeof v === 'number') return Number.isInteger(v) ? String(v) : v.toFixed(3);
+  if (typeof v === 'number') return v.toLocaleString('en-US', { maximumFractionDigits: 3 });
   return typeof v === 'object' ? JSON.stringify(v) : String(v);
 }
 
@@ -35,8 +35,9 @@ export function chargebackView(): View {
     try {
       const r = (await (await raw('GET', query('json'))).json()) as Report;
       const cols = r.columns ?? [];
-      replace(out, h('table', { class: 'table', id: 'cb-table' },
-        h('thead', {}, h('tr', {}, cols.map((c) => h('th', {}, c)))),
+      const numeric = new Set(cols.filter((c) => r.rows.some((row) => typeof row[c] === 'number')));
+      replace(out, h('table', { class: 'table report', id: 'cb-table' },
+        h('thead', {}, h('tr', {}, cols.map((c) => h('th', { class: numeric.has(c) ? 'num' : '' }, c)))),
         h('tbody', {}, r.rows.length ? r.rows.map((row) => h('tr', {}, cols.map((c) => h('td', { class: typeof row[c] === 'number' ? 'num' : '' }, cell(row[c])))))
           : h('tr', {}, h('td', { colspan: Math.max(1, cols.length), class: 'muted' }, 'No usage in this period.'))),
         r.totals ? h('tfoot', {}, h('tr', {}, cols.map((c, i) => h('td', { class: 'num' }, r.totals![c] !== undefined ? cell(r.totals![c]) : i === 0 ? 'total' : '')))) : ''));
