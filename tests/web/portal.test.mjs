@@ -10,9 +10,10 @@
 // submit, submits a job through the form that pends on the full cluster, sees it in the queue with a
 // position, raises its priority and cancels it; a member of team-b sees no cancel/priority buttons on
 // that job and gets 403 when forcing the calls from the page; the cluster map marks exactly the GPUs
-// of a running 2-task gang (and the MIG slice of a MIG job); the queue updates by polling without a
-// reload; user text (commands, names echoed in API errors) is shown as text, never markup; a viewer
-// gets no Submit view.
+// of a running 2-task gang (and the MIG slice of a MIG job) and marks a cordoned node; the queue
+// updates by polling without a reload; utilisation and chargeback render (real or fixture data), with
+// a CSV download; user text (commands, names echoed in API errors) is shown as text, never markup; a
+// viewer gets no Submit view.
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import fs from 'node:fs';
@@ -170,8 +171,14 @@ try {
   const migPlacement = (await api('GET', `/api/v1/jobs/${migJob.id}`)).json.placement[0];
   const slice = await lead.$(`.gpu[data-node="${migPlacement.node}"][data-gpu="${migPlacement.mig.gpu}"] .slice[data-job="${migJob.id}"]`);
   assert(slice && (await slice.getAttribute('data-profile')) === '3g.40gb', 'the MIG job shows on its slice');
+  // A cordoned node is marked, with its reason.
+  const cordon = await api('POST', '/api/v1/nodes/mig/cordon', { reason: 'replacing a DIMM' });
+  assert(cordon.status === 200, `cordon: ${cordon.text}`);
+  await lead.waitForSelector('.node[data-node="mig"][data-state="cordoned"] .flag-cordoned');
+  assert((await lead.textContent('.node[data-node="mig"] .node-head')).includes('replacing a DIMM'), 'the cordon reason is shown');
   await shot(lead, 'cluster-map');
-  log('cluster map ok');
+  assert((await api('POST', '/api/v1/nodes/mig/resume', {})).status === 200, 'resume');
+  log('cluster map ok (gang cells, MIG slice, cordoned node)');
 
   // Submit through the form: first a bad spec (the API's message and field shown), then a good one.
   await lead.goto(base + '/#/submit');
