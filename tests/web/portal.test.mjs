@@ -12,8 +12,8 @@
 // that job and gets 403 when forcing the calls from the page; the cluster map marks exactly the GPUs
 // of a running 2-task gang (and the MIG slice of a MIG job) and marks a cordoned node; the queue
 // updates by polling without a reload; utilisation and chargeback render (real or fixture data), with
-// a CSV download; user text (commands, names echoed in API errors) is shown as text, never markup; a
-// viewer gets no Submit view.
+// a CSV download; the logs tail continues at X-Tessera-Next-Offset; user text (commands, names echoed
+// in API errors, logs) is shown as text, never markup; a viewer gets no Submit view.
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import fs from 'node:fs';
@@ -337,9 +337,22 @@ try {
   lastPage = vic;
   await signIn(vic, viewerTok, 'vic');
   assert(!(await vic.$('a[data-route="submit"]')), 'a viewer has no Submit view');
+  // The logs tail follows X-Tessera-Next-Offset (agentless servers have no logs: routed in the browser).
+  const offsets = [];
+  await vic.route(`**/api/v1/jobs/${gang.id}/logs?*`, (r) => {
+    const q = new URL(r.request().url()).searchParams;
+    const off = Number(q.get('offset'));
+    offsets.push(`${q.get('task')}:${off}`);
+    const first = 'step 1 <b>loss</b> 0.9\n';
+    const body = off === 0 ? first : off === first.length ? 'step 2 loss 0.7\n' : '';
+    r.fulfill({ body, contentType: 'text/plain', headers: { 'X-Tessera-Next-Offset': String(off + body.length), 'X-Tessera-Node': 'gpu-0', 'X-Tessera-Attempt': '1' } });
+  });
   await vic.goto(base + `/#/jobs/${gang.id}`);
   await vic.waitForSelector('#job-actions:has-text("Read only")');
-  log('viewer read-only');
+  await vic.waitForFunction(() => document.querySelector('#job-logs')?.textContent === 'step 1 <b>loss</b> 0.9\nstep 2 loss 0.7\n');
+  assert(offsets.slice(0, 2).join(',') === '0:0,0:23', `log reads continue at the next offset: ${offsets}`);
+  await shot(vic, 'job-logs');
+  log('viewer read-only; logs tail');
 
   assert(pageErrors.length === 0, `no uncaught errors in the page: ${pageErrors.join('; ')}`);
   log(`PASS (${((Date.now() - t0) / 1000).toFixed(1)} s); screenshots in ${artifacts}`);

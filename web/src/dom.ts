@@ -55,7 +55,7 @@ export function stateBadge(state: string): HTMLElement {
 export function colourOf(name: string): string {
   let x = 0x811c9dc5;
   for (let i = 0; i < name.length; i++) x = Math.imul(x ^ name.charCodeAt(i), 0x01000193) >>> 0;
-  return `hsl(${Math.round(((x % 1024) * 137.508) % 360)}, 55%, 52%)`;
+  return `hsl(${Math.round(((x % 1024) * 137.508) % 360)}, 60%, 42%)`;
 }
 
 export function gpus(milli: number): string {

@@ -45,6 +45,7 @@ export function jobView(id: number): View {
   };
 
   const refreshLogs = async () => {
+    logBox.hidden = !logText;
     if (!job || job.started === null) {
       replace(logNote, 'No logs before the job starts.');
       return;
@@ -58,6 +59,7 @@ export function jobView(id: number): View {
         logText = (logText + text).slice(-LOG_KEEP);
         const atEnd = logBox.scrollTop + logBox.clientHeight >= logBox.scrollHeight - 4;
         logBox.textContent = logText;
+        logBox.hidden = false;
         if (atEnd) logBox.scrollTop = logBox.scrollHeight;
       }
       replace(logNote, `task ${logTask} on ${res.headers.get('X-Tessera-Node') ?? '?'}, attempt ${res.headers.get('X-Tessera-Attempt') ?? '?'}`);
