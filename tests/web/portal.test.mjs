@@ -13,7 +13,8 @@
 // of a running 2-task gang (and the MIG slice of a MIG job) and marks a cordoned node; the queue
 // updates by polling without a reload; utilisation and chargeback render (real or fixture data), with
 // a CSV download; the logs tail continues at X-Tessera-Next-Offset; user text (commands, names echoed
-// in API errors, logs) is shown as text, never markup; a viewer gets no Submit view.
+// in API errors, logs) is shown as text, never markup; a viewer gets no Submit view; a bad token is
+// refused at sign-in and signing out forgets the token.
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import fs from 'node:fs';
@@ -335,6 +336,10 @@ try {
   // ---- a viewer reads only ------------------------------------------------------------------------
   const vic = await newPage();
   lastPage = vic;
+  await vic.goto(base + '/');
+  await vic.fill('#token', 'tsr_not_a_token');
+  await vic.click('#signin');
+  await vic.waitForSelector('#signin-error:has-text("unauthenticated")');
   await signIn(vic, viewerTok, 'vic');
   assert(!(await vic.$('a[data-route="submit"]')), 'a viewer has no Submit view');
   // The logs tail follows X-Tessera-Next-Offset (agentless servers have no logs: routed in the browser).
@@ -352,6 +357,9 @@ try {
   await vic.waitForFunction(() => document.querySelector('#job-logs')?.textContent === 'step 1 <b>loss</b> 0.9\nstep 2 loss 0.7\n');
   assert(offsets.slice(0, 2).join(',') === '0:0,0:23', `log reads continue at the next offset: ${offsets}`);
   await shot(vic, 'job-logs');
+  await vic.click('#signout');
+  await vic.waitForSelector('#token');
+  assert((await vic.evaluate(() => sessionStorage.getItem('tessera.token'))) === null, 'signing out forgets the token');
   log('viewer read-only; logs tail');
 
   assert(pageErrors.length === 0, `no uncaught errors in the page: ${pageErrors.join('; ')}`);
