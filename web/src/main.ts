@@ -86,7 +86,7 @@ function stop(): void {
 }
 
 async function poll(): Promise<void> {
-  if (!current?.refresh || polling === current) return;
+  if (!current?.refresh || polling === current || document.hidden) return;  // no polling in a hidden tab
   const view = current;
   polling = view;
   try {
@@ -122,6 +122,7 @@ async function start(me: Me): Promise<void> {
 }
 
 window.addEventListener('hashchange', route);
+document.addEventListener('visibilitychange', () => void poll());
 setUnauthenticatedHandler(() => signOut('Your token is no longer valid; sign in again.'));
 
 // A path the server fell back on (/jobs/17) becomes the hash route (#/jobs/17).
