@@ -346,7 +346,9 @@ Result<Ledger> compute_ledger(const std::vector<EventRow>& events, const std::ma
       }
       open[e.job_id] = attempts.size();
       attempts.push_back(std::move(a));
-    } else if (is_end_kind(e.kind)) {
+    } else if (is_end_kind(e.kind) || e.kind == "requeued") {
+      // "requeued" alone ends an attempt the controller dropped at restart (its placement no longer
+      // fit); after "preempted"/"lost" the attempt is already closed and it changes nothing.
       close(e.job_id, e.time, e.kind, detail);
     }
   }

@@ -71,8 +71,10 @@ Result<acc::Ledger> ledger(Controller& c, const acc::Request& r) {
   auto state = c.store().load();
   if (!state.ok()) return internal_error("store: " + state.error().message);
   std::map<int64_t, acc::JobInfo> jobs;
-  for (const JobRow& row : state->jobs)
-    if (auto j = acc::job_info_from_row(row); j.ok()) jobs[row.id] = *j;
+  for (const JobRow& row : state->jobs) {
+    auto j = acc::job_info_from_row(row);
+    jobs[row.id] = j.ok() ? *j : acc::JobInfo{row.queue, row.user, ""};  // the indexed columns at least
+  }
   return acc::compute_ledger(events, jobs, c.config_snapshot(), r);
 }
 

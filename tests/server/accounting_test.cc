@@ -143,10 +143,16 @@ TEST(Accounting, PreemptedLostAndUtilisation) {
   log.end(1, T0 + 4000 + 7200, "lost");  // 2 GPU-h, not measured
   log.start(1, T0 + 20000, one);
   log.end(1, T0 + 20000 + 3600, "succeeded", 100.0 / 3.0);  // 33.33% -> 3333 basis points
+  // An attempt the controller requeued at restart (no end event but "requeued") ends there.
+  log.jobs[2] = {"prod", "alice", "q"};
+  log.start(2, T0 + 30000, one);
+  log.add(2, T0 + 30100, "requeued", Json{{"reason", "its placement no longer fits the configured cluster after restart"}});
   auto l = compute_ledger(log.events, log.jobs, cluster(config::IdleShare::kNone), {T0, T1, 0});
   ASSERT_TRUE(l.ok());
-  const Report r = aggregate(*l, {Dim::kUser});
-  ASSERT_EQ(r.rows.size(), 1u);
+  const Report r = aggregate(*l, {Dim::kProject});
+  ASSERT_EQ(r.rows.size(), 2u);
+  EXPECT_EQ(r.rows[1].key, std::vector<std::string>{"q"});
+  EXPECT_EQ(r.rows[1].amounts.allocated, 1000 * 100);
   const Amounts& a = r.rows[0].amounts;
   EXPECT_EQ(a.allocated, 1000 * (3600 + 7200 + 3600));
   EXPECT_EQ(a.preempted, 1000 * 3600);

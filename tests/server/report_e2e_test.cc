@@ -87,7 +87,7 @@ class ReportE2E : public ::testing::Test {
     }));
     std::this_thread::sleep_for(std::chrono::milliseconds(2100));  // some GPU-seconds to charge
   }
-  // Today and tomorrow (UTC): a period that holds now.
+  // Yesterday to tomorrow (UTC): a period that holds the whole test, even across midnight.
   static std::string day(int offset) {
     const time_t t = time(nullptr) + offset * 86400;
     char buf[16];
@@ -96,7 +96,7 @@ class ReportE2E : public ::testing::Test {
     strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
     return buf;
   }
-  std::string period() const { return "from=" + day(0) + "&to=" + day(1); }
+  std::string period() const { return "from=" + day(-1) + "&to=" + day(1); }
   Json rows(const std::string& token, const std::string& by = "team,queue,user,model") {
     auto r = server.get("/api/v1/reports/chargeback?" + period() + "&by=" + by, token);
     EXPECT_EQ(r.status, 200) << r.raw;
@@ -184,14 +184,14 @@ TEST_F(ReportE2E, CsvUsageAndTheCli) {
 
   // The CLI: CSV to a file, byte for byte what the server answered for the same query.
   const std::string out = make_temp_dir("tessera-report-out") + "/cb.csv";
-  auto c = run_cli({"report", "chargeback", "--server", url, "--token", server.admin_token(), "--from", day(0),
+  auto c = run_cli({"report", "chargeback", "--server", url, "--token", server.admin_token(), "--from", day(-1),
                     "--to", day(1), "--by", "team,user", "--format", "csv", "--output", out});
   ASSERT_EQ(c.status, 0) << c.err;
   const std::string file = read_file(out);
   EXPECT_EQ(file.substr(0, file.find('\n')), csv.raw.substr(0, csv.raw.find('\n')));
   EXPECT_NE(file.find(",alice,"), std::string::npos) << file;
   std::filesystem::remove_all(std::filesystem::path(out).parent_path());
-  auto table = run_cli({"report", "chargeback", "--server", url, "--token", bob, "--from", day(0), "--to", day(1)});
+  auto table = run_cli({"report", "chargeback", "--server", url, "--token", bob, "--from", day(-1), "--to", day(1)});
   ASSERT_EQ(table.status, 0) << table.err;
   EXPECT_NE(table.out.find("TEAM"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("TOTAL"), std::string::npos) << table.out;
