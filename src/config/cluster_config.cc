@@ -18,7 +18,45 @@ namespace tessera::config {
 namespace {
 
 const std::vector<std::string> kTopKeys = {"name",   "levels",           "nodes",  "queues",
-                                           "config", "priority_classes", "policy", "gpu_models"};
+                                           "config", "priority_classes", "policy", "gpu_models",
+                                           "chargeback"};
+
+// `chargeback: {rates: {MODEL: "2.49", ...}, currency: USD, idle_share: proportional|even|none}`.
+Status parse_chargeback(const YAML::Node& n, const GpuCatalog& catalog, ChargebackConfig& out) {
+  const std::string at = "chargeback";
+  TESSERA_TRY(known_keys(n, at, {"rates", "currency", "idle_share"}));
+  if (const YAML::Node rates = n["rates"]) {
+    if (!rates.IsMap()) return invalid_argument(at + ".rates: must be a map of GPU model to price per GPU-hour");
+    for (const auto& kv : rates) {
+      const std::string model = kv.first.IsScalar() ? kv.first.Scalar() : "";
+      const std::string rat = at + ".rates." + model;
+      if (model.empty()) return invalid_argument(at + ".rates: keys must be GPU model names");
+      auto m = catalog.find(model);
+      if (!m.ok()) return invalid_argument(rat + ": " + m.error().message);
+      if (!kv.second.IsScalar()) return invalid_argument(rat + ": must be a price such as \"2.49\"");
+      auto price = parse_price_micro(kv.second.Scalar());
+      if (!price.ok()) return invalid_argument(rat + ": " + price.error().message);
+      if (!out.rates_micro.emplace((*m)->name, *price).second)
+        return invalid_argument(rat + ": model \"" + (*m)->name + "\" has a rate already (an alias given twice?)");
+    }
+  }
+  if (const YAML::Node cur = n["currency"]) {
+    if (!cur.IsScalar()) return invalid_argument(at + ".currency: must be a currency code such as USD");
+    const std::string c = cur.Scalar();
+    bool ok = c.size() == 3;
+    for (char ch : c) ok = ok && ch >= 'A' && ch <= 'Z';
+    if (!ok) return invalid_argument(at + ".currency: \"" + c + "\" is not an ISO 4217 code (three capital letters, e.g. USD)");
+    out.currency = c;
+  }
+  if (const YAML::Node rule = n["idle_share"]) {
+    const std::string r = rule.IsScalar() ? rule.Scalar() : "";
+    if (r == "proportional") out.idle_share = IdleShare::kProportional;
+    else if (r == "even") out.idle_share = IdleShare::kEven;
+    else if (r == "none") out.idle_share = IdleShare::kNone;
+    else return invalid_argument(at + ".idle_share: unknown \"" + r + "\"; expected one of proportional, even, none");
+  }
+  return {};
+}
 
 // QueueTree::build names queues ("queue \"x\": ..."): say which entry of queues[] that is.
 Error queue_error(const std::vector<QueueSpec>& queues, const std::string& message) {
@@ -82,6 +120,36 @@ Status validate(const ClusterConfig& c, const std::vector<size_t>& node_origin) 
 
 }  // namespace
 
+const char* idle_share_name(IdleShare r) {
+  switch (r) {
+    case IdleShare::kProportional: return "proportional";
+    case IdleShare::kEven: return "even";
+    case IdleShare::kNone: return "none";
+  }
+  return "proportional";
+}
+
+Result<int64_t> parse_price_micro(const std::string& text) {
+  const std::string why = "must be a price >= 0 with at most 6 decimals, such as \"2.49\", got \"" + text + "\"";
+  size_t i = 0;
+  int64_t whole = 0, frac = 0;
+  int whole_digits = 0, frac_digits = 0;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i, ++whole_digits) {
+    if (whole_digits >= 12) return invalid_argument(why + " (at most 12 digits before the point)");
+    whole = whole * 10 + (text[i] - '0');
+  }
+  if (i < text.size() && text[i] == '.') {
+    for (++i; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i, ++frac_digits) {
+      if (frac_digits >= 6) return invalid_argument(why);
+      frac = frac * 10 + (text[i] - '0');
+    }
+    if (frac_digits == 0) return invalid_argument(why);
+  }
+  if (i != text.size() || whole_digits == 0) return invalid_argument(why);
+  for (int k = frac_digits; k < 6; ++k) frac *= 10;
+  return whole * 1000000 + frac;
+}
+
 Result<ClusterConfig> parse_cluster_config_yaml(std::string_view text) {
   try {
     const YAML::Node root = YAML::Load(std::string(text));
@@ -91,6 +159,8 @@ Result<ClusterConfig> parse_cluster_config_yaml(std::string_view text) {
     std::vector<size_t> node_origin;
     TESSERA_TRY(parse_cluster_sections(root, "", c, &node_origin));
     TESSERA_TRY(validate(c, node_origin));
+    if (const YAML::Node cb = root["chargeback"])
+      TESSERA_TRY(parse_chargeback(cb, c.catalog ? *c.catalog : GpuCatalog::builtin(), c.chargeback));
     return c;
   } catch (const YAML::Exception& e) {
     return invalid_argument("cluster: not valid YAML at line " + std::to_string(e.mark.line + 1) + ", column " +

@@ -20,6 +20,23 @@
 
 namespace tessera::config {
 
+// How the cluster's unallocated (idle or reserved) GPU time is shared out in chargeback reports
+// (docs/chargeback.md): in proportion to each account's allocated GPU time (default), evenly per team,
+// or not at all.
+enum class IdleShare : uint8_t { kProportional, kEven, kNone };
+const char* idle_share_name(IdleShare r);
+
+// `chargeback:` (optional): GPU-hour rates per GPU model, the currency, the idle-share rule.
+struct ChargebackConfig {
+  // Canonical GPU model name -> price of one GPU-hour in micro-units of `currency` (1.60 -> 1600000).
+  std::map<std::string, int64_t> rates_micro;
+  std::string currency = "USD";
+  IdleShare idle_share = IdleShare::kProportional;
+};
+
+// "2.49" (or a YAML number 2.49) -> 2490000 micro-units. At most 6 decimals, >= 0, below 10^12.
+Result<int64_t> parse_price_micro(const std::string& text);
+
 struct ClusterConfig {
   std::string name;                            // optional, for messages and reports
   std::vector<std::string> levels;             // network levels, outermost first (e.g. block, spine, leaf)
@@ -31,6 +48,7 @@ struct ClusterConfig {
   // The built-ins plus the `gpu_models:` declared (same fields as config/gpu_models.h's JSON format).
   // ClusterStates built from this config point into it: keep it alive as long as they live.
   std::shared_ptr<const GpuCatalog> catalog;
+  ChargebackConfig chargeback;                 // `chargeback:` (reports only; the scheduler ignores it)
 };
 
 // Parses and validates everything, including building the cluster and the queue tree once.

@@ -53,14 +53,7 @@ class AgentProcess {
   }
 
   // Sends a signal; for KILL/TERM/INT waits for the exit and returns the wait status.
-  int kill(int sig) {
-    if (pid_ <= 0) return -1;
-    ::kill(pid_, sig);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return status;
-  }
+  int kill(int sig) { return signal_and_wait(pid_, sig); }
 
   // Task processes the agent started and that still run (by its pid files).
   std::vector<pid_t> task_pids() const {

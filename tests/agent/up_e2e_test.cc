@@ -38,14 +38,7 @@ class UpProcess {
     }, 20);
     return port;
   }
-  int stop(int sig) {
-    if (pid_ <= 0) return -1;
-    ::kill(pid_, sig);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return status;
-  }
+  int stop(int sig) { return signal_and_wait(pid_, sig); }
   std::string output() const { return read_file(out_); }
 
  private:
@@ -54,15 +47,7 @@ class UpProcess {
 };
 
 HttpReply call(int port, const std::string& method, const std::string& path, const std::string& token, const Json& body = {}) {
-  httplib::Client cli("127.0.0.1", port);
-  httplib::Headers h{{"Authorization", "Bearer " + token}};
-  auto r = method == "GET" ? cli.Get(path.c_str(), h) : cli.Post(path.c_str(), h, body.dump(), "application/json");
-  HttpReply out;
-  if (!r) return out;
-  out.status = r->status;
-  out.raw = r->body;
-  out.body = Json::parse(r->body, nullptr, false);
-  return out;
+  return http_call(port, method, path, token, body.dump());
 }
 
 TEST(Up, StartsAWorkingClusterStopsCleanlyAndResumes) {

@@ -163,5 +163,71 @@ TEST(ClusterConfig, LoadNamesTheFile) {
   EXPECT_NE(c.error().message.find("/nonexistent/cluster.yaml"), std::string::npos);
 }
 
+// `chargeback:` (issue 7): rates per GPU model in integer micro-units, the currency, the idle-share rule.
+TEST(ClusterConfig, ChargebackSection) {
+  auto none = parse_cluster_config_yaml("nodes: [{name: n, gpu_model: T4, gpus: 1}]\n");
+  ASSERT_TRUE(none.ok()) << none.error().message;
+  EXPECT_TRUE(none->chargeback.rates_micro.empty());
+  EXPECT_EQ(none->chargeback.currency, "USD");
+  EXPECT_EQ(none->chargeback.idle_share, IdleShare::kProportional) << "proportional is the default";
+
+  auto c = parse_cluster_config_yaml(R"(
+nodes: [{name: n, gpu_model: A100-80GB, gpus: 8}]
+chargeback:
+  rates: {H100-80GB-SXM: "2.49", a100-80gb: 1.6, T4: 0, L4: "0.000001", H200-141GB: "12"}
+  currency: EUR
+  idle_share: even
+)");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  const auto& r = c->chargeback.rates_micro;
+  ASSERT_EQ(r.size(), 5u);
+  EXPECT_EQ(r.at("H100-80GB-SXM"), 2490000);
+  EXPECT_EQ(r.at("A100-80GB"), 1600000) << "an alias/case variant is stored under the canonical name";
+  EXPECT_EQ(r.at("T4"), 0);
+  EXPECT_EQ(r.at("L4"), 1);
+  EXPECT_EQ(r.at("H200-141GB"), 12000000);
+  EXPECT_EQ(c->chargeback.currency, "EUR");
+  EXPECT_EQ(c->chargeback.idle_share, IdleShare::kEven);
+  auto n = parse_cluster_config_yaml("nodes: [{name: n, gpu_model: T4, gpus: 1}]\nchargeback: {idle_share: none}\n");
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(n->chargeback.idle_share, IdleShare::kNone);
+  EXPECT_STREQ(idle_share_name(IdleShare::kNone), "none");
+}
+
+TEST(ClusterConfig, ChargebackErrorsNameTheField) {
+  const std::string nodes = "nodes: [{name: n, gpu_model: A100-80GB, gpus: 8}]\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {nodes + "chargeback: {rate: {}}\n", "chargeback.rate: unknown field; expected one of rates, currency, idle_share"},
+      {nodes + "chargeback: [1]\n", "chargeback: must be a map"},
+      {nodes + "chargeback: {rates: [1]}\n", "chargeback.rates: must be a map"},
+      {nodes + "chargeback: {rates: {Z9000: 1}}\n", "chargeback.rates.Z9000: "},
+      {nodes + "chargeback: {rates: {T4: abc}}\n", "chargeback.rates.T4: must be a price >= 0 with at most 6 decimals"},
+      {nodes + "chargeback: {rates: {T4: -1}}\n", "chargeback.rates.T4: must be a price"},
+      {nodes + "chargeback: {rates: {T4: \"1.1234567\"}}\n", "chargeback.rates.T4: must be a price"},
+      {nodes + "chargeback: {rates: {T4: \"1.\"}}\n", "chargeback.rates.T4: must be a price"},
+      {nodes + "chargeback: {rates: {T4: 1e3}}\n", "chargeback.rates.T4: must be a price"},
+      {nodes + "chargeback: {rates: {T4: [1]}}\n", "chargeback.rates.T4: must be a price"},
+      {nodes + "chargeback: {rates: {T4: 1, t4: 2}}\n", "chargeback.rates.t4: model \"T4\" has a rate already"},
+      {nodes + "chargeback: {rates: {T4: \"1234567890123\"}}\n", "at most 12 digits"},
+      {nodes + "chargeback: {currency: dollars}\n", "chargeback.currency: \"dollars\" is not an ISO 4217 code"},
+      {nodes + "chargeback: {idle_share: fair}\n", "chargeback.idle_share: unknown \"fair\"; expected one of proportional, even, none"},
+  };
+  for (const auto& [text, want] : cases) {
+    const std::string got = error_of(text);
+    EXPECT_NE(got.find(want), std::string::npos) << "config:\n" << text << "error: " << got << "\nwanted: " << want;
+  }
+}
+
+TEST(ClusterConfig, PriceParsing) {
+  EXPECT_EQ(*parse_price_micro("0"), 0);
+  EXPECT_EQ(*parse_price_micro("2.49"), 2490000);
+  EXPECT_EQ(*parse_price_micro("0.123456"), 123456);
+  EXPECT_EQ(*parse_price_micro("999999999999.999999"), 999999999999999999);
+  EXPECT_FALSE(parse_price_micro("").ok());
+  EXPECT_FALSE(parse_price_micro(".5").ok());
+  EXPECT_FALSE(parse_price_micro("1,5").ok());
+  EXPECT_FALSE(parse_price_micro(" 1").ok());
+}
+
 }  // namespace
 }  // namespace tessera::config

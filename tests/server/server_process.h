@@ -45,6 +45,35 @@ struct HttpReply {
   std::string raw;
 };
 
+// One HTTP call to 127.0.0.1:port with a bearer token (empty: none); status 0 when nothing answered.
+inline HttpReply http_call(int port, const std::string& method, const std::string& path, const std::string& token,
+                           const std::string& body = "", const std::string& content_type = "application/json",
+                           httplib::Headers extra = {}) {
+  httplib::Client cli("127.0.0.1", port);
+  cli.set_read_timeout(30, 0);
+  httplib::Headers h = std::move(extra);
+  if (!token.empty()) h.emplace("Authorization", "Bearer " + token);
+  httplib::Result r = method == "GET"    ? cli.Get(path.c_str(), h)
+                      : method == "DELETE" ? cli.Delete(path.c_str(), h)
+                                           : cli.Post(path.c_str(), h, body, content_type.c_str());
+  HttpReply out;
+  if (!r) return out;
+  out.status = r->status;
+  out.raw = r->body;
+  out.body = Json::parse(r->body, nullptr, false);
+  return out;
+}
+
+// Sends `sig` to a child and waits for it to exit; returns the wait status (-1 if none). Clears pid.
+inline int signal_and_wait(pid_t& pid, int sig) {
+  if (pid <= 0) return -1;
+  ::kill(pid, sig);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  pid = -1;
+  return status;
+}
+
 class ServerProcess {
  public:
   // `data_dir` empty: a fresh temporary directory. Either way the directory is removed at the end.
@@ -128,13 +157,8 @@ class ServerProcess {
 
   // Sends a signal and, for SIGKILL/SIGTERM, waits for the exit. Returns the exit status (or -1).
   int kill(int sig) {
-    if (pid_ <= 0) return -1;
-    ::kill(pid_, sig);
-    if (sig == SIGHUP) return 0;
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return status;
+    if (sig == SIGHUP) return pid_ > 0 ? ::kill(pid_, sig) : -1;
+    return signal_and_wait(pid_, sig);
   }
   // Restarts on the same port and data directory.
   bool restart() { return start(); }
@@ -143,19 +167,7 @@ class ServerProcess {
 
   HttpReply call(const std::string& method, const std::string& path, const std::string& token, const std::string& body = "",
                  const std::string& content_type = "application/json", httplib::Headers extra = {}) const {
-    httplib::Client cli("127.0.0.1", port_);
-    cli.set_read_timeout(30, 0);
-    httplib::Headers h = std::move(extra);
-    if (!token.empty()) h.emplace("Authorization", "Bearer " + token);
-    httplib::Result r = method == "GET"    ? cli.Get(path.c_str(), h)
-                        : method == "DELETE" ? cli.Delete(path.c_str(), h)
-                                             : cli.Post(path.c_str(), h, body, content_type.c_str());
-    HttpReply out;
-    if (!r) return out;
-    out.status = r->status;
-    out.raw = r->body;
-    out.body = Json::parse(r->body, nullptr, false);
-    return out;
+    return http_call(port_, method, path, token, body, content_type, std::move(extra));
   }
   HttpReply get(const std::string& path, const std::string& token) const { return call("GET", path, token); }
   HttpReply post(const std::string& path, const std::string& token, const Json& body) const {

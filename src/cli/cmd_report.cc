@@ -1,0 +1,193 @@
+// `tessera report chargeback|usage` (issue 7, docs/chargeback.md): thin clients of
+// GET /api/v1/reports/chargeback and /api/v1/reports/usage. A table by default; --format csv prints
+// the server's CSV byte for byte, --format json its JSON; --output FILE writes there instead of stdout.
+// Usage errors exit 2, failures 1; messages go to stderr. Single-threaded (one command per process).
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cli/api_client.h"
+#include "cli/commands.h"
+#include "cli/format.h"
+
+namespace tessera::cli {
+namespace {
+
+using nlohmann::json;
+
+// The connection options of every client verb (the same flags as cmd_client.cc's).
+struct ReportArgs {
+  std::string server = "http://127.0.0.1:8420";
+  std::string token, token_file;
+  int timeout = 120;
+  std::string from, to, by, format = "table", output;
+};
+
+[[noreturn]] void fail(const std::string& verb, const std::string& msg, int code = 1) {
+  std::cerr << "tessera " << verb << ": " << msg << "\n";
+  throw CLI::RuntimeError(code);
+}
+
+std::string trim(std::string s) {
+  const size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+std::string resolve_token(const std::string& verb, const ReportArgs& a) {
+  if (!a.token.empty()) return trim(a.token);
+  if (!a.token_file.empty()) {
+    std::ifstream f(a.token_file);
+    if (!f) fail(verb, "--token-file " + a.token_file + ": cannot read it (" + std::strerror(errno) + ")");
+    std::string t = trim(std::string(std::istreambuf_iterator<char>(f), {}));
+    if (t.empty()) fail(verb, "--token-file " + a.token_file + ": the file is empty; it should hold one token");
+    return t;
+  }
+  if (const char* env = std::getenv("TESSERA_TOKEN")) return trim(env);
+  return {};
+}
+
+std::unique_ptr<ApiClient> connect(const std::string& verb, const ReportArgs& a) {
+  if (a.timeout <= 0) fail(verb, "--timeout: must be > 0 seconds", 2);
+  ClientOptions o;
+  o.server = a.server;
+  o.token = resolve_token(verb, a);
+  o.read_timeout_s = a.timeout;
+  o.connect_timeout_s = std::min(a.timeout, 10);
+  auto client = ApiClient::create(o);
+  if (!client.ok()) fail(verb, client.error().message, 2);
+  return std::move(*client);
+}
+
+void add_options(CLI::App* cmd, ReportArgs& a, bool with_by) {
+  cmd->add_option("--server", a.server, "Tessera server URL http://HOST:PORT (env TESSERA_SERVER)")
+      ->envname("TESSERA_SERVER")
+      ->capture_default_str();
+  cmd->add_option("--token", a.token, "API token (env TESSERA_TOKEN)");
+  cmd->add_option("--token-file", a.token_file, "read the API token from FILE (e.g. DATA_DIR/admin.token)");
+  cmd->add_option("--timeout", a.timeout, "seconds to wait for an answer")->capture_default_str();
+  cmd->add_option("--from", a.from, "first day, YYYY-MM-DD UTC (default: the first of this month)");
+  cmd->add_option("--to", a.to, "end, exclusive, YYYY-MM-DD UTC (default: now)");
+  if (with_by) cmd->add_option("--by", a.by, "group rows by team,queue,project,user,model,pool (default team,project,model,pool)");
+  cmd->add_option("--format", a.format, "table, csv or json")->capture_default_str();
+  cmd->add_option("--output,-o", a.output, "write to FILE instead of stdout");
+}
+
+std::string query(const ReportArgs& a, bool with_by, const std::string& format) {
+  std::string q = "?format=" + format;
+  if (!a.from.empty()) q += "&from=" + url_encode(a.from);
+  if (!a.to.empty()) q += "&to=" + url_encode(a.to);
+  if (with_by && !a.by.empty()) q += "&by=" + url_encode(a.by);
+  return q;
+}
+
+void emit(const std::string& verb, const ReportArgs& a, const std::string& text) {
+  if (a.output.empty()) {
+    std::cout << text;
+    return;
+  }
+  std::ofstream f(a.output, std::ios::binary | std::ios::trunc);
+  if (!f) fail(verb, "--output " + a.output + ": cannot write it (" + std::strerror(errno) + ")");
+  f << text;
+  if (!f.flush()) fail(verb, "--output " + a.output + ": write failed (" + std::strerror(errno) + ")");
+}
+
+std::string cell(const json& row, const std::string& key) {
+  return row.contains(key) && row[key].is_string() ? row[key].get<std::string>() : "-";
+}
+
+void run(const std::string& what, const ReportArgs& a) {
+  const std::string verb = "report " + what;
+  const bool with_by = what == "chargeback";
+  if (a.format != "table" && a.format != "csv" && a.format != "json")
+    fail(verb, "--format: unknown \"" + a.format + "\"; expected table, csv or json", 2);
+  auto api = connect(verb, a);
+  const std::string path = "/api/v1/reports/" + what;
+  if (a.format == "csv") {
+    std::string body;
+    const Status s = api->download(path + query(a, with_by, "csv"), [&](const char* d, size_t n) {
+      body.append(d, n);
+      return true;
+    });
+    if (!s.ok()) fail(verb, s.message());
+    return emit(verb, a, body);
+  }
+  auto r = api->get(path + query(a, with_by, "json"));
+  if (!r.ok()) fail(verb, r.error().message);
+  const json& j = r->body;
+  if (a.format == "json") return emit(verb, a, j.dump(2) + "\n");
+  Table t;
+  std::string head;
+  if (with_by) {
+    // dimension -> (table header, JSON column)
+    static const std::vector<std::tuple<std::string, std::string, std::string>> dims = {
+        {"team", "TEAM", "x_Team"},   {"queue", "QUEUE", "x_Queue"},     {"project", "PROJECT", "x_Project"},
+        {"user", "USER", "x_User"}, {"model", "GPU MODEL", "x_GpuModel"}, {"pool", "POOL", "x_Pool"}};
+    std::vector<std::string> keys;
+    for (const json& b : j.value("by", json::array()))
+      for (const auto& [name, header, col] : dims)
+        if (b == name) t.headers.push_back(header), keys.push_back(col);
+    const std::vector<std::pair<std::string, std::string>> cols = {
+        {"ALLOC GPU-H", "x_AllocatedGpuHours"}, {"USED GPU-H", "x_UsedGpuHours"},
+        {"IDLE-ALLOC", "x_IdleAllocatedGpuHours"}, {"UNMEASURED", "x_UnmeasuredGpuHours"},
+        {"PREEMPTED", "x_PreemptedGpuHours"}, {"LOST", "x_LostGpuHours"},
+        {"IDLE SHARE", "x_IdleShareGpuHours"}, {"COST " + j.value("currency", std::string()), "BilledCost"}};
+    const size_t n_dims = t.headers.size();
+    for (const auto& [h, k] : cols) t.headers.push_back(h), keys.push_back(k);
+    t.right_align.assign(t.headers.size(), false);
+    for (size_t i = n_dims; i < t.headers.size(); ++i) t.right_align[i] = true;
+    for (const json& row : j.value("rows", json::array())) {
+      std::vector<std::string> line;
+      for (const std::string& k : keys) line.push_back(cell(row, k));
+      t.rows.push_back(line);
+    }
+    const json tot = j.value("totals", json::object());
+    std::vector<std::string> line(n_dims, "");
+    if (n_dims > 0) line[0] = "TOTAL";
+    for (const char* k : {"allocated_gpu_hours", "used_gpu_hours", "idle_allocated_gpu_hours", "unmeasured_gpu_hours",
+                          "preempted_gpu_hours", "lost_gpu_hours", "idle_share_gpu_hours", "billed_cost"})
+      line.push_back(cell(tot, k));
+    t.rows.push_back(line);
+    head = "Chargeback " + cell(j, "charge_period_start") + " .. " + cell(j, "charge_period_end") +
+           " (idle share: " + cell(j, "idle_share") + ")\n";
+  } else {
+    t.headers = {"GPU MODEL", "POOL", "GPUS", "CAPACITY GPU-H", "ALLOCATED", "IDLE", "RESERVED", "DOWN", "ALLOC %",
+                 "IDLE %", "RESERVED %", "DOWN %"};
+    const std::vector<std::string> keys = {"gpu_model", "pool", "gpus", "capacity_gpu_hours", "allocated_gpu_hours",
+                                           "idle_gpu_hours", "reserved_gpu_hours", "down_gpu_hours", "allocated_pct",
+                                           "idle_pct", "reserved_pct", "down_pct"};
+    t.right_align.assign(t.headers.size(), true);
+    t.right_align[0] = t.right_align[1] = false;
+    std::vector<json> rows = j.value("rows", std::vector<json>());
+    rows.push_back(j.value("totals", json::object()));
+    for (const json& row : rows) {
+      std::vector<std::string> line;
+      for (const std::string& k : keys) line.push_back(cell(row, k));
+      t.rows.push_back(line);
+    }
+    head = "Usage " + cell(j, "charge_period_start") + " .. " + cell(j, "charge_period_end") + "\n";
+  }
+  emit(verb, a, head + render_table(t));
+}
+
+}  // namespace
+
+void register_report(CLI::App& app) {
+  CLI::App* report = app.add_subcommand("report", "chargeback and usage reports (docs/chargeback.md)");
+  report->require_subcommand(1);
+  for (const std::string what : {"chargeback", "usage"}) {
+    auto args = std::make_shared<ReportArgs>();
+    CLI::App* cmd = report->add_subcommand(
+        what, what == "chargeback" ? "GPU-hours and cost per team/project/user/model/pool"
+                                   : "cluster utilisation per GPU model: allocated, idle, reserved, down");
+    add_options(cmd, *args, what == "chargeback");
+    cmd->callback([what, args] { run(what, *args); });
+  }
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,212 @@
+// End-to-end tests of the chargeback and usage reports: the real `tessera server` (--agentless, so
+// submitted jobs run as soon as they are placed) on tests/server/data/chargeback_cluster.yaml, the
+// routes' permissions (team lead: their queue subtree; member: their own rows; agent: refused), bad
+// parameters, CSV and JSON, and the `tessera report` CLI.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+
+#include <set>
+
+#include "server_process.h"
+
+namespace tessera::testing {
+namespace {
+
+template <class F>
+bool eventually(F pred) {
+  for (int i = 0; i < 500; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return pred();
+}
+
+struct CliResult {
+  int status = -1;
+  std::string out, err;
+};
+
+// `tessera ARGS...` with output captured in files.
+CliResult run_cli(const std::vector<std::string>& args) {
+  const std::string dir = make_temp_dir("tessera-report");
+  const std::string out_path = dir + "/out", err_path = dir + "/err";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int o = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int e = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(o, 1);
+    dup2(e, 2);
+    unsetenv("TESSERA_SERVER");
+    unsetenv("TESSERA_TOKEN");
+    std::vector<std::string> all = {TESSERA_BINARY};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CliResult r;
+  if (WIFEXITED(status)) r.status = WEXITSTATUS(status);
+  r.out = read_file(out_path);
+  r.err = read_file(err_path);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  return r;
+}
+
+class ReportE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string out;
+    ASSERT_TRUE(server.start(&out)) << out;
+    lead = server.token("lena", "team-lead", "nlp");
+    alice = server.token("alice", "member", "vision");
+    bob = server.token("bob", "member", "nlp");
+    carol = server.token("carol", "member", "prod");
+    viewer = server.token("vic", "viewer");
+    agent = server.token("agent-1", "agent");
+    ASSERT_FALSE(agent.empty());
+    for (const auto& [tok, queue] : std::vector<std::pair<std::string, std::string>>{
+             {alice, "vision"}, {bob, "nlp"}, {carol, "prod"}, {lead, "nlp"}}) {
+      Json spec = job("work", queue, Json{{"gpus", 1}});
+      spec["project"] = "proj-" + queue;
+      auto r = server.post("/api/v1/jobs", tok, spec);
+      ASSERT_EQ(r.status, 201) << r.raw;
+      ids.push_back(r.body["id"].get<int64_t>());
+    }
+    ASSERT_TRUE(eventually([&] {
+      for (int64_t id : ids) {
+        auto r = server.get("/api/v1/jobs/" + std::to_string(id), server.admin_token());
+        if (r.status != 200 || r.body["state"] != "running") return false;
+      }
+      return true;
+    }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2100));  // some GPU-seconds to charge
+  }
+  // Yesterday to tomorrow (UTC): a period that holds the whole test, even across midnight.
+  static std::string day(int offset) {
+    const time_t t = time(nullptr) + offset * 86400;
+    char buf[16];
+    struct tm tm {};
+    gmtime_r(&t, &tm);
+    strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
+    return buf;
+  }
+  std::string period() const { return "from=" + day(-1) + "&to=" + day(1); }
+  Json rows(const std::string& token, const std::string& by = "team,queue,user,model") {
+    auto r = server.get("/api/v1/reports/chargeback?" + period() + "&by=" + by, token);
+    EXPECT_EQ(r.status, 200) << r.raw;
+    return r.body;
+  }
+  ServerProcess server{TESSERA_SOURCE_DIR "/tests/server/data/chargeback_cluster.yaml"};
+  std::string lead, alice, bob, carol, viewer, agent;
+  std::vector<int64_t> ids;
+};
+
+TEST_F(ReportE2E, AdminSeesEveryTeamAndTotalsReconcile) {
+  const Json j = rows(server.admin_token());
+  EXPECT_EQ(j["currency"], "USD");
+  EXPECT_EQ(j["idle_share"], "proportional");
+  EXPECT_EQ(j["by"], Json::array({"team", "queue", "user", "model"}));
+  std::set<std::string> users;
+  for (const Json& r : j["rows"]) users.insert(r["x_User"].get<std::string>());
+  // A GPU model nobody used (the four 1-GPU jobs may all land on one model) has an (unallocated) row.
+  users.erase("(unallocated)");
+  EXPECT_EQ(users, (std::set<std::string>{"alice", "bob", "carol", "lena"}));
+  // Everything the cluster had (less down time) is charged: allocated + idle share = capacity - down.
+  const Json& c = j["cluster"];
+  const int64_t charged = j["totals"]["allocated_milli_gpu_seconds"].get<int64_t>() +
+                          j["totals"]["idle_share_milli_gpu_seconds"].get<int64_t>();
+  EXPECT_EQ(charged, c["capacity_milli_gpu_seconds"].get<int64_t>() - c["down_milli_gpu_seconds"].get<int64_t>());
+  EXPECT_GE(j["totals"]["allocated_milli_gpu_seconds"].get<int64_t>(), 4 * 1000 * 2);  // 4 GPUs, >= 2 s each
+  EXPECT_EQ(c["gpus"], 20);
+  // A viewer sees the same rows.
+  EXPECT_EQ(rows(viewer)["rows"].size(), j["rows"].size());
+}
+
+TEST_F(ReportE2E, TeamLeadSeesTheirSubtreeAndMemberTheirOwnRows) {
+  const Json l = rows(lead);
+  ASSERT_FALSE(l["rows"].empty());
+  std::set<std::string> users;
+  for (const Json& r : l["rows"]) {
+    EXPECT_EQ(r["x_Queue"], "nlp") << r.dump();
+    users.insert(r["x_User"].get<std::string>());
+  }
+  EXPECT_EQ(users, (std::set<std::string>{"bob", "lena"}));
+  EXPECT_FALSE(l.contains("cluster")) << "cluster-wide numbers are for admins and viewers";
+  // Grouped by team only, the lead's row still holds only the nlp subtree's charges.
+  const Json by_team = rows(lead, "team");
+  ASSERT_EQ(by_team["rows"].size(), 1u);
+  EXPECT_EQ(by_team["rows"][0]["x_Team"], "research");
+  EXPECT_EQ(by_team["rows"][0]["x_Queue"], "") << "queue not grouped";
+  const Json m = rows(alice);
+  ASSERT_FALSE(m["rows"].empty());
+  for (const Json& r : m["rows"]) EXPECT_EQ(r["x_User"], "alice") << r.dump();
+  const Json b = rows(bob, "user");
+  ASSERT_EQ(b["rows"].size(), 1u);
+  EXPECT_EQ(b["rows"][0]["x_User"], "bob");
+  EXPECT_EQ(b["rows"][0]["x_Project"], "") << "project not grouped";
+  // Agent tokens may not read reports.
+  EXPECT_EQ(server.get("/api/v1/reports/chargeback?" + period(), agent).status, 403);
+  EXPECT_EQ(server.get("/api/v1/reports/usage?" + period(), agent).status, 403);
+  EXPECT_EQ(server.get("/api/v1/reports/chargeback", "").status, 401);
+}
+
+TEST_F(ReportE2E, BadParametersNameTheParameter) {
+  const std::string t = server.admin_token();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"from=2026-13-01", "from"}, {"to=tomorrow", "to"}, {"by=team,colour", "by"},
+      {"format=xml", "format"},    {"from=2026-11-02&to=2026-11-01", "to"}};
+  for (const auto& [q, field] : cases) {
+    auto r = server.get("/api/v1/reports/chargeback?" + q, t);
+    EXPECT_EQ(r.status, 400) << q << ": " << r.raw;
+    EXPECT_EQ(r.body["error"]["field"], field) << q << ": " << r.raw;
+  }
+  EXPECT_EQ(server.get("/api/v1/reports/usage?format=xml", t).status, 400);
+}
+
+TEST_F(ReportE2E, CsvUsageAndTheCli) {
+  const std::string url = "http://127.0.0.1:" + std::to_string(server.port());
+  auto csv = server.get("/api/v1/reports/chargeback?" + period() + "&format=csv&by=team,user", server.admin_token());
+  ASSERT_EQ(csv.status, 200);
+  EXPECT_EQ(csv.raw.rfind("BillingPeriodStart,BillingPeriodEnd,ChargePeriodStart,", 0), 0u) << csv.raw;
+  EXPECT_NE(csv.raw.find(",GPU-Hour,"), std::string::npos);
+  auto usage = server.get("/api/v1/reports/usage?" + period(), viewer);
+  ASSERT_EQ(usage.status, 200) << usage.raw;
+  ASSERT_EQ(usage.body["rows"].size(), 2u);
+  EXPECT_EQ(usage.body["rows"][0]["gpu_model"], "A100-80GB");
+  EXPECT_EQ(usage.body["rows"][1]["gpu_model"], "H100-80GB-SXM");
+  EXPECT_EQ(usage.body["totals"]["gpus"], "20");
+
+  // The CLI: CSV to a file, byte for byte what the server answered for the same query.
+  const std::string out = make_temp_dir("tessera-report-out") + "/cb.csv";
+  auto c = run_cli({"report", "chargeback", "--server", url, "--token", server.admin_token(), "--from", day(-1),
+                    "--to", day(1), "--by", "team,user", "--format", "csv", "--output", out});
+  ASSERT_EQ(c.status, 0) << c.err;
+  const std::string file = read_file(out);
+  EXPECT_EQ(file.substr(0, file.find('\n')), csv.raw.substr(0, csv.raw.find('\n')));
+  EXPECT_NE(file.find(",alice,"), std::string::npos) << file;
+  std::filesystem::remove_all(std::filesystem::path(out).parent_path());
+  auto table = run_cli({"report", "chargeback", "--server", url, "--token", bob, "--from", day(-1), "--to", day(1)});
+  ASSERT_EQ(table.status, 0) << table.err;
+  EXPECT_NE(table.out.find("TEAM"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("TOTAL"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("research"), std::string::npos) << table.out;
+  EXPECT_EQ(table.out.find("prod"), std::string::npos) << "bob sees only his rows\n" << table.out;
+  auto u = run_cli({"report", "usage", "--server", url, "--token", viewer, "--format", "table"});
+  ASSERT_EQ(u.status, 0) << u.err;
+  EXPECT_NE(u.out.find("H100-80GB-SXM"), std::string::npos) << u.out;
+  EXPECT_NE(u.out.find("(all)"), std::string::npos) << u.out;
+  auto bad = run_cli({"report", "chargeback", "--server", url, "--token", bob, "--from", "11/01/2026"});
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("from"), std::string::npos) << bad.err;
+  auto bad_fmt = run_cli({"report", "usage", "--server", url, "--format", "xml"});
+  EXPECT_EQ(bad_fmt.status, 2) << bad_fmt.err;
+}
+
+}  // namespace
+}  // namespace tessera::testing
