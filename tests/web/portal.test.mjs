@@ -293,7 +293,7 @@ try {
   await shot(lead, 'utilisation');
   const hasReports = (await api('GET', '/api/v1/reports/chargeback?from=2026-01-01&to=2026-01-31&by=team&format=json')).status !== 404;
   await lead.goto(base + '/#/chargeback');
-  let csvExpected = null;
+  let csvExpected = null, realHeader = null;
   if (!hasReports) {
     await lead.waitForSelector('#cb-unavailable');
     const report = { columns: ['team', 'allocated_gpu_hours', 'used_gpu_hours', 'cost'],
@@ -309,12 +309,19 @@ try {
     assert(heads.join(',') === report.columns.join(','), `chargeback columns from the report: ${heads}`);
     assert((await lead.textContent('#cb-table tfoot')).includes('39.5'), 'chargeback totals shown');
   } else {
-    await lead.waitForSelector('#cb-table, #cb-error');
+    await lead.waitForSelector('#cb-table');
+    const real = (await api('GET', '/api/v1/reports/chargeback?by=team&format=json', undefined, leadTok)).json;
+    const shown = await lead.$$eval('#cb-table thead th', (ths) => ths.map((t) => t.textContent));
+    assert(shown.length > 0 && shown.every((c) => real.columns.includes(c)), `chargeback columns from the report: ${shown}`);
+    await lead.check('#cb-all');
+    const allShown = await lead.$$eval('#cb-table thead th', (ths) => ths.map((t) => t.textContent));
+    assert(allShown.join(',') === real.columns.join(','), 'every column with "all columns"');
+    realHeader = real.columns.join(',');
   }
   const [download] = await Promise.all([lead.waitForEvent('download'), lead.click('#cb-csv')]);
   assert(/^chargeback-.*\.csv$/.test(download.suggestedFilename()), `CSV file name ${download.suggestedFilename()}`);
   const csv = fs.readFileSync(await download.path(), 'utf8');
-  assert(csvExpected === null ? csv.length > 0 : csv === csvExpected, 'the CSV downloaded is the report\'s');
+  assert(realHeader !== null ? csv.split(/\r?\n/)[0] === realHeader : csv === csvExpected, 'the CSV downloaded is the report\'s');
   await shot(lead, 'chargeback');
   log(`queues, utilisation (${hasUtil ? 'real' : 'fixture'}), chargeback (${hasReports ? 'real' : 'fixture'}) and its CSV render`);
 
@@ -357,6 +364,11 @@ try {
   await vic.waitForFunction(() => document.querySelector('#job-logs')?.textContent === 'step 1 <b>loss</b> 0.9\nstep 2 loss 0.7\n');
   assert(offsets.slice(0, 2).join(',') === '0:0,0:23', `log reads continue at the next offset: ${offsets}`);
   await shot(vic, 'job-logs');
+  if (hasReports) {  // a viewer sees every row: team-b's gang (team org) has run since the start
+    await vic.goto(base + '/#/chargeback');
+    await vic.waitForSelector('#cb-table tbody td:text-is("org")');
+    await shot(vic, 'chargeback-viewer');
+  }
   await vic.click('#signout');
   await vic.waitForSelector('#token');
   assert((await vic.evaluate(() => sessionStorage.getItem('tessera.token'))) === null, 'signing out forgets the token');
