@@ -69,7 +69,13 @@ export function jobView(id: number): View {
   };
 
   const refresh = async () => {
-    const j = await get<JobDetail>(`/api/v1/jobs/${id}`);
+    let j: JobDetail;
+    try {
+      j = await get<JobDetail>(`/api/v1/jobs/${id}`);
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 404) replace(title, `Job ${id}: `, h('span', { class: 'error' }, e.message));
+      throw e;
+    }
     job = j;
     replace(title, `Job ${j.id}: `, h('span', { class: 'name' }, j.name || '(unnamed)'), ' ', stateBadge(j.state));
     const pos = j.pending ? `#${j.pending.queue_position} in ${j.queue} (#${j.pending.overall_position} overall)` : '—';
