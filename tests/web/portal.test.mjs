@@ -90,11 +90,13 @@ async function submit(spec, tok = admin) {
 
 let browser;
 const pageErrors = [];
+const foreignRequests = [];  // the page must need nothing but its server
 async function newPage() {
   const ctx = await browser.newContext({ viewport: { width: 1400, height: 900 } });
   const page = await ctx.newPage();
   page.setDefaultTimeout(10000);
   page.on('pageerror', (e) => pageErrors.push(String(e)));
+  page.on('request', (r) => { if (!/^(data|blob):/.test(r.url()) && !r.url().startsWith(base)) foreignRequests.push(r.url()); });
   page.on('dialog', (d) => d.accept());
   return page;
 }
@@ -375,6 +377,7 @@ try {
   log('viewer read-only; logs tail');
 
   assert(pageErrors.length === 0, `no uncaught errors in the page: ${pageErrors.join('; ')}`);
+  assert(foreignRequests.length === 0, `requests to other origins: ${foreignRequests.join(' ')}`);
   log(`PASS (${((Date.now() - t0) / 1000).toFixed(1)} s); screenshots in ${artifacts}`);
 } catch (e) {
   exitCode = 1;
