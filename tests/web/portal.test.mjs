@@ -10,8 +10,8 @@
 // submit, submits a job through the form that pends on the full cluster, sees it in the queue with a
 // position, raises its priority and cancels it; a member of team-b sees no cancel/priority buttons on
 // that job and gets 403 when forcing the calls from the page; the cluster map marks exactly the GPUs
-// of a running 2-task gang (and the MIG slice of a MIG job) and marks a cordoned node; the queue
-// updates by polling without a reload; utilisation and chargeback render (real or fixture data), with
+// of a running 2-task gang (and the MIG slice of a MIG job); an admin cordons (the API's error first)
+// and resumes a node there, and the lead's map shows it; the queue updates by polling without a reload; utilisation and chargeback render (real or fixture data), with
 // a CSV download; the logs tail continues at X-Tessera-Next-Offset; user text (commands, names echoed
 // in API errors, logs) is shown as text, never markup; a viewer gets no Submit view; a bad token is
 // refused at sign-in and signing out forgets the token.
@@ -89,6 +89,7 @@ async function submit(spec, tok = admin) {
 }
 
 let browser;
+let promptAnswer = '';  // what prompt() dialogs are answered
 const pageErrors = [];
 const foreignRequests = [];  // the page must need nothing but its server
 async function newPage() {
@@ -97,7 +98,7 @@ async function newPage() {
   page.setDefaultTimeout(10000);
   page.on('pageerror', (e) => pageErrors.push(String(e)));
   page.on('request', (r) => { if (!/^(data|blob):/.test(r.url()) && !r.url().startsWith(base)) foreignRequests.push(r.url()); });
-  page.on('dialog', (d) => d.accept());
+  page.on('dialog', (d) => d.accept(d.type() === 'prompt' ? promptAnswer : undefined));
   return page;
 }
 async function signIn(page, tok, user) {
@@ -174,14 +175,29 @@ try {
   const migPlacement = (await api('GET', `/api/v1/jobs/${migJob.id}`)).json.placement[0];
   const slice = await lead.$(`.gpu[data-node="${migPlacement.node}"][data-gpu="${migPlacement.mig.gpu}"] .slice[data-job="${migJob.id}"]`);
   assert(slice && (await slice.getAttribute('data-profile')) === '3g.40gb', 'the MIG job shows on its slice');
-  // A cordoned node is marked, with its reason.
-  const cordon = await api('POST', '/api/v1/nodes/mig/cordon', { reason: 'replacing a DIMM' });
-  assert(cordon.status === 200, `cordon: ${cordon.text}`);
+  assert(!(await lead.$('[data-op]')), 'no node operations for a team lead');
+
+  // An admin cordons a node from the map (the API's error first: a reason is required); it is marked,
+  // with its reason, on the lead's map too; then resumed.
+  const adm = await newPage();
+  lastPage = adm;
+  await signIn(adm, admin, 'admin');
+  await adm.goto(base + '/#/cluster');
+  promptAnswer = '';
+  await adm.click('.node[data-node="mig"] [data-op="cordon"]');
+  await adm.waitForSelector('#banner:has-text("400 invalid_argument")');
+  promptAnswer = 'replacing a DIMM';
+  await adm.click('.node[data-node="mig"] [data-op="cordon"]');
+  await adm.waitForSelector('.node[data-node="mig"][data-state="cordoned"] [data-op="resume"]');
   await lead.waitForSelector('.node[data-node="mig"][data-state="cordoned"] .flag-cordoned');
   assert((await lead.textContent('.node[data-node="mig"] .node-head')).includes('replacing a DIMM'), 'the cordon reason is shown');
   await shot(lead, 'cluster-map');
-  assert((await api('POST', '/api/v1/nodes/mig/resume', {})).status === 200, 'resume');
-  log('cluster map ok (gang cells, MIG slice, cordoned node)');
+  await adm.click('.node[data-node="mig"] [data-op="resume"]');
+  await adm.waitForSelector('.node[data-node="mig"][data-state="ready"]');
+  assert((await api('GET', '/api/v1/nodes')).json.nodes.find((n) => n.name === 'mig').state === 'ready', 'resumed');
+  await adm.context().close();
+  lastPage = lead;
+  log('cluster map ok (gang cells, MIG slice; admin cordons with a reason and resumes)');
 
   // Submit through the form: first a bad spec (the API's message and field shown), then a good one.
   await lead.goto(base + '/#/submit');

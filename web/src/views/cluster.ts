@@ -1,7 +1,10 @@
 // Cluster map: nodes × GPUs × MIG slices (GET /api/v1/nodes), each GPU coloured by the queue of the
 // job holding it, with its utilisation; cordoned, draining, drained, not-ready nodes and unhealthy GPUs
-// are marked. Cells carry data-node, data-gpu and data-jobs for tests and tooling.
-import { get, type GpuInfo, type JobList, type NodeInfo } from '../api';
+// are marked; admins cordon, drain and resume nodes. Cells carry data-node, data-gpu and data-jobs for
+// tests and tooling.
+import { get, post, type GpuInfo, type JobList, type NodeInfo } from '../api';
+import { clearError, showError } from '../notice';
+import { session } from '../session';
 import { colourOf, h, replace } from '../dom';
 import type { View } from '../view';
 
@@ -19,6 +22,30 @@ function util(g: GpuInfo): number | null {
 }
 
 export function clusterView(): View {
+  // Admins cordon, drain and resume nodes here (POST /api/v1/nodes/{name}/cordon|drain|resume).
+  const nodeOps = (n: NodeInfo) => {
+    const op = async (what: 'cordon' | 'drain' | 'resume') => {
+      let reason = '';
+      if (what !== 'resume') {
+        const r = window.prompt(`Reason to ${what} ${n.name}:`);
+        if (r === null) return;
+        reason = r.trim();
+      }
+      try {
+        await post(`/api/v1/nodes/${encodeURIComponent(n.name)}/${what}`, reason ? { reason } : {});
+        clearError();
+        await refresh();
+      } catch (e) {
+        showError(e, `${what} ${n.name}`);
+      }
+    };
+    return n.state === 'ready'
+      ? [h('button', { class: 'small', 'data-op': 'cordon', onclick: () => void op('cordon') }, 'Cordon'), ' ',
+         h('button', { class: 'small', 'data-op': 'drain', onclick: () => void op('drain') }, 'Drain')]
+      : [h('button', { class: 'small', 'data-op': 'resume', onclick: () => void op('resume') }, 'Resume'),
+         n.state === 'cordoned' ? [' ', h('button', { class: 'small', 'data-op': 'drain', onclick: () => void op('drain') }, 'Drain')] : ''];
+  };
+
   const grid = h('div', { class: 'cluster', id: 'cluster-map' });
   const legend = h('div', { class: 'legend', id: 'cluster-legend' });
   const totals = h('span', { class: 'muted' });
@@ -49,6 +76,7 @@ export function clusterView(): View {
         h('div', { class: 'node-head' },
           h('b', {}, n.name), ' ', h('span', { class: 'muted' }, `${n.gpu_model} · ${n.path.join('/')}`),
           flags.map((fl) => h('span', { class: `badge flag flag-${fl.replace(/[^a-z]/g, '')}` }, fl)),
+          session.me?.role === 'admin' ? h('span', { class: 'node-ops' }, nodeOps(n)) : '',
           n.reason ? h('div', { class: 'muted small' }, n.reason) : ''),
         h('div', { class: 'gpus' }, n.gpus.map((g) => {
           gpuCount++;
