@@ -577,5 +577,71 @@ TEST_F(MetricsE2E, UtilisationShapeAndErrors) {
   EXPECT_EQ(server.get("/api/v1/utilisation", agent).status, 403);
 }
 
+TEST_F(MetricsE2E, DrainPreemptsAndReservesTheNode) {
+  auto r = server.post("/api/v1/jobs", server.admin_token(), job("alpha", "team-a", Json{{"gpus", 2}}));
+  ASSERT_EQ(r.status, 201);
+  const std::string path = "/api/v1/jobs/" + std::to_string(r.body["id"].get<int64_t>());
+  ASSERT_TRUE(eventually([&] { return server.get(path, server.admin_token()).body["state"] == "running"; }));
+  const std::string node = server.get(path, server.admin_token()).body["placement"][0]["node"];
+  auto d = server.post("/api/v1/nodes/" + node + "/drain", server.admin_token(), Json{{"reason", "new DIMM"}});
+  ASSERT_EQ(d.status, 200) << d.raw;
+  // The job does not checkpoint: it is stopped and requeued at once (then starts elsewhere).
+  ASSERT_TRUE(eventually([&] { return value("tessera_preemptions_total", {}) == 1; }));
+  std::vector<Sample> s = scrape();
+  EXPECT_GE(server::value_of(s, "tessera_preempted_gpu_hours_total", {}), 0);
+  EXPECT_EQ(server::value_of(s, "tessera_node_schedulable", {{"node", node}}), 0);
+  EXPECT_EQ(server::value_of(s, "tessera_node_ready", {{"node", node}}), 1);
+  EXPECT_EQ(server::value_of(s, "tessera_gpus", {{"model", "A100-80GB"}, {"pool", "default"}, {"state", "reserved"}}), 8);
+  EXPECT_EQ(server::value_of(s, "tessera_api_requests_total",
+                             {{"route", "/api/v1/nodes/{node}/drain"}, {"method", "POST"}, {"code", "200"}}), 1);
+}
+
+TEST(MetricsAgents, HeartbeatAgeIsAbsentUntilRegisteredAndLossesCount) {
+  ServerProcess server;
+  server.with_agents({"--heartbeat-interval-ms", "200", "--missed-heartbeats", "50"});
+  std::string out;
+  ASSERT_TRUE(server.start(&out)) << out;
+  const std::string t = server.admin_token();
+  auto scrape = [&] {
+    auto r = server.get("/metrics", "");
+    std::vector<Sample> samples;
+    const auto problems = server::check_exposition(r.raw, &samples);
+    EXPECT_TRUE(problems.empty()) << problems.front();
+    return samples;
+  };
+  std::vector<Sample> s = scrape();
+  EXPECT_TRUE(std::isnan(server::value_of(s, "tessera_agent_heartbeat_age_seconds", {{"node", "a100-0"}})));  // absent
+  EXPECT_EQ(server::value_of(s, "tessera_node_ready", {{"node", "a100-0"}}), 0);
+  EXPECT_EQ(server::value_of(s, "tessera_gpus", {{"model", "A100-80GB"}, {"pool", "default"}, {"state", "down"}}), 24);
+
+  Json reg{{"node", "a100-0"}, {"address", "127.0.0.1"}, {"log_port", 0}, {"inventory", {{"source", "fake"}, {"gpus", Json::array()}}}};
+  for (int i = 0; i < 8; ++i) reg["inventory"]["gpus"].push_back(Json{{"index", i}, {"model", "A100-80GB"}, {"mig_enabled", false}});
+  auto r = server.post("/api/v1/agent/register", t, reg);
+  ASSERT_EQ(r.status, 200) << r.raw;
+  s = scrape();
+  const double age = server::value_of(s, "tessera_agent_heartbeat_age_seconds", {{"node", "a100-0"}});
+  EXPECT_GE(age, 0);
+  EXPECT_LT(age, 5);
+  EXPECT_TRUE(std::isnan(server::value_of(s, "tessera_agent_heartbeat_age_seconds", {{"node", "a100-1"}})));
+  EXPECT_EQ(server::value_of(s, "tessera_node_ready", {{"node", "a100-0"}}), 1);
+  EXPECT_EQ(server::value_of(s, "tessera_gpus", {{"model", "A100-80GB"}, {"pool", "default"}, {"state", "down"}}), 16);
+
+  // A job placed on the node whose agent then does not report its task is lost and waits out its
+  // restart backoff.
+  r = server.post("/api/v1/jobs", t, job("alpha", "team-a"));
+  ASSERT_EQ(r.status, 201) << r.raw;
+  const std::string path = "/api/v1/jobs/" + std::to_string(r.body["id"].get<int64_t>());
+  ASSERT_TRUE(eventually([&] { return server.get(path, t).body["state"] == "running"; }));
+  const Json beat{{"node", "a100-0"}, {"tasks", Json::array()}};
+  ASSERT_EQ(server.post("/api/v1/agent/heartbeat", t, beat).status, 200);  // offered
+  ASSERT_EQ(server.post("/api/v1/agent/heartbeat", t, beat).status, 200);  // not reported: lost
+  ASSERT_EQ(server.get(path, t).body["state"], "pending");
+  s = scrape();
+  EXPECT_EQ(server::value_of(s, "tessera_job_losses_total", {}), 1);
+  EXPECT_GE(server::value_of(s, "tessera_lost_gpu_hours_total", {}), 0);
+  EXPECT_EQ(server::value_of(s, "tessera_jobs_pending", {{"queue", "team-a"}, {"reason", "backoff"}}), 1);
+  EXPECT_EQ(server::value_of(s, "tessera_preemptions_total", {}), 0);
+}
+
 }  // namespace
 }  // namespace tessera::testing
