@@ -1944,6 +1944,7 @@ Status Controller::reload(config::ClusterConfig cfg, const std::string& who) {
     s.config.queues = cfg.queues;
     s.config.queue_classes = cfg.queue_classes;
     s.config.scheduler = cfg.scheduler;
+    s.config.chargeback = cfg.chargeback;  // rates apply to reports from now on
     s.never_fits_cache.clear();
     ++s.config_generation;
     s.dirty = true;
