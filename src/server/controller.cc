@@ -7,8 +7,12 @@
 #include <ctime>
 #include <deque>
 #include <future>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <utility>
@@ -84,6 +88,87 @@ struct NodeAdmin {
   Json gpu_stats = Json::array();  // last reported utilisation per GPU
 };
 
+// The controller's counters and histograms (docs/metrics.md). Updated on the state thread (job
+// events, applied decisions) and the cycle thread (cycle latency); the families are thread-safe.
+struct ControllerMetrics {
+  metrics::Registry registry;
+  metrics::HistogramFamily* cycle_seconds = nullptr;
+  metrics::HistogramFamily* cycle_decisions = nullptr;
+  metrics::CounterFamily* decisions = nullptr;
+  metrics::CounterFamily* preemptions = nullptr;
+  metrics::CounterFamily* preempted_gpu_hours = nullptr;
+  metrics::CounterFamily* lost_gpu_hours = nullptr;
+  metrics::CounterFamily* losses = nullptr;
+  metrics::CounterFamily* submitted = nullptr;
+  metrics::CounterFamily* finished = nullptr;
+
+  ControllerMetrics() {
+    // The names are constants: a bad one is a programming error (the metrics tests render them all).
+    auto must = [](auto r) {
+      if (!r.ok()) {
+        spdlog::critical("metrics: {}", r.error().message);
+        std::abort();
+      }
+      return *r;
+    };
+    cycle_seconds = must(registry.histogram("tessera_scheduling_cycle_seconds",
+                                            "Time the scheduling cycle took to decide (on the cycle thread), seconds.",
+                                            {}, metrics::latency_buckets()));
+    cycle_decisions = must(registry.histogram("tessera_scheduling_cycle_decisions",
+                                              "Decisions applied per scheduling cycle (starts + preemptions + MIG changes).",
+                                              {}, {0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}));
+    decisions = must(registry.counter("tessera_scheduling_decisions_total",
+                                      "Scheduling decisions applied, by kind (start, preempt, mig).", {"kind"}));
+    for (const char* k : {"mig", "preempt", "start"}) decisions->inc({k}, 0);
+    preemptions = must(registry.counter("tessera_preemptions_total",
+                                        "Jobs stopped and requeued by preemption (priority, reclaim, drain, deadlines)."));
+    preempted_gpu_hours = must(registry.counter("tessera_preempted_gpu_hours_total",
+                                                "GPU-hours of attempts that ended by preemption."));
+    lost_gpu_hours = must(registry.counter("tessera_lost_gpu_hours_total",
+                                           "GPU-hours of attempts that ended lost (node or task gone)."));
+    losses = must(registry.counter("tessera_job_losses_total", "Attempts that ended lost (node or task gone)."));
+    submitted = must(registry.counter("tessera_jobs_submitted_total", "Jobs submitted, by leaf queue.", {"queue"}));
+    finished = must(registry.counter("tessera_jobs_finished_total",
+                                     "Jobs that ended, by final state (succeeded, failed, cancelled) and leaf queue.",
+                                     {"state", "queue"}));
+  }
+};
+
+// One utilisation sample of a GPU model in a pool; used < 0: unknown (no agent reported
+// utilisation for any allocated GPU of the series).
+struct UtilPoint {
+  Time t = 0;
+  int64_t allocated = 0, used = -1;
+};
+struct UtilSeries {
+  int64_t total_milli = 0;  // at the latest sample
+  std::deque<UtilPoint> points;
+};
+
+const char* pending_reason_category(const std::string& reason) {
+  auto has = [&reason](const char* x) { return reason.find(x) != std::string::npos; };
+  if (reason.empty()) return "other";
+  if (has("MIG layout change planned") || has("MIG mode now") || has("turning MIG GPUs back")) return "mig_reconfiguring";
+  if (has(" at its limit of ") || reason.rfind("guarantee:", 0) == 0) return "quota";
+  if (has("preempted job") && reason.rfind("waiting for ", 0) == 0) return "preempting";
+  if (reason.rfind("waiting behind job", 0) == 0 || reason.rfind("backfill:", 0) == 0 || reason.rfind("priority", 0) == 0)
+    return "priority";
+  if (has(" within one ") || has(" inside one ") || has("topology")) return "topology";
+  if (reason.rfind("no node fits", 0) == 0 || reason.rfind("no room", 0) == 0 || reason.rfind("needs ", 0) == 0)
+    return "capacity";
+  return "other";
+}
+
+namespace {
+// Milli-GPU held on a GPU: whole, shares, MIG instances in use (by their compute slices).
+int64_t gpu_allocated_milli(const Gpu& g) {
+  int64_t used = g.whole_held ? 1000 : g.shared_milli.v;
+  for (const MigInstance& m : g.mig.instances())
+    if (m.in_use) used += mig_milli(*g.model, m.profile_id);
+  return std::min<int64_t>(used, 1000);
+}
+}  // namespace
+
 struct Controller::State {
   Controller* self = nullptr;
   ControllerOptions opt;
@@ -108,6 +193,9 @@ struct Controller::State {
   std::vector<std::pair<Time, GpuRef>> mig_ready;        // GPUs reconfiguring until then
   RuntimeHistory runtimes;
   int64_t next_id = 1;
+  ControllerMetrics m;
+  std::map<std::pair<std::string, std::string>, UtilSeries> util;  // (model, pool) -> samples
+  Time util_last = -1;                                               // time of the latest sample
 
   // Threads and their hand-offs.
   std::mutex mu;
@@ -201,6 +289,7 @@ struct Controller::State {
     r.job.state = final_state;
     r.finished = t;
     r.end_reason = reason;
+    m.finished->inc({job_state_name(final_state), r.queue_name});
     active_ids.erase(r.id);
     placed_ids.erase(r.id);
     r.pending.reset();
@@ -221,6 +310,13 @@ struct Controller::State {
   // Back to pending (preempted, drained, lost): the job keeps its id and place in the order.
   void requeue(JobRecord& r, const std::string& kind, const std::string& reason, WriteBatch& b, bool checkpointed) {
     const Time t = now();
+    if (kind == "preempted") {
+      m.preemptions->inc();
+      m.preempted_gpu_hours->inc({}, attempt_gpu_hours(r, t));
+    } else if (kind == "lost") {
+      m.losses->inc();
+      m.lost_gpu_hours->inc({}, attempt_gpu_hours(r, t));
+    }
     if (r.job.started >= 0) r.job.attained_gpu_s += gpu_milli(r) / 1000 * std::max<Time>(0, t - r.job.started);
     release(r);
     placed_ids.erase(r.id);
@@ -245,6 +341,8 @@ struct Controller::State {
     if (!placed(r.job.state)) return;
     const config::RestartPolicy& rp = r.spec.restart;
     if (r.restarts >= rp.max_restarts) {
+      m.losses->inc();
+      m.lost_gpu_hours->inc({}, attempt_gpu_hours(r, now()));
       finish(r, JobState::kFailed,
              reason + "; no restarts left (restart.max_restarts is " + std::to_string(rp.max_restarts) + ")", b,
              "scheduler", "failed", Json{{"restarts", r.restarts}});
@@ -259,6 +357,12 @@ struct Controller::State {
                            " in " + std::to_string(backoff) + " s" +
                            (r.resume_from.empty() ? "" : ", from checkpoint " + r.resume_from) + ")",
             b, false);
+  }
+
+  // GPU-hours the current attempt of a placed job has held until t.
+  static double attempt_gpu_hours(const JobRecord& r, Time t) {
+    if (r.job.started < 0) return 0;
+    return double(gpu_milli(r)) / 1000.0 * double(std::max<Time>(0, t - r.job.started)) / 3600.0;
   }
 
   static int64_t gpu_milli(const JobRecord& r) {
@@ -397,27 +501,32 @@ struct Controller::State {
   }
 
   void apply(const Decisions& d, uint64_t generation) {
-    if (generation != config_generation) return;  // config reloaded meanwhile: the next cycle decides
+    if (generation != config_generation) {  // config reloaded meanwhile: the next cycle decides
+      m.cycle_decisions->observe({}, 0);
+      return;
+    }
     const Time t = now();
     WriteBatch b;
+    int64_t preempted = 0, reconfigured = 0, started = 0;
     for (const PreemptDecision& p : d.preempt) {
       JobRecord* vp = jobs.find(int64_t(p.victim.value));
       if (!vp) continue;
       JobRecord& v = *vp;
       if (p.phase == PreemptPhase::kRequestCheckpoint && v.job.state == JobState::kRunning)
-        request_checkpoint(v, p.evict_by, p.reason, b);
+        request_checkpoint(v, p.evict_by, p.reason, b), ++preempted;
       else if (p.phase == PreemptPhase::kEvict && placed(v.job.state))
-        requeue(v, "preempted", p.reason + " (checkpoint not finished in time: stopped)", b, false);
+        requeue(v, "preempted", p.reason + " (checkpoint not finished in time: stopped)", b, false), ++preempted;
     }
-    for (const MigReconfigDecision& m : d.reconfigure_mig) {
-      if (!cluster.set_mig_layout(m.gpu, m.enable_mig, m.layout).ok()) continue;
-      (void)cluster.set_health(m.gpu, GpuHealth::kReconfiguring);
-      mig_last_changed[m.gpu] = t;
-      mig_ready.push_back({std::max(m.ready_at, t), m.gpu});
-      const Node& n = cluster.node(m.gpu.node);
+    for (const MigReconfigDecision& mr : d.reconfigure_mig) {
+      if (!cluster.set_mig_layout(mr.gpu, mr.enable_mig, mr.layout).ok()) continue;
+      ++reconfigured;
+      (void)cluster.set_health(mr.gpu, GpuHealth::kReconfiguring);
+      mig_last_changed[mr.gpu] = t;
+      mig_ready.push_back({std::max(mr.ready_at, t), mr.gpu});
+      const Node& n = cluster.node(mr.gpu.node);
       b.events.push_back(event(0, "mig_reconfigured", "scheduler",
-                               Json{{"node", n.name}, {"gpu", m.gpu.index}, {"mig", m.enable_mig}, {"reason", m.reason}}));
-      b.meta.push_back(mig_meta(m.gpu));
+                               Json{{"node", n.name}, {"gpu", mr.gpu.index}, {"mig", mr.enable_mig}, {"reason", mr.reason}}));
+      b.meta.push_back(mig_meta(mr.gpu));
     }
     for (const StartDecision& s : d.start) {
       JobRecord* rp = jobs.find(int64_t(s.job.value));
@@ -440,6 +549,7 @@ struct Controller::State {
       r.tasks.assign(r.job.placement.size(), TaskRun{});
       r.pending.reset();
       placed_ids.insert(r.id);
+      ++started;
       b.events.push_back(event(r.id, "started", "scheduler",
                                Json{{"attempt", r.attempt}, {"placement", placement_json(r, cluster)}}));
       b.jobs.push_back(row(r));
@@ -448,6 +558,10 @@ struct Controller::State {
       JobRecord* r = jobs.find(int64_t(p.job.value));
       if (r && r->job.state == JobState::kPending) r->pending = p;
     }
+    m.decisions->inc({"start"}, double(started));
+    m.decisions->inc({"preempt"}, double(preempted));
+    m.decisions->inc({"mig"}, double(reconfigured));
+    m.cycle_decisions->observe({}, double(started + preempted + reconfigured));
     if (!b.empty()) persist(std::move(b));
   }
 
@@ -488,10 +602,11 @@ struct Controller::State {
 
   // Time-driven work: MIG layouts ready, checkpoint deadlines, time limits.
   void tick() {
+    const Time t = now();
+    sample_utilisation(t);  // cheap unless a step began
     const auto wall = Clock::now();
     if (wall < next_tick) return;
     next_tick = wall + std::chrono::milliseconds(100);
-    const Time t = now();
     WriteBatch b;
     for (auto it = mig_ready.begin(); it != mig_ready.end();) {
       if (!opt.agents_required && it->first <= t) {  // with agents: when the agent reports the layout
@@ -515,6 +630,182 @@ struct Controller::State {
       }
     }
     if (!b.empty()) persist(std::move(b));
+  }
+
+  // ---- metrics and utilisation ------------------------------------------------------------------
+
+  // Pools come with issue 8; until then every node is in pool "default".
+  static std::string pool_name(const Node&) { return "default"; }
+
+  // Down: cannot take work until something is fixed or finished (unhealthy, MIG reconfiguring, its
+  // node's agent not ready). Reserved: its node is cordoned, draining or drained.
+  bool gpu_down(const Node& n, const Gpu& g) const {
+    return g.health != GpuHealth::kHealthy || (opt.agents_required && !node_admin[n.id.value].agent_ready);
+  }
+  bool node_reserved(const Node& n) const { return node_admin[n.id.value].state != "ready"; }
+
+  // One sample per utilisation_step_s (at multiples of it), 24 h kept per (model, pool).
+  void sample_utilisation(Time t) {
+    const int64_t step = std::max<int64_t>(1, opt.utilisation_step_s);
+    const Time at = t - (((t % step) + step) % step);
+    if (at <= util_last) return;
+    util_last = at;
+    struct Acc {
+      int64_t total = 0, allocated = 0, used = 0, known = 0;
+    };
+    std::map<std::pair<std::string, std::string>, Acc> acc;
+    for (const Node& n : cluster.nodes()) {
+      const NodeAdmin& na = node_admin[n.id.value];
+      for (const Gpu& g : n.gpus) {
+        Acc& a = acc[{g.model->name, pool_name(n)}];
+        if (!gpu_down(n, g)) a.total += 1000;
+        const int64_t alloc = gpu_allocated_milli(g);
+        a.allocated += alloc;
+        if (alloc == 0 || g.index >= na.gpu_stats.size() || !na.gpu_stats[g.index].is_object()) continue;
+        const Json& st = na.gpu_stats[g.index];
+        auto u = st.find("utilization_pct");
+        if (u == st.end() || !u->is_number()) continue;
+        const int64_t pct = std::clamp<int64_t>(int64_t(std::llround(u->get<double>())), 0, 100);
+        a.used += alloc * pct / 100;
+        a.known += alloc;
+      }
+    }
+    const size_t keep = size_t(std::max<int64_t>(1, 86400 / step));
+    for (const auto& [key, a] : acc) {
+      UtilSeries& sr = util[key];
+      sr.total_milli = a.total;
+      sr.points.push_back(UtilPoint{at, a.allocated, a.known > 0 || a.allocated == 0 ? a.used : -1});
+      while (sr.points.size() > keep || sr.points.front().t <= at - 86400) sr.points.pop_front();
+    }
+  }
+
+  static metrics::Family gauge_family(const char* name, const char* help, std::vector<std::string> labels) {
+    auto f = metrics::make_family(name, help, metrics::Type::kGauge, std::move(labels));
+    if (!f.ok()) {  // the names are constants: a programming error (the metrics tests render them all)
+      spdlog::critical("metrics: {}", f.error().message);
+      std::abort();
+    }
+    return std::move(*f);
+  }
+
+  // The gauges, computed from the state now.
+  std::vector<metrics::Family> gauges() const {
+    std::vector<metrics::Family> out;
+    const Time t = now();
+
+    metrics::Family build = gauge_family("tessera_build_info", "The running build; the value is always 1.", {"version"});
+    build.values[{"0.1.0"}] = 1;
+    out.push_back(std::move(build));
+
+    // Jobs.
+    metrics::Family jobs_f = gauge_family(
+        "tessera_jobs", "Active jobs by state (pending, running, checkpointing) and leaf queue.", {"state", "queue"});
+    metrics::Family pend_f = gauge_family(
+        "tessera_jobs_pending", "Pending jobs by leaf queue and reason category (docs/metrics.md).", {"queue", "reason"});
+    static const char* const kCategories[] = {"backoff",   "capacity", "mig_reconfiguring", "new", "other",
+                                              "preempting", "priority", "quota",             "topology"};
+    for (const Queue& q : tree->queues()) {
+      if (!q.leaf()) continue;
+      for (JobState st : {JobState::kPending, JobState::kRunning, JobState::kCheckpointing})
+        jobs_f.values[{job_state_name(st), q.name}] = 0;
+      for (const char* c : kCategories) pend_f.values[{q.name, c}] = 0;
+    }
+    for (int64_t id : active_ids) {
+      const JobRecord& r = jobs.at(id);
+      jobs_f.values[{job_state_name(r.job.state), r.queue_name}] += 1;
+      if (r.job.state != JobState::kPending) continue;
+      const char* cat = r.not_before > t ? "backoff" : r.pending ? pending_reason_category(r.pending->reason) : "new";
+      pend_f.values[{r.queue_name, cat}] += 1;
+    }
+    out.push_back(std::move(jobs_f));
+    out.push_back(std::move(pend_f));
+
+    // GPUs and MIG instances.
+    metrics::Family gpus_f = gauge_family(
+        "tessera_gpus", "GPUs by model, pool and state (allocated, idle, down, reserved), in GPUs (milli-GPU / 1000).",
+        {"model", "pool", "state"});
+    metrics::Family mig_f = gauge_family(
+        "tessera_mig_slices", "MIG instances by GPU model, profile and state (in_use, free = created and idle).",
+        {"model", "profile", "state"});
+    std::map<metrics::LabelValues, int64_t> gpu_milli_by;
+    for (const Node& n : cluster.nodes()) {
+      for (const Gpu& g : n.gpus) {
+        const std::string& model = g.model->name;
+        const std::string pool = pool_name(n);
+        for (const char* st : {"allocated", "down", "idle", "reserved"}) gpu_milli_by[{model, pool, st}] += 0;
+        const int64_t alloc = gpu_allocated_milli(g);
+        gpu_milli_by[{model, pool, "allocated"}] += alloc;
+        gpu_milli_by[{model, pool, gpu_down(n, g) ? "down" : node_reserved(n) ? "reserved" : "idle"}] += 1000 - alloc;
+        for (const MigInstance& mi : g.mig.instances()) {
+          const MigProfile* p = g.model->find_profile_id(mi.profile_id);
+          const std::string profile = p ? p->name : std::to_string(mi.profile_id);
+          mig_f.values[{model, profile, "free"}] += mi.in_use ? 0 : 1;
+          mig_f.values[{model, profile, "in_use"}] += mi.in_use ? 1 : 0;
+        }
+      }
+    }
+    for (const auto& [labels, milli] : gpu_milli_by) gpus_f.values[labels] = double(milli) / 1000.0;
+    out.push_back(std::move(gpus_f));
+    out.push_back(std::move(mig_f));
+
+    // Queues: used (over the subtree), guarantee, limit, borrowed, per GPU class.
+    metrics::Family q_f = gauge_family(
+        "tessera_queue_gpu_milli",
+        "Queue GPU amounts in milli-GPU by queue, GPU class and kind (used, guaranteed, limit, borrowed = used above "
+        "the guarantee); used covers the queue's subtree; no limit sample when unlimited.",
+        {"queue", "class", "kind"});
+    std::set<std::string> classes;
+    for (const Node& n : cluster.nodes())
+      for (const Gpu& g : n.gpus) classes.insert(config.scheduler.model_class(g.model->name));
+    for (const Queue& q : tree->queues()) {
+      for (const auto& [c, v] : q.guaranteed) classes.insert(c);
+      for (const auto& [c, v] : q.limit) classes.insert(c);
+    }
+    std::vector<ClassAmounts> used(tree->size());
+    for (int64_t id : placed_ids) {
+      const JobRecord& r = jobs.at(id);
+      const ClassAmounts held = held_by(r);
+      for (QueueId a : tree->path_to_root(r.job.queue))
+        for (const auto& [c, v] : held) used[a.value][c] += v, used[a.value]["any"] += v;
+    }
+    for (const Queue& q : tree->queues()) {
+      for (const std::string& c : classes) {
+        auto get = [&c](const ClassAmounts& a) -> std::optional<int64_t> {
+          auto it = a.find(c);
+          return it == a.end() ? std::nullopt : std::optional<int64_t>(it->second);
+        };
+        const int64_t u = get(used[q.id.value]).value_or(0);
+        const int64_t g = get(q.guaranteed).value_or(0);
+        q_f.values[{q.name, c, "used"}] = double(u);
+        q_f.values[{q.name, c, "guaranteed"}] = double(g);
+        q_f.values[{q.name, c, "borrowed"}] = double(std::max<int64_t>(0, u - g));
+        if (auto lim = get(q.limit); lim && *lim != std::numeric_limits<int64_t>::max())
+          q_f.values[{q.name, c, "limit"}] = double(*lim);
+      }
+    }
+    out.push_back(std::move(q_f));
+
+    // Nodes and agents.
+    metrics::Family age_f = gauge_family(
+        "tessera_agent_heartbeat_age_seconds",
+        "Seconds since the node's agent last registered or reported; absent until it registers with this controller.",
+        {"node"});
+    metrics::Family ready_f = gauge_family(
+        "tessera_node_ready", "1 when the node's agent is ready (always 1 with --agentless), else 0.", {"node"});
+    metrics::Family sched_f = gauge_family(
+        "tessera_node_schedulable", "1 when the node takes new work (admin state ready and, with agents, agent ready).",
+        {"node"});
+    const auto wall = Clock::now();
+    for (const Node& n : cluster.nodes()) {
+      const NodeAdmin& na = node_admin[n.id.value];
+      if (na.registered) age_f.values[{n.name}] = std::chrono::duration<double>(wall - na.last_beat).count();
+      ready_f.values[{n.name}] = !opt.agents_required || na.agent_ready ? 1 : 0;
+      sched_f.values[{n.name}] = node_usable(n.id) ? 1 : 0;
+    }
+    out.push_back(std::move(age_f));
+    out.push_back(std::move(ready_f));
+    out.push_back(std::move(sched_f));
+    return out;
   }
 };
 
@@ -638,7 +929,9 @@ Result<std::unique_ptr<Controller>> Controller::start(config::ClusterConfig cfg,
       snap.history = std::move(in->history);
       snap.mig_last_changed = std::move(in->mig_last_changed);
       snap.runtimes = &in->runtimes;
+      const auto cycle_start = Clock::now();
       auto decisions = std::make_shared<Decisions>(in->scheduler->cycle(snap, in->now));
+      sp->m.cycle_seconds->observe({}, std::chrono::duration<double>(Clock::now() - cycle_start).count());
       const uint64_t gen = in->config_generation;
       std::lock_guard lock(sp->mu);
       sp->commands.push_back([decisions, gen](State& s) {
@@ -828,8 +1121,9 @@ Result<Json> Controller::submit(const Principal& who, config::JobSpec spec, cons
       *created_flag = true;
       // If the write fails, the job must not stay in memory either.
       Controller::State* sp = &s;
-      s.persist(std::move(b), [reply, answer, sp, id, idem](Status st) {
+      s.persist(std::move(b), [reply, answer, sp, id, idem, qname](Status st) {
         if (st.ok()) {
+          sp->m.submitted->inc({qname});  // thread-safe; this runs on the store's writer thread
           reply->set_value(answer);
           return;
         }
@@ -1128,6 +1422,33 @@ Result<Json> Controller::node_op(const Principal& who, const std::string& node, 
     s.dirty = true;
     s.reply_when_durable(std::move(b), reply, node_json(s, *id));
   })
+}
+
+std::vector<metrics::Family> Controller::metric_families() {
+  auto g = call<std::vector<metrics::Family>>(
+      [](State& s) -> Result<std::vector<metrics::Family>> { return s.gauges(); });
+  std::vector<metrics::Family> out;
+  if (g.ok()) out = std::move(*g);
+  for (metrics::Family& f : state_->m.registry.collect()) out.push_back(std::move(f));
+  return out;
+}
+
+Result<Json> Controller::utilisation(const Principal& who, int64_t minutes) {
+  if (minutes < 1 || minutes > 1440)
+    return invalid_argument("minutes: must be 1..1440 (the last N minutes; default 60), got " + std::to_string(minutes));
+  return call<Json>([who, minutes](State& s) -> Result<Json> {
+    if (Status st = s.may_read(who); !st.ok()) return st.error();
+    const Time from = s.now() - minutes * 60;
+    Json series = Json::array();
+    for (const auto& [key, sr] : s.util) {
+      Json points = Json::array();
+      for (const UtilPoint& p : sr.points)
+        if (p.t > from) points.push_back(Json::array({p.t, p.allocated, p.used < 0 ? Json(nullptr) : Json(p.used)}));
+      series.push_back(Json{{"model", key.first}, {"pool", key.second}, {"total_milli", sr.total_milli},
+                            {"points", std::move(points)}});
+    }
+    return Json{{"step_s", std::max<int64_t>(1, s.opt.utilisation_step_s)}, {"series", std::move(series)}};
+  });
 }
 
 config::ClusterConfig Controller::config_snapshot() {
@@ -1623,6 +1944,7 @@ Status Controller::reload(config::ClusterConfig cfg, const std::string& who) {
     s.config.queues = cfg.queues;
     s.config.queue_classes = cfg.queue_classes;
     s.config.scheduler = cfg.scheduler;
+    s.config.chargeback = cfg.chargeback;  // rates apply to reports from now on
     s.never_fits_cache.clear();
     ++s.config_generation;
     s.dirty = true;

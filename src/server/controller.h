@@ -28,6 +28,7 @@
 #include "config/job_spec.h"
 #include "core/status.h"
 #include "server/auth.h"
+#include "server/metrics.h"
 #include "server/store.h"
 
 namespace tessera::server {
@@ -46,6 +47,7 @@ struct ControllerOptions {
   bool agents_required = false;
   int64_t heartbeat_interval_ms = 5000;  // what agents are told to use
   int64_t agent_timeout_ms = 15000;      // three missed heartbeats
+  int64_t utilisation_step_s = 10;       // GPU utilisation samples: one per step, 24 h kept
 };
 
 struct JobFilter {
@@ -92,6 +94,13 @@ class Controller {
   void audit_denied(const Principal& who, const std::string& what, const std::string& why);
   Json health();
 
+  // Metrics (docs/metrics.md): gauges computed on the state thread at the call, plus the counters
+  // and histograms updated where events happen. Unsorted; metrics::render writes them.
+  std::vector<metrics::Family> metric_families();
+  // GET /api/v1/utilisation: the last `minutes` (1..1440) of the utilisation samples per GPU model
+  // and pool: {"step_s", "series": [{"model", "pool", "total_milli", "points": [[t, alloc, used]]}]}.
+  Result<Json> utilisation(const Principal& who, int64_t minutes);
+
   // A copy of the configuration in force (nodes, queues, classes, catalog), for reports.
   config::ClusterConfig config_snapshot();
 
@@ -113,5 +122,10 @@ class Controller {
   TokenRegistry tokens_;
   std::unique_ptr<State> state_;
 };
+
+// The bounded category of a pending job's reason text, for metrics (docs/metrics.md): quota,
+// priority, preempting, mig_reconfiguring, topology, capacity or other. (The controller adds
+// backoff and new for pending jobs that have no reason from a cycle.)
+const char* pending_reason_category(const std::string& reason);
 
 }  // namespace tessera::server

@@ -210,3 +210,35 @@ TEST_F(ReportE2E, CsvUsageAndTheCli) {
 
 }  // namespace
 }  // namespace tessera::testing
+
+namespace tessera::testing {
+namespace {
+
+// A reload (SIGHUP) applies new chargeback rates to reports from then on.
+TEST(ReportReload, NewRatesApplyAfterSighup) {
+  const std::string dir = make_temp_dir("tessera-rates");
+  const std::string cfg = dir + "/cluster.yaml";
+  std::string text = read_file(TESSERA_SOURCE_DIR "/tests/server/data/chargeback_cluster.yaml");
+  { std::ofstream(cfg) << text; }
+  ServerProcess server{cfg};
+  ASSERT_TRUE(server.start());
+  auto price = [&] {
+    auto r = server.get("/api/v1/reports/chargeback?by=model", server.admin_token());
+    return r.body.contains("rates") ? r.body["rates"].value("H100-80GB-SXM", std::string()) : r.raw;
+  };
+  EXPECT_EQ(price(), "2.490000");
+  const auto at = text.find("\"2.49\"");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, 6, "\"3.10\"");
+  { std::ofstream(cfg) << text; }
+  server.kill(SIGHUP);
+  EXPECT_TRUE([&] {
+    for (int i = 0; i < 50; ++i, std::this_thread::sleep_for(std::chrono::milliseconds(100)))
+      if (price() == "3.100000") return true;
+    return false;
+  }()) << price();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tessera::testing
