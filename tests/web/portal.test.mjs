@@ -307,7 +307,11 @@ try {
     await lead.goto(base + '/#/queue');
     await lead.goto(base + '/#/utilisation');
   }
-  await lead.waitForSelector('#utilisation .chart .uplot canvas', { state: 'attached' });
+  if (hasUtil) {  // the real series: a chart per (model, pool) once the server has sampled
+    await lead.waitForSelector('#utilisation .chart, #utilisation p.muted', { state: 'attached' });
+    if ((await api('GET', '/api/v1/utilisation?minutes=60')).json.series.length)
+      await lead.waitForSelector('#utilisation .chart[data-model="A100-80GB"] .uplot canvas', { state: 'attached', timeout: 15000 });
+  } else await lead.waitForSelector('#utilisation .chart .uplot canvas', { state: 'attached' });
   await shot(lead, 'utilisation');
   const hasReports = (await api('GET', '/api/v1/reports/chargeback?from=2026-01-01&to=2026-01-31&by=team&format=json')).status !== 404;
   await lead.goto(base + '/#/chargeback');

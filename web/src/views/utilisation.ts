@@ -7,7 +7,8 @@ import { h, replace } from '../dom';
 import { describe } from '../notice';
 import type { View } from '../view';
 
-interface Series { model: string; pool: string; total_milli: number; points: [number, number, number][] }
+// used_milli is null where no agent reported utilisation (a gap in the used line).
+interface Series { model: string; pool: string; total_milli: number; points: [number, number, number | null][] }
 interface Utilisation { step_s: number; series: Series[] }
 
 export function utilisationView(): View {
@@ -37,7 +38,7 @@ export function utilisationView(): View {
     const holder = box.querySelector('.charts')!;
     for (const s of u.series) {
       const key = `${s.model}|${s.pool}`;
-      const data: uPlot.AlignedData = [s.points.map((p) => p[0]), s.points.map((p) => p[1] / 1000), s.points.map((p) => p[2] / 1000)];
+      const data: uPlot.AlignedData = [s.points.map((p) => p[0]), s.points.map((p) => p[1] / 1000), s.points.map((p) => (p[2] === null ? null : p[2] / 1000))];
       const existing = charts.get(key);
       if (existing) { existing.setData(data); continue; }
       const wrap = h('div', { class: 'chart card', 'data-model': s.model, 'data-pool': s.pool },
