@@ -80,15 +80,4 @@ class AgentProcess {
   pid_t pid_ = -1;
 };
 
-// Polls `pred` every 100 ms until it holds or `seconds` pass.
-template <class F>
-bool eventually(F pred, double seconds) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(seconds * 1000));
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return pred();
-}
-
 }  // namespace tessera::testing

@@ -12,56 +12,6 @@
 namespace tessera::testing {
 namespace {
 
-struct CliResult {
-  int status = -1;  // exit status; -1 when it did not exit normally
-  std::string out, err;
-};
-
-// Runs `tessera ARGS...` with TESSERA_SERVER/TESSERA_TOKEN removed from its environment unless
-// given in `env`. Output goes to files (no pipe can fill up).
-// A run still going after `timeout_s` is killed (status -1).
-CliResult run_cli(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {},
-                  int timeout_s = 60) {
-  const std::string dir = make_temp_dir("tessera-cli");
-  const std::string out_path = dir + "/out", err_path = dir + "/err";
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int o = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    const int e = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    const int in = open("/dev/null", O_RDONLY);
-    dup2(in, 0);
-    dup2(o, 1);
-    dup2(e, 2);
-    unsetenv("TESSERA_SERVER");
-    unsetenv("TESSERA_TOKEN");
-    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-    std::vector<std::string> all = {TESSERA_BINARY};
-    all.insert(all.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  CliResult r;
-  int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  if (WIFEXITED(status)) r.status = WEXITSTATUS(status);
-  r.out = read_file(out_path);
-  r.err = read_file(err_path);
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-  return r;
-}
-
 std::string show(const CliResult& r) {
   return "exit " + std::to_string(r.status) + "\n--- stdout\n" + r.out + "--- stderr\n" + r.err;
 }

@@ -14,16 +14,6 @@
 namespace tessera::testing {
 namespace {
 
-// Polls until pred() holds (the scheduling cycle runs on its own thread) or about 10 s pass.
-template <class F>
-bool eventually(F pred) {
-  for (int i = 0; i < 500; ++i) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return pred();
-}
-
 std::string state_of(const ServerProcess& s, int64_t id) {
   auto r = s.get("/api/v1/jobs/" + std::to_string(id), s.admin_token());
   return r.status == 200 ? r.body["state"].get<std::string>() : "?";

@@ -441,15 +441,6 @@ namespace {
 
 using server::Sample;
 
-template <class F>
-bool eventually(F pred) {
-  for (int i = 0; i < 500; ++i) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return pred();
-}
-
 class MetricsE2E : public ::testing::Test {
  protected:
   void SetUp() override {

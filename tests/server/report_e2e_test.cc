@@ -13,51 +13,6 @@
 namespace tessera::testing {
 namespace {
 
-template <class F>
-bool eventually(F pred) {
-  for (int i = 0; i < 500; ++i) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return pred();
-}
-
-struct CliResult {
-  int status = -1;
-  std::string out, err;
-};
-
-// `tessera ARGS...` with output captured in files.
-CliResult run_cli(const std::vector<std::string>& args) {
-  const std::string dir = make_temp_dir("tessera-report");
-  const std::string out_path = dir + "/out", err_path = dir + "/err";
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int o = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    const int e = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(o, 1);
-    dup2(e, 2);
-    unsetenv("TESSERA_SERVER");
-    unsetenv("TESSERA_TOKEN");
-    std::vector<std::string> all = {TESSERA_BINARY};
-    all.insert(all.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  CliResult r;
-  if (WIFEXITED(status)) r.status = WEXITSTATUS(status);
-  r.out = read_file(out_path);
-  r.err = read_file(err_path);
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-  return r;
-}
-
 class ReportE2E : public ::testing::Test {
  protected:
   void SetUp() override {

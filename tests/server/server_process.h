@@ -3,6 +3,7 @@
 // instance per test. The directory is removed when the harness is destroyed.
 #pragma once
 
+#include <fcntl.h>
 #include <httplib.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -189,6 +191,67 @@ class ServerProcess {
   std::string admin_;
   std::shared_ptr<std::thread> drain_;
 };
+
+// Polls pred() every 20 ms until it holds or `seconds` pass (cycles and agents run on their own).
+template <class F>
+bool eventually(F pred, double seconds = 10) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(seconds * 1000));
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return pred();
+}
+
+struct CliResult {
+  int status = -1;  // exit status; -1 when it did not exit normally
+  std::string out, err;
+};
+
+// Runs `tessera ARGS...` with TESSERA_SERVER/TESSERA_TOKEN removed from its environment unless
+// given in `env`. Output goes to files (no pipe can fill up).
+// A run still going after `timeout_s` is killed (status -1).
+inline CliResult run_cli(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {},
+                  int timeout_s = 60) {
+  const std::string dir = make_temp_dir("tessera-cli");
+  const std::string out_path = dir + "/out", err_path = dir + "/err";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int o = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int e = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int in = open("/dev/null", O_RDONLY);
+    dup2(in, 0);
+    dup2(o, 1);
+    dup2(e, 2);
+    unsetenv("TESSERA_SERVER");
+    unsetenv("TESSERA_TOKEN");
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    std::vector<std::string> all = {TESSERA_BINARY};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  CliResult r;
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (WIFEXITED(status)) r.status = WEXITSTATUS(status);
+  r.out = read_file(out_path);
+  r.err = read_file(err_path);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  return r;
+}
 
 // A minimal job spec.
 inline Json job(const std::string& name, const std::string& queue, Json resources = Json{{"gpus", 1}}) {
