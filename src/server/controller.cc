@@ -169,6 +169,14 @@ int64_t gpu_allocated_milli(const Gpu& g) {
 }
 }  // namespace
 
+// A task of an ended or requeued attempt whose process its agent has not reported gone yet: its
+// resources stay held in the cluster until then (or until its node is NotReady).
+struct StoppingTask {
+  int64_t job = 0, attempt = 0;
+  int task = 0;
+  TaskPlacement placement;
+};
+
 struct Controller::State {
   Controller* self = nullptr;
   ControllerOptions opt;
@@ -182,6 +190,7 @@ struct Controller::State {
   ClusterState empty_cluster;  // as configured, nothing allocated: "can this ever fit" checks
   std::map<std::string, std::string> never_fits_cache;  // request shape -> reason ("" = fits)
   JobTable jobs;                                         // every job ever submitted, by id
+  std::vector<StoppingTask> stopping_tasks;              // held until their agents report them gone
   std::set<int64_t> active_ids;                          // pending, running, checkpointing
   std::set<int64_t> placed_ids;                          // running, checkpointing
   std::map<std::string, int64_t> by_idempotency_key;
@@ -267,14 +276,44 @@ struct Controller::State {
     });
   }
 
+  // Gives a job's resources back. With agents, a task whose process may still run (its agent last
+  // reported it running, or was sent it) keeps its GPUs until the agent reports it gone: the next
+  // job must not start on a GPU whose memory a stopping process still holds.
   void release(JobRecord& r) {
-    for (const TaskPlacement& p : r.job.placement) {
+    for (size_t t = 0; t < r.job.placement.size(); ++t) {
+      const TaskPlacement& p = r.job.placement[t];
+      const TaskRun* tr = t < r.tasks.size() ? &r.tasks[t] : nullptr;
+      const bool may_run = tr && (tr->state == "running" || tr->recovered || (tr->state.empty() && tr->offered_beat >= 0));
+      if (opt.agents_required && may_run && node_admin[p.node.value].agent_ready) {
+        stopping_tasks.push_back(StoppingTask{r.id, r.attempt, int(t), p});
+        continue;
+      }
       Status s = cluster.release(p);
       assert(s.ok());
       (void)s;
     }
     r.job.placement.clear();
     r.tasks.clear();
+  }
+
+  // Frees the GPUs of stopping tasks on `node` that `still_running` does not hold (all when null).
+  void release_stopped(NodeId node, const std::set<std::tuple<int64_t, int64_t, int>>* still_running, WriteBatch& b) {
+    bool freed = false;
+    for (auto it = stopping_tasks.begin(); it != stopping_tasks.end();) {
+      if (it->placement.node == node && (!still_running || !still_running->count({it->job, it->attempt, it->task}))) {
+        Status st = cluster.release(it->placement);
+        assert(st.ok());
+        (void)st;
+        it = stopping_tasks.erase(it);
+        freed = true;
+      } else {
+        ++it;
+      }
+    }
+    if (freed) {
+      dirty = true;
+      after_release(b);
+    }
   }
 
   // Ends a placed or pending job for good.
@@ -582,6 +621,7 @@ struct Controller::State {
       if (!na.agent_ready || wall - na.last_beat < timeout) continue;
       na.agent_ready = false;
       const NodeId id{uint32_t(i)};
+      release_stopped(id, nullptr, b);  // its processes are unreachable; the node takes no work now
       refresh_schedulable(id);
       dirty = true;
       b.events.push_back(event(0, "node_not_ready", "scheduler",
@@ -1760,6 +1800,13 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& repor
       } else if (all_stopped) {
         s.lose(r, "tasks stopped without being asked", b);
       }
+    }
+    // Tasks of ended attempts that this agent no longer runs give their resources back.
+    if (!s.stopping_tasks.empty()) {
+      std::set<std::tuple<int64_t, int64_t, int>> running_here;
+      for (const Reported& rep : reported)
+        if (rep.state == "running") running_here.insert({rep.job, rep.attempt, rep.task});
+      s.release_stopped(*nid, &running_here, b);
     }
     // MIG layouts: a GPU being reconfigured is ready once its agent reports the new layout.
     const Node& n = s.cluster.node(*nid);

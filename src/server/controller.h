@@ -13,7 +13,8 @@
 // the state thread goes on while the store's writer syncs). Batches commit in the order the state
 // thread queued them, so a job's start can never be durable before its submission.
 //
-// Invariants: the ClusterState holds exactly the placements of running and checkpointing jobs;
+// Invariants: the ClusterState holds exactly the placements of running and checkpointing jobs, plus
+// (with agents) those of tasks of ended attempts that their agents still run;
 // every job state change has an event; job ids grow and are never reused.
 #pragma once
 

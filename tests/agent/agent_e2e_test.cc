@@ -228,6 +228,23 @@ TEST(Agents, FailedTaskFailsTheJobAndCancelKillsTheProcessTree) {
   std::filesystem::remove_all(out);
 }
 
+TEST(Agents, GpusOfACancelledJobStayHeldUntilItsProcessesAreGone) {
+  Cluster c(1);
+  ASSERT_TRUE(c.all_ready(1)) << c.agent_output();
+  // Ignores TERM: only the KILL after the agent's 3 s stop grace ends it.
+  const int64_t stubborn = c.submit(Json{{"name", "stubborn"}, {"queue", "default"}, {"resources", {{"gpus", 4}}},
+                                         {"command", {"/bin/sh", "-c", "trap '' TERM; sleep 1000 & wait; sleep 1000"}}});
+  ASSERT_TRUE(eventually([&] { return !c.agents[0]->task_pids().empty(); }, 20)) << c.agent_output();
+  ASSERT_EQ(c.server.post("/api/v1/jobs/" + std::to_string(stubborn) + "/cancel", c.server.admin_token(), Json::object()).status, 200);
+  const int64_t next = c.submit(Json{{"name", "next"}, {"queue", "default"}, {"resources", {{"gpus", 4}}},
+                                     {"command", {"/bin/sh", "-c", "echo started"}}});
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_FALSE(c.agents[0]->task_pids().empty()) << "still in its stop grace";
+  EXPECT_EQ(c.job(next).value("state", ""), "pending") << "its GPUs are still held by the stopping process";
+  ASSERT_TRUE(c.wait_state(next, "succeeded", 20)) << c.job(next).dump(2) << c.agent_output();
+  EXPECT_TRUE(c.agents[0]->task_pids().empty());
+}
+
 TEST(Agents, ControllerRestartLosesNothingAndStartsNothingTwice) {
   Cluster c(2);
   ASSERT_TRUE(c.all_ready(2)) << c.agent_output();
