@@ -226,6 +226,12 @@ T must(Result<T> r, const std::string& what) {
 
 void run_plan(PlanOptions o) {
   check_flags(o);
+  // The spelling "H100-80GB" is not a catalog alias (SXM or PCIe?); the prices are SXM's (p5).
+  std::string model_note;
+  if (o.model == "H100-80GB" || o.model == "h100-80gb") {
+    o.model = "H100-80GB-SXM";
+    model_note = " (H100-80GB read as the SXM part)";
+  }
   auto found = GpuCatalog::builtin().find(o.model);
   if (!found.ok()) fail("--model: " + found.error().message);
   const std::string model = (*found)->name;
@@ -297,8 +303,8 @@ void run_plan(PlanOptions o) {
     assumptions.push_back({std::move(name), std::move(value), std::move(source)});
   };
   const bool def_capex = !o.capex_per_gpu, def_power = !o.power_kw;
-  assume("GPUs", std::to_string(o.gpus) + " x " + model + " (" + std::to_string(servers) + " servers of " +
-                     std::to_string(o.gpus_per_server) + ")", "--gpus, --model, --server-gpus");
+  assume("GPUs", std::to_string(o.gpus) + " x " + model + " (" + std::to_string(servers) + (servers == 1 ? " server of " : " servers of ") +
+                     std::to_string(o.gpus_per_server) + ")", "--gpus, --model" + model_note + ", --server-gpus");
   assume("utilisation", fixed(100 * o.utilisation, 1) + "%", utilisation_source);
   assume("capex per server", money(in.server_capex, 0),
          def_capex ? "default: " + owned_defaults->source : "--capex-per-gpu x --server-gpus");
