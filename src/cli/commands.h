@@ -16,6 +16,7 @@ void register_bench_api(CLI::App& bench);  // tessera bench api (under the bench
 // resume, token, whoami, admin (cmd_client.cc).
 void register_client(CLI::App& app);
 void register_agent(CLI::App& app);  // tessera agent --server URL --token T --node NAME [--gpus fake:...] (cmd_agent.cc)
+void register_plan(CLI::App& app);  // tessera plan buy-vs-rent (cmd_plan.cc)
 void register_up(CLI::App& app);
 void register_report(CLI::App& app);  // tessera report chargeback|usage (cmd_report.cc)     // tessera up: controller + local agent on one machine
 

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   tessera::cli::register_agent(app);
   tessera::cli::register_up(app);
   tessera::cli::register_report(app);
+  tessera::cli::register_plan(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {  // raised by a subcommand: its own exit status (1 = failed, 2 = usage)
