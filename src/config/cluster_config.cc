@@ -19,7 +19,7 @@ namespace {
 
 const std::vector<std::string> kTopKeys = {"name",   "levels",           "nodes",  "queues",
                                            "config", "priority_classes", "policy", "gpu_models",
-                                           "chargeback"};
+                                           "chargeback", "pools", "pool_rules"};
 
 // `chargeback: {rates: {MODEL: "2.49", ...}, currency: USD, idle_share: proportional|even|none}`.
 Status parse_chargeback(const YAML::Node& n, const GpuCatalog& catalog, ChargebackConfig& out) {
@@ -96,6 +96,9 @@ Status validate(const ClusterConfig& c, const std::vector<size_t>& node_origin) 
     }
   }
   ClusterState cluster(*c.catalog, NetworkLevels(c.levels));
+  for (size_t i = 0; i < c.pools.size(); ++i)
+    if (auto r = cluster.add_pool(c.pools[i]); !r.ok())
+      return invalid_argument("pools[" + std::to_string(i) + "]: " + r.error().message);
   for (size_t k = 0; k < c.nodes.size(); ++k)
     if (auto r = cluster.add_node(c.nodes[k]); !r.ok())
       return invalid_argument("nodes[" + std::to_string(node_origin[k]) + "]: " + r.error().message);
@@ -181,15 +184,17 @@ Result<ClusterConfig> load_cluster_config(const std::string& path) {
 }
 
 Result<ClusterState> build_cluster(const std::vector<std::string>& levels, const std::vector<NodeSpec>& nodes,
-                                   const GpuCatalog& catalog) {
+                                   const GpuCatalog& catalog, const std::vector<Pool>& pools) {
   ClusterState c(catalog, NetworkLevels(levels));
+  for (const Pool& p : pools)
+    if (auto r = c.add_pool(p); !r.ok()) return r.error();
   for (const NodeSpec& n : nodes)
     if (auto r = c.add_node(n); !r.ok()) return r.error();
   return c;
 }
 
 Result<ClusterState> build_cluster_state(const ClusterConfig& c) {
-  return build_cluster(c.levels, c.nodes, c.catalog ? *c.catalog : GpuCatalog::builtin());
+  return build_cluster(c.levels, c.nodes, c.catalog ? *c.catalog : GpuCatalog::builtin(), c.pools);
 }
 
 }  // namespace tessera::config

@@ -1,5 +1,5 @@
 // The cluster configuration file (YAML) shared by `tessera server --config` and `tessera sim`:
-// network levels, nodes or node groups (`count`), GPU catalog overrides, queues (with the priority
+// network levels, capacity pools and pool rules, nodes or node groups (`count`), GPU catalog overrides, queues (with the priority
 // classes each may use), the scheduler's configuration and priority classes. The grammar is the one
 // docs/scenarios.md documents for scenario files (minus jobs and expectations). Validation is
 // complete at load: every error names the field path ("queues[2].guaranteed", "nodes[0].gpu_model")
@@ -40,6 +40,9 @@ Result<int64_t> parse_price_micro(const std::string& text);
 struct ClusterConfig {
   std::string name;                            // optional, for messages and reports
   std::vector<std::string> levels;             // network levels, outermost first (e.g. block, spine, leaf)
+  // `pools:` as declared (ClusterState::add_pool order: the built-in "default" is pool 0, the others
+  // 1, 2, ... in order; a pool named "default" redefines the built-in). NodeSpec::pool ids follow it.
+  std::vector<Pool> pools;
   std::vector<NodeSpec> nodes;                 // groups expanded: name-0, name-1, ...
   std::vector<QueueSpec> queues;               // default: one queue "default"
   // Per queue: the priority classes jobs in it may use (absent or empty = all classes).
@@ -60,6 +63,7 @@ Result<ClusterState> build_cluster_state(const ClusterConfig& c);
 // A cluster with these network levels and nodes (nothing allocated); errors come from
 // ClusterState::add_node. The cluster points into `catalog`: keep it alive as long as the cluster.
 Result<ClusterState> build_cluster(const std::vector<std::string>& levels, const std::vector<NodeSpec>& nodes,
-                                   const GpuCatalog& catalog = GpuCatalog::builtin());
+                                   const GpuCatalog& catalog = GpuCatalog::builtin(),
+                                   const std::vector<Pool>& pools = {});
 
 }  // namespace tessera::config

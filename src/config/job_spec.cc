@@ -28,7 +28,7 @@ constexpr size_t kMaxPathBytes = 4096;
 
 const std::vector<std::string> kTopKeys = {"name", "queue", "project", "priority_class", "kind", "tasks",
                                            "min_tasks", "resources", "topology", "checkpoint", "restart",
-                                           "expected_runtime", "max_runtime", "spot_tolerant", "command",
+                                           "expected_runtime", "max_runtime", "spot_tolerant", "spot", "command",
                                            "env", "working_dir"};
 const std::vector<std::string> kResourceKeys = {"gpus", "gpu_models", "mig", "gpu_milli", "gpu_memory", "cpu", "memory"};
 const std::vector<std::string> kRestartKeys = {"max_restarts", "backoff"};
@@ -409,6 +409,7 @@ Gang JobSpec::gang() const {
   g.topology = topology;
   g.kind = kind;
   g.checkpointable = checkpoint.interval > 0;
+  g.spot = spot ? spot : spot_tolerant ? std::optional<SpotPolicy>(SpotPolicy::kAllowed) : std::nullopt;
   return g;
 }
 
@@ -417,6 +418,7 @@ bool JobSpec::operator==(const JobSpec& o) const {
          kind == o.kind && tasks == o.tasks && min_tasks == o.min_tasks && task == o.task &&
          topology.mode == o.topology.mode && topology.level == o.topology.level && checkpoint == o.checkpoint && restart == o.restart &&
          expected_runtime == o.expected_runtime && max_runtime == o.max_runtime && spot_tolerant == o.spot_tolerant &&
+         spot == o.spot &&
          command == o.command && env == o.env && working_dir == o.working_dir;
 }
 
@@ -466,6 +468,14 @@ Result<JobSpec> job_spec_from_json(const json& j) {
   if (present(j, "spot_tolerant")) {
     if (!j["spot_tolerant"].is_boolean()) return bad("spot_tolerant", std::string("must be true or false, got ") + kind_of(j["spot_tolerant"]));
     s.spot_tolerant = j["spot_tolerant"].get<bool>();
+  }
+  if (present(j, "spot")) {
+    std::string v;
+    TESSERA_TRY(string_of(j["spot"], "spot", v, kMaxNameBytes));
+    auto p = parse_spot_policy(v);
+    if (!p.ok()) return bad("spot", p.error().message);
+    if (*p == SpotPolicy::kNever && s.spot_tolerant) return bad("spot", "never contradicts spot_tolerant: true (drop one)");
+    s.spot = *p;
   }
   if (!present(j, "command")) return bad("command", "required: the program and its arguments, e.g. [\"python\", \"train.py\"]");
   TESSERA_TRY(parse_command(j["command"], s.command));
@@ -541,6 +551,7 @@ json job_spec_to_json(const JobSpec& s) {
   j["expected_runtime"] = s.expected_runtime;
   j["max_runtime"] = s.max_runtime;
   j["spot_tolerant"] = s.spot_tolerant;
+  j["spot"] = s.spot ? json(spot_policy_name(*s.spot)) : json(nullptr);
   j["command"] = s.command;
   j["env"] = s.env;
   j["working_dir"] = s.working_dir;

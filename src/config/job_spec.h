@@ -16,12 +16,15 @@
 //    "checkpoint": {"interval": 1800, "signal": "SIGUSR1", "grace": 300, "dir": "/ckpt"},
 //    "restart": {"max_restarts": 3, "backoff": 10},        // after losing a node; backoff doubles
 //    "expected_runtime": 3600, "max_runtime": 86400,       // seconds, or "90m"/"2h"/"1d"
-//    "spot_tolerant": false,
+//    "spot": "allowed",                      // never | allowed | preferred; absent/null = allowed for
+//                                            // checkpointable training and batch, never otherwise
+//    "spot_tolerant": false,                 // older form: true = "spot": "allowed" (still accepted)
 //    "command": ["python", "train.py"], "env": {"K": "V"}, "working_dir": "/work"}
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -66,7 +69,8 @@ struct JobSpec {
   RestartPolicy restart;
   Duration expected_runtime = 0;
   Duration max_runtime = 0;         // 0 = none
-  bool spot_tolerant = false;
+  bool spot_tolerant = false;        // compatibility: true means spot allowed when `spot` is absent
+  std::optional<SpotPolicy> spot;   // nullopt = the default by kind and checkpointing (Gang::spot)
   std::vector<std::string> command; // argv; required, non-empty, argv[0] non-empty
   std::map<std::string, std::string> env;  // names: [A-Za-z_][A-Za-z0-9_]*
   std::string working_dir;          // absolute path or empty

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <set>
 
 #include "config/gpu_models.h"
@@ -240,6 +241,49 @@ Status yaml_to_json(const YAML::Node& n, json& out, const std::string& at) {
   return to_json(n, out, 0, budget, at);
 }
 
+Result<Pool> parse_pool(const YAML::Node& n, const std::string& at) {
+  TESSERA_TRY(known_keys(n, at, {"name", "kind", "price", "min_nodes", "max_nodes", "provisioning_delay",
+                                 "interruption_rate", "notice"}));
+  Pool p;
+  TESSERA_TRY(get(n, "name", at, p.name, true));
+  if (p.name.empty()) return invalid_argument(at + ".name: must not be empty");
+  std::string kind;
+  TESSERA_TRY(get(n, "kind", at, kind, true));
+  auto k = parse_pool_kind(kind);
+  if (!k.ok()) return invalid_argument(at + ".kind: " + k.error().message);
+  p.kind = *k;
+  if (const YAML::Node price = n["price"]) {
+    if (!price.IsScalar()) return invalid_argument(at + ".price: must be a price per GPU-hour such as \"2.49\"");
+    auto v = parse_price_micro(price.Scalar());
+    if (!v.ok()) return invalid_argument(at + ".price: " + v.error().message);
+    p.price_micro_per_gpu_hour = *v;
+  }
+  int64_t min_nodes = 0, max_nodes = 0;
+  TESSERA_TRY(non_negative(n, "min_nodes", at, min_nodes));
+  TESSERA_TRY(non_negative(n, "max_nodes", at, max_nodes));
+  if (min_nodes > int64_t(kMaxNodes) || max_nodes > int64_t(kMaxNodes))
+    return invalid_argument(at + ".max_nodes: at most " + std::to_string(kMaxNodes));
+  if (max_nodes > 0 && min_nodes > max_nodes)
+    return invalid_argument(at + ".min_nodes: must be <= max_nodes (" + std::to_string(max_nodes) + "; 0 = no bound)");
+  p.min_nodes = int(min_nodes);
+  p.max_nodes = int(max_nodes);
+  TESSERA_TRY(non_negative(n, "provisioning_delay", at, p.provisioning_delay_s));
+  const bool spot = p.kind == PoolKind::kSpot;
+  if (!spot && (n["interruption_rate"] || n["notice"]))
+    return invalid_argument(at + "." + (n["notice"] ? "notice" : "interruption_rate") + ": only spot pools are interrupted");
+  if (spot) {
+    p.notice_s = 120;  // AWS; GCP and Azure give 30 s
+    TESSERA_TRY(non_negative(n, "notice", at, p.notice_s));
+    if (const YAML::Node r = n["interruption_rate"]) {
+      if (!r.IsScalar()) return invalid_argument(at + ".interruption_rate: must be interruptions per node-hour such as \"0.05\"");
+      auto v = parse_price_micro(r.Scalar());
+      if (!v.ok()) return invalid_argument(at + ".interruption_rate: must be interruptions per node-hour >= 0 with at most 6 decimals, such as \"0.05\", got \"" + r.Scalar() + "\"");
+      p.interruptions_per_million_hours = *v;
+    }
+  }
+  return p;
+}
+
 Status parse_cluster_sections(const YAML::Node& root, const std::string& top, ClusterConfig& out,
                               std::vector<size_t>* node_origin) {
   const std::string at_top = top.empty() ? "cluster" : top;
@@ -260,12 +304,42 @@ Status parse_cluster_sections(const YAML::Node& root, const std::string& top, Cl
     if (!cat.ok()) return invalid_argument("gpu_models: " + cat.error().message);
     out.catalog = std::make_shared<const GpuCatalog>(std::move(*cat));
   }
+  // pools: before nodes, which name them. Ids follow ClusterState::add_pool: "default" is 0.
+  std::map<std::string, PoolId> pool_ids{{"default", PoolId(0)}};
+  if (const YAML::Node pools = root["pools"]; pools && !pools.IsNull()) {
+    if (!pools.IsSequence()) return invalid_argument(sub(top, "pools") + ": must be a list");
+    for (size_t i = 0; i < pools.size(); ++i) {
+      auto p = parse_pool(pools[i], "pools[" + std::to_string(i) + "]");
+      if (!p.ok()) return p.error();
+      const bool declared = std::any_of(out.pools.begin(), out.pools.end(), [&](const Pool& q) { return q.name == p->name; });
+      if (declared)  // "default" may be declared once: it redefines the built-in pool
+        return invalid_argument("pools[" + std::to_string(i) + "].name: \"" + p->name + "\" defined twice");
+      const PoolId id = p->name == "default" ? PoolId(0) : PoolId(uint32_t(pool_ids.size()));
+      pool_ids[p->name] = id;
+      out.pools.push_back(std::move(*p));
+    }
+  }
+  if (const YAML::Node r = root["pool_rules"]) {
+    const std::string at = sub(top, "pool_rules");
+    TESSERA_TRY(known_keys(r, at, {"inference_kinds"}));
+    if (const YAML::Node k = r["inference_kinds"]) {
+      if (!k.IsSequence() || k.size() == 0)
+        return invalid_argument(at + ".inference_kinds: must be a non-empty list of pool kinds (owned, reserved, on-demand, spot)");
+      PoolKindMask m = 0;
+      for (size_t i = 0; i < k.size(); ++i) {
+        auto kind = parse_pool_kind(k[i].IsScalar() ? k[i].Scalar() : "");
+        if (!kind.ok()) return invalid_argument(at + ".inference_kinds[" + std::to_string(i) + "]: " + kind.error().message);
+        m |= pool_kind_bit(*kind);
+      }
+      out.scheduler.pool_rules.inference_kinds = m;
+    }
+  }
   const YAML::Node nodes = root["nodes"];
   if (!nodes || !nodes.IsSequence()) return invalid_argument(sub(top, "nodes") + ": required list");
   for (size_t i = 0; i < nodes.size(); ++i) {
     const YAML::Node n = nodes[i];
     const std::string at = "nodes[" + std::to_string(i) + "]";
-    TESSERA_TRY(known_keys(n, at, {"name", "count", "gpus", "cpu", "memory", "gpu_model", "path", "mig_gpus"}));
+    TESSERA_TRY(known_keys(n, at, {"name", "count", "gpus", "cpu", "memory", "gpu_model", "path", "mig_gpus", "pool"}));
     NodeSpec spec;
     int64_t count = 1, gpus = 0, cpu = 0, mem = 0;
     TESSERA_TRY(get(n, "name", at, spec.name, true));
@@ -276,6 +350,18 @@ Status parse_cluster_sections(const YAML::Node& root, const std::string& top, Cl
     TESSERA_TRY(get(n, "gpu_model", at, spec.gpu_model));
     TESSERA_TRY(get(n, "path", at, spec.path));
     TESSERA_TRY(get(n, "mig_gpus", at, spec.mig_gpus));
+    if (n["pool"]) {
+      std::string pool;
+      TESSERA_TRY(get(n, "pool", at, pool));
+      auto it = pool_ids.find(pool);
+      if (it == pool_ids.end()) {
+        std::vector<std::string> known;
+        for (auto& [name, id] : pool_ids) known.push_back(name);
+        return invalid_argument(at + ".pool: node \"" + spec.name + "\" names unknown pool \"" + pool +
+                                "\"; declared pools: " + join(known));
+      }
+      spec.pool = it->second;
+    }
     if (count < 1) return invalid_argument(at + ".count: must be >= 1");
     if (count > kMaxGroupCount) return invalid_argument(at + ".count: at most " + std::to_string(kMaxGroupCount));
     if (out.nodes.size() + size_t(count) > kMaxNodes)

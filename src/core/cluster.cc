@@ -21,6 +21,33 @@ const std::string* Node::label(const std::string& key) const {
 ClusterState::ClusterState(const GpuCatalog& catalog, NetworkLevels levels)
     : catalog_(&catalog), levels_(std::move(levels)) {}
 
+Result<PoolId> ClusterState::add_pool(Pool pool) {
+  const std::string where = "pool '" + pool.name + "': ";
+  if (pool.name.empty()) return invalid_argument("pool.name: must not be empty");
+  if (pool.price_micro_per_gpu_hour && *pool.price_micro_per_gpu_hour < 0)
+    return invalid_argument(where + "price: must be >= 0");
+  if (pool.min_nodes < 0 || pool.max_nodes < 0 || (pool.max_nodes > 0 && pool.min_nodes > pool.max_nodes))
+    return invalid_argument(where + "min_nodes/max_nodes: need 0 <= min_nodes <= max_nodes (max_nodes 0 = no bound)");
+  if (pool.provisioning_delay_s < 0) return invalid_argument(where + "provisioning_delay: must be >= 0");
+  if (pool.interruptions_per_million_hours < 0) return invalid_argument(where + "interruption_rate: must be >= 0");
+  if (pool.notice_s < 0) return invalid_argument(where + "notice: must be >= 0");
+  if (auto f = find_pool(pool.name); f.ok()) {
+    if (f->value != 0 || !nodes_.empty()) return invalid_argument(where + "name: already defined");
+    pool.id = PoolId(0);
+    pools_[0] = std::move(pool);
+    return PoolId(0);
+  }
+  pool.id = PoolId(uint32_t(pools_.size()));
+  pools_.push_back(std::move(pool));
+  return pools_.back().id;
+}
+
+Result<PoolId> ClusterState::find_pool(const std::string& name) const {
+  for (const Pool& p : pools_)
+    if (p.name == name) return p.id;
+  return not_found("no pool named '" + name + "'");
+}
+
 Result<NodeId> ClusterState::add_node(NodeSpec spec) {
   const std::string where = "node '" + spec.name + "': ";
   if (spec.name.empty()) return invalid_argument("node.name: must not be empty");
@@ -39,7 +66,11 @@ Result<NodeId> ClusterState::add_node(NodeSpec spec) {
   n.memory_capacity = spec.memory;
   n.labels = std::move(spec.labels);
   std::sort(n.labels.begin(), n.labels.end());
+  if (!spec.pool.valid()) spec.pool = PoolId(0);
+  if (spec.pool.value >= pools_.size())
+    return invalid_argument(where + "pool: no pool with id " + std::to_string(spec.pool.value));
   n.pool = spec.pool;
+  n.pool_kind = pools_[spec.pool.value].kind;
   for (int l = 0; l < levels_.count(); ++l) n.path.push_back(levels_.intern(l, spec.path[l]));
   if (spec.gpu_count > 0) {
     auto model = catalog_->find(spec.gpu_model);

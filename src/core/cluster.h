@@ -18,6 +18,7 @@
 #include "core/gpu_catalog.h"
 #include "core/ids.h"
 #include "core/mig.h"
+#include "core/pool.h"
 #include "core/quantity.h"
 #include "core/request.h"
 #include "core/status.h"
@@ -64,7 +65,8 @@ struct Node {
   std::vector<Gpu> gpus;
   std::shared_ptr<const NodeTopology> topology;  // may be null for nodes without GPUs
   std::vector<std::pair<std::string, std::string>> labels;  // sorted by key
-  PoolId pool;
+  PoolId pool;                 // always valid: the built-in "default" pool unless the spec names one
+  PoolKind pool_kind = PoolKind::kOwned;  // the pool's kind (copied from the cluster's pool table)
   std::vector<uint32_t> path;  // domain id per network level, outermost first
   bool schedulable = true;
 
@@ -93,7 +95,7 @@ struct NodeSpec {
   std::vector<int> mig_gpus;  // indices of GPUs in MIG mode (empty layout)
   std::shared_ptr<const NodeTopology> topology;  // default: NVSwitch for NVLink models, else PCIe
   std::vector<std::pair<std::string, std::string>> labels;
-  PoolId pool;
+  PoolId pool;  // invalid = the built-in "default" pool (id 0)
   std::vector<std::string> path;  // one domain name per network level, outermost first
 };
 
@@ -134,6 +136,13 @@ class ClusterState {
   const Node& node(NodeId id) const { return nodes_[id.value]; }
   const std::vector<Node>& nodes() const { return nodes_; }
   Result<NodeId> find_node(const std::string& name) const;
+
+  // Pools (core/pool.h). Pool 0 is always the built-in "default" (owned); add_pool may redefine it
+  // (same name) while no node exists yet. Ids are dense in declaration order.
+  Result<PoolId> add_pool(Pool pool);
+  const std::vector<Pool>& pools() const { return pools_; }
+  const Pool& pool(PoolId id) const { return pools_[id.value]; }
+  Result<PoolId> find_pool(const std::string& name) const;
 
   // Checks that `p` can be applied now; the error says which resource is short.
   Status can_apply(const TaskPlacement& p) const;
@@ -188,6 +197,7 @@ class ClusterState {
   const GpuCatalog* catalog_;
   NetworkLevels levels_;
   std::vector<Node> nodes_;
+  std::vector<Pool> pools_{default_pool()};
   std::map<std::string, NodeId, std::less<>> by_name_;
   int64_t total_gpus_ = 0;
   int64_t allocated_milli_ = 0;

@@ -45,4 +45,32 @@ const char* job_kind_name(JobKind k) {
   return "?";
 }
 
+SpotPolicy effective_spot(const Gang& g) {
+  if (g.spot) return *g.spot;
+  return g.checkpointable && (g.kind == JobKind::kTraining || g.kind == JobKind::kBatch) ? SpotPolicy::kAllowed
+                                                                                          : SpotPolicy::kNever;
+}
+
+PoolKindMask pool_kinds_for(const Gang& g, const PoolRules& rules) {
+  PoolKindMask m = kAnyPoolKind;
+  if (g.kind == JobKind::kInference) m &= rules.inference_kinds;
+  if (!g.checkpointable || effective_spot(g) == SpotPolicy::kNever) m &= kNoSpot;
+  return m;
+}
+
+void apply_pool_rules(Gang& g, const PoolRules& rules) {
+  g.task.pool_kinds = pool_kinds_for(g, rules);
+  g.task.prefer_spot = effective_spot(g) == SpotPolicy::kPreferred && (g.task.pool_kinds & pool_kind_bit(PoolKind::kSpot));
+}
+
+std::string pool_rule_reason(const Gang& g, const PoolRules& rules, PoolKind k) {
+  const PoolKindMask bit = pool_kind_bit(k);
+  if (g.kind == JobKind::kInference && !(rules.inference_kinds & bit))
+    return "inference jobs run only on " + pool_kinds_text(rules.inference_kinds) + " pools";
+  if (k == PoolKind::kSpot && !g.checkpointable) return "jobs that do not checkpoint never run on spot pools";
+  if (k == PoolKind::kSpot && effective_spot(g) == SpotPolicy::kNever)
+    return g.spot ? "the job says spot: never" : std::string("only checkpointable training and batch jobs use spot pools unless they say spot: allowed");
+  return "";
+}
+
 }  // namespace tessera

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/ids.h"
+#include "core/pool.h"
 #include "core/quantity.h"
 #include "core/status.h"
 
@@ -26,6 +28,10 @@ struct TaskRequest {
   MiB gpu_memory{0};  // per GPU, for shares; 0 = not constrained
   std::string mig_profile;
   std::vector<std::string> gpu_models;  // allowed models (canonical names); empty = any
+  // Pool kinds the task may use and whether it prefers spot nodes; set by the scheduler from the
+  // gang and the pool rules (pool_kinds_for), so a request built by hand may use any pool.
+  PoolKindMask pool_kinds = kAnyPoolKind;
+  bool prefer_spot = false;
 
   bool cpu_only() const { return gpu_count == 0 && mig_profile.empty(); }
   bool whole_gpus() const { return gpu_count > 0 && milli_per_gpu.v >= 1000 && gpu_memory.v == 0; }
@@ -58,11 +64,23 @@ struct Gang {
   int priority = 0;
   QueueId queue;
   bool checkpointable = false;
+  // Job spec `spot:`; nullopt = the default: allowed for checkpointable training and batch, never
+  // for anything else.
+  std::optional<SpotPolicy> spot;
 
   int required_tasks() const { return min_tasks > 0 ? min_tasks : tasks; }
   Status validate() const;
 };
 
 const char* job_kind_name(JobKind k);
+
+// Pool placement rules (docs/server.md): inference only on rules.inference_kinds; jobs that do not
+// checkpoint never on spot; spot: never keeps off spot; spot: preferred prefers spot nodes.
+SpotPolicy effective_spot(const Gang& g);
+PoolKindMask pool_kinds_for(const Gang& g, const PoolRules& rules);
+// The gang with task.pool_kinds and task.prefer_spot set from the rules.
+void apply_pool_rules(Gang& g, const PoolRules& rules);
+// Which rule keeps g off pools of kind k, in words ("" if none does).
+std::string pool_rule_reason(const Gang& g, const PoolRules& rules, PoolKind k);
 
 }  // namespace tessera

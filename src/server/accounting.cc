@@ -17,7 +17,7 @@ using Json = nlohmann::json;
 
 constexpr int64_t kMsPerGpuHour = 1000 * 3600;  // milli-GPU-seconds in one GPU-hour
 const char* const kUnallocated = "(unallocated)";
-const char* const kDefaultPool = "default";    // pools arrive with issue 8; one pool until then
+const char* const kDefaultPool = "default";    // the built-in pool of nodes that name none
 
 struct Piece {
   std::string model, pool;
@@ -254,12 +254,18 @@ Result<Ledger> compute_ledger(const std::vector<EventRow>& events, const std::ma
     const GpuModel* gm = nullptr;
     int64_t cap = 0;  // milli
   };
+  // Pool names by id (ClusterState::add_pool order: "default" is 0) and prices.
+  std::vector<std::string> pool_names = {kDefaultPool};
+  for (const Pool& p : config.pools) {
+    if (p.name != kDefaultPool) pool_names.push_back(p.name);
+    if (p.price_micro_per_gpu_hour) L.pool_rates_micro[p.name] = *p.price_micro_per_gpu_hour;
+  }
   std::vector<NodeInfo> nodes;
   std::map<std::string, size_t> node_index;
   for (size_t i = 0; i < config.nodes.size(); ++i) {
     const NodeSpec& n = config.nodes[i];
     NodeInfo ni;
-    ni.pool = kDefaultPool;
+    ni.pool = n.pool.valid() && n.pool.value < pool_names.size() ? pool_names[n.pool.value] : kDefaultPool;
     if (n.gpu_count > 0) {
       auto m = catalog.find(n.gpu_model);
       if (!m.ok()) return invalid_argument("nodes[" + std::to_string(i) + "].gpu_model: " + m.error().message);
@@ -457,10 +463,11 @@ Result<Ledger> compute_ledger(const std::vector<EventRow>& events, const std::ma
       }
     }
   }
-  // Cost per cell.
+  // Cost per cell: the pool's price when it has one (spot hours at spot prices), else the model rate.
   for (auto& [c, am] : L.cells) {
     auto r = L.rates_micro.find(c.model);
-    const int64_t rate = r == L.rates_micro.end() ? 0 : r->second;
+    int64_t rate = r == L.rates_micro.end() ? 0 : r->second;
+    if (auto pr = L.pool_rates_micro.find(c.pool); pr != L.pool_rates_micro.end()) rate = pr->second;
     am.allocated_cost = div_round_half_even(__int128(am.allocated) * rate, kMsPerGpuHour);
     am.idle_share_cost = div_round_half_even(__int128(am.idle_share) * rate, kMsPerGpuHour);
   }
@@ -508,6 +515,7 @@ std::vector<std::string> row_values(const Ledger& L, const std::vector<Dim>& by,
   std::string unit_price;
   if (!model.empty())
     if (auto r = L.rates_micro.find(model); r != L.rates_micro.end()) unit_price = format_micro(r->second);
+  if (auto r = L.pool_rates_micro.find(dim(Dim::kPool)); r != L.pool_rates_micro.end()) unit_price = format_micro(r->second);
   const std::string cost = format_micro(a.cost());
   return {format_utc(L.from), format_utc(L.to), format_utc(L.start), format_utc(L.end), "Usage", L.currency, "GPU",
           model, dim(Dim::kTeam), dim(Dim::kQueue), dim(Dim::kProject), dim(Dim::kUser), model, dim(Dim::kPool),
@@ -570,7 +578,7 @@ Json chargeback_json(const Ledger& L, const Report& rep) {
   const Amounts& t = rep.totals;
   Json rates = Json::object();
   for (const auto& [m, r] : L.rates_micro) rates[m] = format_micro(r);
-  return Json{{"from", format_utc(L.from)},
+  Json out = Json{{"from", format_utc(L.from)},
               {"to", format_utc(L.to)},
               {"charge_period_start", format_utc(L.start)},
               {"charge_period_end", format_utc(L.end)},
@@ -595,6 +603,12 @@ Json chargeback_json(const Ledger& L, const Report& rep) {
                 {"idle_share_milli_gpu_seconds", t.idle_share},
                 {"cost_micro", t.cost()}}},
               {"cluster", cluster_json(L)}};
+  if (!L.pool_rates_micro.empty()) {  // only with priced pools: reports without pools are unchanged
+    Json pool_rates = Json::object();
+    for (const auto& [p, r] : L.pool_rates_micro) pool_rates[p] = format_micro(r);
+    out["pool_rates"] = pool_rates;
+  }
+  return out;
 }
 
 namespace {

@@ -85,6 +85,8 @@ struct Ledger {
   std::map<Cell, Amounts> cells;              // accounts with any allocation or idle share
   std::vector<ModelUsage> usage;              // by (model, pool)
   std::map<std::string, int64_t> rates_micro; // model -> micro per GPU-hour (configured ones)
+  // pool -> micro per GPU-hour for pools with a price: their hours are charged at it, not the model rate
+  std::map<std::string, int64_t> pool_rates_micro;
 };
 
 // The inputs: events in seq order (all of them from the start of the log: attempts that began before

@@ -1952,8 +1952,14 @@ Status Controller::reload(config::ClusterConfig cfg, const std::string& who) {
                                  std::to_string(cfg.nodes.size()) + " nodes); node changes need a restart");
     for (size_t i = 0; i < cfg.nodes.size(); ++i)
       if (cfg.nodes[i].name != s.config.nodes[i].name || cfg.nodes[i].gpu_model != s.config.nodes[i].gpu_model ||
-          cfg.nodes[i].gpu_count != s.config.nodes[i].gpu_count)
+          cfg.nodes[i].gpu_count != s.config.nodes[i].gpu_count || cfg.nodes[i].pool != s.config.nodes[i].pool)
         return failed_precondition("reload: node " + s.config.nodes[i].name + " changed; node changes need a restart");
+    // Pool names and kinds are in the cluster state: changing them needs a restart. Prices and the
+    // other pool facts apply to reports from now on.
+    bool pools_same = cfg.pools.size() == s.config.pools.size();
+    for (size_t i = 0; pools_same && i < cfg.pools.size(); ++i)
+      pools_same = cfg.pools[i].name == s.config.pools[i].name && cfg.pools[i].kind == s.config.pools[i].kind;
+    if (!pools_same) return failed_precondition("reload: the pools' names or kinds changed; pool changes need a restart");
     auto tree = QueueTree::build(cfg.queues);
     if (!tree.ok()) return tree.error();
     for (int64_t id : s.active_ids) {
@@ -1992,6 +1998,7 @@ Status Controller::reload(config::ClusterConfig cfg, const std::string& who) {
     s.config.queue_classes = cfg.queue_classes;
     s.config.scheduler = cfg.scheduler;
     s.config.chargeback = cfg.chargeback;  // rates apply to reports from now on
+    s.config.pools = cfg.pools;            // pool prices too
     s.never_fits_cache.clear();
     ++s.config_generation;
     s.dirty = true;

@@ -47,6 +47,20 @@ Result<Gang> parse_gang(const YAML::Node& j, const std::string& at) {
       return invalid_argument(at + ".topology: expected required:LEVEL or preferred:LEVEL, got \"" + topo + "\"");
     g.topology = {mode == "required" ? TopologyMode::kRequired : TopologyMode::kPreferred, topo.substr(colon + 1)};
   }
+  std::string kind, spot;
+  TRY(get(j, "kind", at, kind));
+  if (!kind.empty()) {
+    bool found = false;
+    for (JobKind k : {JobKind::kTraining, JobKind::kInference, JobKind::kInteractive, JobKind::kBatch})
+      if (kind == job_kind_name(k)) g.kind = k, found = true;
+    if (!found) return invalid_argument(at + ".kind: unknown \"" + kind + "\"; expected one of training, inference, interactive, batch");
+  }
+  TRY(get(j, "spot", at, spot));
+  if (!spot.empty()) {
+    auto p = parse_spot_policy(spot);
+    if (!p.ok()) return invalid_argument(at + ".spot: " + p.error().message);
+    g.spot = *p;
+  }
   if (Status s = g.validate(); !s.ok()) return invalid_argument(at + ": " + s.message());
   return g;
 }
@@ -68,6 +82,7 @@ Result<ScheduleScenario> parse_schedule_scenario(const std::string& text) {
   sc.name = std::move(cluster.name);
   sc.levels = std::move(cluster.levels);
   sc.nodes = std::move(cluster.nodes);
+  sc.pools = std::move(cluster.pools);
   sc.queues = std::move(cluster.queues);
   sc.config = std::move(cluster.scheduler);
   sc.catalog = std::move(cluster.catalog);
@@ -213,7 +228,7 @@ std::string layout_text(const ClusterState& c, GpuRef g, const std::vector<MigIn
 }  // namespace
 
 Result<ScheduleRunResult> run_schedule_scenario(const ScheduleScenario& sc) {
-  auto built = config::build_cluster(sc.levels, sc.nodes, sc.catalog ? *sc.catalog : GpuCatalog::builtin());
+  auto built = config::build_cluster(sc.levels, sc.nodes, sc.catalog ? *sc.catalog : GpuCatalog::builtin(), sc.pools);
   if (!built.ok()) return built.error();
   ClusterState& cluster = *built;
   auto tree = QueueTree::build(sc.queues);

@@ -52,6 +52,7 @@ struct ScheduleScenario {
   std::vector<std::string> levels;
   std::vector<NodeSpec> nodes;
   std::vector<QueueSpec> queues;
+  std::vector<Pool> pools;  // `pools:` (the built-in "default" pool is always there)
   std::shared_ptr<const GpuCatalog> catalog;  // built-ins plus `gpu_models:` (null = built-ins)
   SchedulerConfig config;        // `config:` (from a preset), `priority_classes:`, `policy:`
   Duration cycle_interval = 60;  // while jobs wait, a cycle runs at least this often

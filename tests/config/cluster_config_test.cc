@@ -231,3 +231,96 @@ TEST(ClusterConfig, PriceParsing) {
 
 }  // namespace
 }  // namespace tessera::config
+
+namespace tessera::config {
+namespace {
+
+TEST(ClusterConfig, PoolsAndPoolRules) {
+  auto c = parse_cluster_config_yaml(R"(
+pools:
+  - {name: base, kind: reserved, price: "1.90"}
+  - {name: burst, kind: on-demand, price: 3.10, provisioning_delay: 300, max_nodes: 8}
+  - {name: spot-a, kind: spot, price: "0.95", interruption_rate: "0.05", notice: 30, min_nodes: 0, max_nodes: 16}
+  - {name: spot-b, kind: spot}
+pool_rules: {inference_kinds: [owned, reserved, on-demand]}
+nodes:
+  - {name: o, gpu_model: H100-80GB-SXM, gpus: 8}
+  - {name: s, count: 2, gpu_model: H100-80GB-SXM, gpus: 8, pool: spot-a}
+  - {name: r, gpu_model: H100-80GB-SXM, gpus: 8, pool: base}
+)");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  ASSERT_EQ(c->pools.size(), 4u);
+  EXPECT_EQ(c->pools[0].price_micro_per_gpu_hour, 1900000);
+  EXPECT_EQ(c->pools[1].price_micro_per_gpu_hour, 3100000);
+  EXPECT_EQ(c->pools[1].provisioning_delay_s, 300);
+  EXPECT_EQ(c->pools[1].max_nodes, 8);
+  EXPECT_EQ(c->pools[2].interruptions_per_million_hours, 50000);
+  EXPECT_EQ(c->pools[2].notice_s, 30);
+  EXPECT_EQ(c->pools[3].notice_s, 120);  // the AWS default
+  EXPECT_FALSE(c->pools[3].price_micro_per_gpu_hour.has_value());
+  EXPECT_EQ(c->scheduler.pool_rules.inference_kinds, kAnyPoolKind & ~pool_kind_bit(PoolKind::kSpot));
+  auto cluster = build_cluster_state(*c);
+  ASSERT_TRUE(cluster.ok()) << cluster.error().message;
+  ASSERT_EQ(cluster->pools().size(), 5u);
+  const Node& o = cluster->node(cluster->find_node("o").value());
+  const Node& s1 = cluster->node(cluster->find_node("s-1").value());
+  const Node& r = cluster->node(cluster->find_node("r").value());
+  EXPECT_EQ(cluster->pool(o.pool).name, "default");
+  EXPECT_EQ(o.pool_kind, PoolKind::kOwned);
+  EXPECT_EQ(cluster->pool(s1.pool).name, "spot-a");
+  EXPECT_EQ(s1.pool_kind, PoolKind::kSpot);
+  EXPECT_EQ(cluster->pool(r.pool).name, "base");
+  EXPECT_EQ(r.pool_kind, PoolKind::kReserved);
+}
+
+TEST(ClusterConfig, NoPoolsMeansTheDefaultPool) {
+  auto c = parse_cluster_config_yaml(kBase);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_TRUE(c->pools.empty());
+  EXPECT_EQ(c->scheduler.pool_rules.inference_kinds,
+            pool_kind_bit(PoolKind::kOwned) | pool_kind_bit(PoolKind::kReserved));
+  auto cluster = build_cluster_state(*c);
+  ASSERT_TRUE(cluster.ok());
+  for (const Node& n : cluster->nodes()) EXPECT_EQ(cluster->pool(n.pool).name, "default");
+  // "default" may be redefined once, e.g. as a reserved pool with a price.
+  auto d = parse_cluster_config_yaml("pools: [{name: default, kind: reserved, price: '2'}]\n"
+                                     "nodes: [{name: n, gpu_model: T4, gpus: 1}]\n");
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  auto dc = build_cluster_state(*d);
+  ASSERT_TRUE(dc.ok());
+  EXPECT_EQ(dc->node(NodeId(0)).pool_kind, PoolKind::kReserved);
+  EXPECT_EQ(dc->pools().size(), 1u);
+}
+
+TEST(ClusterConfig, BadPoolsNameTheField) {
+  const std::string nodes = "nodes: [{name: n, gpu_model: A100-80GB, gpus: 8}]\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"pools: [{name: a}]\n" + nodes, "pools[0].kind: required"},
+      {"pools: [{kind: spot}]\n" + nodes, "pools[0].name: required"},
+      {"pools: [{name: a, kind: cheap}]\n" + nodes, "pools[0].kind: unknown pool kind 'cheap'"},
+      {"pools: [{name: a, kind: spot, price: '-1'}]\n" + nodes, "pools[0].price: must be a price >= 0"},
+      {"pools: [{name: a, kind: spot, price: 1.1234567}]\n" + nodes, "pools[0].price: must be a price"},
+      {"pools: [{name: a, kind: spot, prize: 1}]\n" + nodes, "pools[0].prize: unknown field"},
+      {"pools: [{name: a, kind: owned, notice: 30}]\n" + nodes, "pools[0].notice: only spot pools are interrupted"},
+      {"pools: [{name: a, kind: reserved, interruption_rate: '0.1'}]\n" + nodes,
+       "pools[0].interruption_rate: only spot pools"},
+      {"pools: [{name: a, kind: spot, interruption_rate: lots}]\n" + nodes, "pools[0].interruption_rate: must be"},
+      {"pools: [{name: a, kind: spot, notice: -5}]\n" + nodes, "pools[0].notice: must be >= 0"},
+      {"pools: [{name: a, kind: spot, min_nodes: 4, max_nodes: 2}]\n" + nodes, "pools[0].min_nodes: must be <= max_nodes"},
+      {"pools: [{name: a, kind: spot}, {name: a, kind: owned}]\n" + nodes, "pools[1].name: \"a\" defined twice"},
+      {"pools: {a: spot}\n" + nodes, "pools: must be a list"},
+      {"nodes: [{name: n, gpu_model: T4, gpus: 1}, {name: gpu-7, gpu_model: T4, gpus: 1, pool: spot-z}]\n",
+       "nodes[1].pool: node \"gpu-7\" names unknown pool \"spot-z\"; declared pools: default"},
+      {"pool_rules: {inference_kinds: [owned, gold]}\n" + nodes, "pool_rules.inference_kinds[1]: unknown pool kind 'gold'"},
+      {"pool_rules: {inference_kinds: []}\n" + nodes, "pool_rules.inference_kinds: must be a non-empty list"},
+      {"pool_rules: {training_kinds: [spot]}\n" + nodes, "pool_rules.training_kinds: unknown field"},
+  };
+  for (const auto& [text, want] : cases) {
+    auto c = parse_cluster_config_yaml(text);
+    const std::string got = c.ok() ? "(ok)" : c.error().message;
+    EXPECT_NE(got.find(want), std::string::npos) << "config:\n" << text << "error: " << got << "\nwanted: " << want;
+  }
+}
+
+}  // namespace
+}  // namespace tessera::config

@@ -305,3 +305,51 @@ TEST(JobSpec, SizeLimits) {
 
 }  // namespace
 }  // namespace tessera::config
+
+namespace tessera::config {
+namespace {
+
+TEST(JobSpec, SpotPolicy) {
+  const std::string base = R"("name": "j", "queue": "q", "command": ["x"])";
+  auto parse = [&](const std::string& extra) { return parse_job_spec_json("{" + base + extra + "}"); };
+  auto d = parse("");
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->spot.has_value());
+  EXPECT_FALSE(d->gang().spot.has_value());  // the default by kind and checkpointing
+  auto p = parse(R"(, "spot": "preferred", "checkpoint": {"interval": 600})");
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(p->spot, SpotPolicy::kPreferred);
+  EXPECT_EQ(p->gang().spot, SpotPolicy::kPreferred);
+  auto t = parse(R"(, "spot_tolerant": true)");  // the older form: spot allowed
+  ASSERT_TRUE(t.ok());
+  EXPECT_FALSE(t->spot.has_value());
+  EXPECT_EQ(t->gang().spot, SpotPolicy::kAllowed);
+  auto n = parse(R"(, "spot": "never")");
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(n->gang().spot, SpotPolicy::kNever);
+  for (const char* extra : {"", R"(, "spot": "allowed")", R"(, "spot": "never")", R"(, "spot_tolerant": true)"}) {
+    auto s = parse(extra);
+    ASSERT_TRUE(s.ok());
+    auto back = job_spec_from_json(job_spec_to_json(*s));
+    ASSERT_TRUE(back.ok()) << back.error().message;
+    EXPECT_TRUE(*back == *s) << extra;
+  }
+  EXPECT_EQ(job_spec_to_json(*p)["spot"], "preferred");
+  EXPECT_TRUE(job_spec_to_json(*d)["spot"].is_null());
+  auto y = parse_job_spec_yaml("name: j\nqueue: q\ncommand: [x]\nspot: allowed\n");
+  ASSERT_TRUE(y.ok()) << y.error().message;
+  EXPECT_EQ(y->spot, SpotPolicy::kAllowed);
+  auto bad = parse(R"(, "spot": "sometimes")");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message.rfind("spot: must be never, allowed or preferred, got 'sometimes'", 0), 0u)
+      << bad.error().message;
+  auto clash = parse(R"(, "spot": "never", "spot_tolerant": true)");
+  ASSERT_FALSE(clash.ok());
+  EXPECT_NE(clash.error().message.find("spot: never contradicts spot_tolerant: true"), std::string::npos);
+  auto typed = parse(R"(, "spot": true)");
+  ASSERT_FALSE(typed.ok());
+  EXPECT_EQ(typed.error().message.rfind("spot: must be a string", 0), 0u) << typed.error().message;
+}
+
+}  // namespace
+}  // namespace tessera::config

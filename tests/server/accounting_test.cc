@@ -101,6 +101,44 @@ TEST(Accounting, WholeFractionalAndMigShares) {
   EXPECT_EQ(r.totals.idle_share, 0) << "idle_share: none shares nothing";
 }
 
+TEST(Accounting, SpotHoursAreChargedAtTheSpotPrice) {
+  auto c = config::parse_cluster_config_yaml(R"(
+levels: [leaf]
+pools:
+  - {name: spot-a, kind: spot, price: "0.95", notice: 120}
+  - {name: od, kind: on-demand}
+nodes:
+  - {name: h, gpu_model: H100-80GB-SXM, gpus: 8, cpu: 256000, memory: 2097152, path: [leaf-0]}
+  - {name: s, gpu_model: H100-80GB-SXM, gpus: 8, cpu: 256000, memory: 2097152, path: [leaf-0], pool: spot-a}
+  - {name: d, gpu_model: H100-80GB-SXM, gpus: 8, cpu: 256000, memory: 2097152, path: [leaf-0], pool: od}
+queues:
+  - {name: research}
+chargeback:
+  rates: {H100-80GB-SXM: "2.49"}
+  idle_share: none
+)");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  Log log;
+  log.jobs = {{1, {"research", "alice", "p"}}, {2, {"research", "bob", "p"}}, {3, {"research", "carol", "p"}}};
+  log.add(0, T0, "audit");
+  log.start(1, T0, Json::array({Log::task("s", {0, 1}, 1000)}));
+  log.start(2, T0, Json::array({Log::task("h", {0}, 1000)}));
+  log.start(3, T0, Json::array({Log::task("d", {0}, 1000)}));
+  for (int j = 1; j <= 3; ++j) log.end(j, T0 + 3600, "succeeded");
+  auto l = compute_ledger(log.events, log.jobs, *c, {T0, T1, 0});
+  ASSERT_TRUE(l.ok()) << l.error().message;
+  const Report r = aggregate(*l, {Dim::kUser, Dim::kPool});
+  ASSERT_EQ(r.rows.size(), 3u);
+  EXPECT_EQ(sum_row(r, {"alice", "spot-a"}, &Amounts::allocated_cost), 1900000);  // 2 GPU-h at the spot 0.95
+  EXPECT_EQ(sum_row(r, {"bob", "default"}, &Amounts::allocated_cost), 2490000);   // the model rate
+  EXPECT_EQ(sum_row(r, {"carol", "od"}, &Amounts::allocated_cost), 2490000);      // unpriced pool: model rate
+  const std::string csv = chargeback_csv(*l, r);
+  EXPECT_NE(csv.find(",alice,,spot-a,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",0.950000,1.900000,"), std::string::npos) << csv;  // ListUnitPrice is the pool's
+  const Json j = chargeback_json(*l, r);
+  EXPECT_EQ(j["pool_rates"]["spot-a"], "0.950000");
+}
+
 TEST(Accounting, AttemptsAreClippedToThePeriodAndToNow) {
   Log log;
   log.jobs = {{1, {"vision", "alice", ""}}, {2, {"nlp", "bob", ""}}, {3, {"prod", "carol", ""}}};

@@ -76,6 +76,9 @@ struct MisfitCounts {
   }
 };
 
+// The task may never use the node (its GPU model or pool kind is not allowed).
+bool misfit_excludes_node(Misfit m) { return m == Misfit::kGpuModel || m == Misfit::kPool; }
+
 std::string describe_task(const TaskRequest& t) {
   std::string s;
   if (t.mig()) s = "a MIG " + t.mig_profile + " instance";
@@ -154,7 +157,8 @@ struct PlacementEngine::Impl {
     bool ok = false;
     NodeChoice choice;
   };
-  std::map<std::tuple<int64_t, int64_t, int, int64_t, int64_t, std::string, std::vector<std::string>>, size_t> shape_ids;
+  std::map<std::tuple<int64_t, int64_t, int, int64_t, int64_t, std::string, std::vector<std::string>, int>, size_t>
+      shape_ids;
   std::vector<std::vector<Entry>> cache;  // [shape][node]
   std::vector<std::vector<int>> mig_shapes;  // [shape] -> MIG profile shapes it resolves to
   // (shape, required level) -> (capacity generation + 1, tasks an empty cluster holds).
@@ -162,7 +166,7 @@ struct PlacementEngine::Impl {
 
   size_t shape_id(const TaskRequest& t) {
     auto key = std::make_tuple(t.cpu.v, t.memory.v, t.gpu_count, t.milli_per_gpu.v, t.gpu_memory.v, t.mig_profile,
-                               t.gpu_models);
+                               t.gpu_models, int(t.pool_kinds) * 2 + int(t.prefer_spot));
     auto [it, inserted] = shape_ids.emplace(std::move(key), cache.size());
     if (inserted) cache.emplace_back();
     return it->second;
@@ -184,16 +188,19 @@ namespace {
 struct Candidate {
   bool valid = false;
   bool gang_node = false;  // already holds a task of this gang
+  bool spot = false;       // on a spot pool node (counts only when the task prefers spot)
   int64_t score = 0;
   uint32_t rank = 0;
   NodeId node;
   GpuPick pick;
 };
-// Total order: gang node first (if the policy packs gangs), higher score, lower rank, lower id.
+// Total order: gang node first (if the policy packs gangs), spot first (if the task prefers spot),
+// higher score, lower rank, lower id.
 bool better(const Candidate& a, const Candidate& b, bool packs) {
   if (!b.valid) return a.valid;
   if (!a.valid) return false;
   if (packs && a.gang_node != b.gang_node) return a.gang_node;
+  if (a.spot != b.spot) return a.spot;
   if (a.score != b.score) return a.score > b.score;
   if (a.rank != b.rank) return a.rank < b.rank;
   return a.node < b.node;
@@ -309,7 +316,7 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
         if (why) ++why->declined;
         return;
       }
-      Candidate cand{true, false, c.score, rank(id), id, c.pick};
+      Candidate cand{true, false, t.prefer_spot && n.pool_kind == PoolKind::kSpot, c.score, rank(id), id, c.pick};
       cand.gang_node = packs && std::find(gang_nodes.begin(), gang_nodes.end(), id) != gang_nodes.end();
       if (better(cand, best, packs)) best = cand;
     };
@@ -439,7 +446,7 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
           best_room_seen = k;
           best_room_domain = n.name;
         }
-        if (level == last && t.whole_gpus() && n.schedulable && check_fit(n, t) != Misfit::kGpuModel)
+        if (level == last && t.whole_gpus() && n.schedulable && !misfit_excludes_node(check_fit(n, t)))
           note_free(n.idle_gpus, n.name);
         if (k >= required) nodes.push_back({k, rank(n.id), n.id.value});
       }
@@ -463,7 +470,7 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
     if (level == last && t.whole_gpus()) {
       free_gpus.clear();
       for (const Node& n : cluster.nodes())
-        if (n.schedulable && check_fit(n, t) != Misfit::kGpuModel) free_gpus[level < 0 ? 0 : n.path[level]] += n.idle_gpus;
+        if (n.schedulable && !misfit_excludes_node(check_fit(n, t))) free_gpus[level < 0 ? 0 : n.path[level]] += n.idle_gpus;
       for (auto& [d, g] : free_gpus) note_free(g, level < 0 ? "the cluster" : net.domain_name(level, d));
     }
     std::vector<std::pair<int64_t, uint32_t>> order;

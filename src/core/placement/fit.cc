@@ -9,6 +9,7 @@ const char* misfit_name(Misfit m) {
     case Misfit::kFits: return "fits";
     case Misfit::kUnschedulable: return "node unschedulable";
     case Misfit::kGpuModel: return "GPU model not allowed";
+    case Misfit::kPool: return "pool not allowed for this job";
     case Misfit::kNeverCpu: return "CPU capacity too small";
     case Misfit::kNeverMemory: return "memory capacity too small";
     case Misfit::kNeverGpus: return "too few (MIG-capable) GPUs";
@@ -64,6 +65,7 @@ int gpu_count_fitting(const Node& n, const TaskRequest& t) {
 Misfit check_fit(const Node& n, const TaskRequest& t) {
   if (!n.schedulable) return Misfit::kUnschedulable;
   if (!t.cpu_only() && (n.gpus.empty() || !model_allowed(n.gpu_model(), t))) return Misfit::kGpuModel;
+  if (!(t.pool_kinds & pool_kind_bit(n.pool_kind))) return Misfit::kPool;
   if (n.cpu_capacity < t.cpu) return Misfit::kNeverCpu;
   if (n.memory_capacity < t.memory) return Misfit::kNeverMemory;
   if (t.mig()) {

@@ -245,6 +245,7 @@ class Cycle {
   bool find_victims(Entry& e, const Gang& gang, int budget);
   bool find_victims_inner(Entry& e, const Gang& gang, int budget);
   Gang gang_of(const Entry& e) const;
+  std::string pool_note(const Gang& gang) const;
   static std::string shape_key(const Gang& g) {
     const TaskRequest& t = g.task;
     std::string k = std::to_string(g.tasks) + "/" + std::to_string(g.required_tasks()) + "/" + std::to_string(t.cpu.v) +
@@ -252,6 +253,7 @@ class Cycle {
                     std::to_string(t.milli_per_gpu.v) + "/" + std::to_string(t.gpu_memory.v) + "/" + t.mig_profile +
                     "/" + std::to_string(int(g.topology.mode)) + g.topology.level;
     for (const std::string& m : t.gpu_models) k += "/" + m;
+    k += "/p" + std::to_string(int(t.pool_kinds)) + (t.prefer_spot ? "s" : "");
     return k;
   }
   bool below_guarantee_after(const Entry& e, std::vector<std::string>& classes) const;
@@ -379,6 +381,7 @@ Gang Cycle::gang_of(const Entry& e) const {
   g.queue = e.job->queue;
   g.priority = e.pc->value;
   g.checkpointable = e.job->checkpoint.interval > 0;
+  apply_pool_rules(g, cfg_.pool_rules);
   return g;
 }
 
@@ -738,10 +741,39 @@ void Cycle::try_job(Entry& e) {
     e.no_room = true;  // demand for the MIG planner; no reservation (ends of running jobs do not help)
     return;
   }
+  if (std::string note = pool_note(gang); !note.empty()) r.reason = note + "; " + r.reason;
   no_room_[shape] = r.reason;
   if (r.outcome == Outcome::kRetryLater && try_preempt(e, gang)) return;
   e.reason = r.reason;
   if (r.outcome == Outcome::kRetryLater) no_room(e, gang);
+}
+
+// Which pool rule keeps the gang off nodes where it would fit now (or, if none would, off any
+// node); "" when no rule excludes anything.
+std::string Cycle::pool_note(const Gang& gang) const {
+  if (std::all_of(work_.pools().begin(), work_.pools().end(),
+                  [&](const Pool& p) { return (gang.task.pool_kinds & pool_kind_bit(p.kind)) != 0; }))
+    return "";  // no pool is excluded (the common case: no pools declared)
+  TaskRequest any = gang.task;
+  any.pool_kinds = kAnyPoolKind;
+  std::set<uint32_t> free_pools, excluded_pools;  // by pool id
+  for (const Node& n : work_.nodes()) {
+    if (gang.task.pool_kinds & pool_kind_bit(n.pool_kind)) continue;
+    excluded_pools.insert(n.pool.value);
+    if (check_fit(n, any) == Misfit::kFits) free_pools.insert(n.pool.value);
+  }
+  const std::set<uint32_t>& named = free_pools.empty() ? excluded_pools : free_pools;
+  if (named.empty()) return "";
+  const Pool& first = work_.pool(PoolId(*named.begin()));
+  std::string s = pool_rule_reason(gang, cfg_.pool_rules, first.kind);
+  s += free_pools.empty() ? "; excluded pools:" : "; the free GPUs are on";
+  bool sep = false;
+  for (uint32_t id : named) {
+    const Pool& p = work_.pool(PoolId(id));
+    s += std::string(sep ? ", " : " ") + pool_kind_name(p.kind) + " pool " + p.name;
+    sep = true;
+  }
+  return s;
 }
 
 // Would `t` fit some node if its GPUs' MIG modes were changed (MIG slices on a MIG-capable model,
@@ -749,6 +781,7 @@ void Cycle::try_job(Entry& e) {
 bool Cycle::blocked_by_mig_mode(const TaskRequest& t) const {
   for (const Node& n : work_.nodes()) {
     if (!n.schedulable || n.gpus.empty() || n.cpu_capacity < t.cpu || n.memory_capacity < t.memory) continue;
+    if (!(t.pool_kinds & pool_kind_bit(n.pool_kind))) continue;
     const GpuModel* m = n.gpu_model();
     if (!m || (!t.gpu_models.empty() && std::none_of(t.gpu_models.begin(), t.gpu_models.end(), [&](const std::string& x) {
           auto f = work_.catalog().find(x);

@@ -68,6 +68,7 @@ struct SchedulerConfig {
   bool dynamic_mig = true;                     // plan MIG layout changes for idle GPUs
   MigPlannerConfig mig;                        // reconfigure cost, hysteresis, changes per cycle
   int max_scored_nodes = 0;                    // see EngineOptions
+  PoolRules pool_rules;                        // which pools a job may use (core/pool.h)
   uint64_t seed = 0;
 };
 
