@@ -1950,10 +1950,17 @@ Status Controller::reload(config::ClusterConfig cfg, const std::string& who) {
     if (cfg.nodes.size() != s.config.nodes.size())
       return failed_precondition("reload: the node list changed (" + std::to_string(s.config.nodes.size()) + " -> " +
                                  std::to_string(cfg.nodes.size()) + " nodes); node changes need a restart");
-    for (size_t i = 0; i < cfg.nodes.size(); ++i)
-      if (cfg.nodes[i].name != s.config.nodes[i].name || cfg.nodes[i].gpu_model != s.config.nodes[i].gpu_model ||
-          cfg.nodes[i].gpu_count != s.config.nodes[i].gpu_count || cfg.nodes[i].pool != s.config.nodes[i].pool)
-        return failed_precondition("reload: node " + s.config.nodes[i].name + " changed; node changes need a restart");
+    for (size_t i = 0; i < cfg.nodes.size(); ++i) {
+      const auto& now = s.config.nodes[i];
+      const auto& next = cfg.nodes[i];
+      const char* what = next.name != now.name             ? "its name"
+                         : next.gpu_model != now.gpu_model ? "its GPU model"
+                         : next.gpu_count != now.gpu_count ? "its GPU count"
+                         : next.pool != now.pool           ? "its pool"
+                                                           : nullptr;
+      if (what)
+        return failed_precondition("reload: node " + now.name + " changed " + what + "; node changes need a restart");
+    }
     // Pool names and kinds are in the cluster state: changing them needs a restart. Prices and the
     // other pool facts apply to reports from now on.
     bool pools_same = cfg.pools.size() == s.config.pools.size();
