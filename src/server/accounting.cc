@@ -526,8 +526,10 @@ std::vector<std::string> row_values(const Ledger& L, const std::vector<Dim>& by,
           format_micro(a.allocated_cost), format_micro(a.idle_share_cost), config::idle_share_name(L.rule)};
 }
 
-Json cluster_json(const Ledger& L) {
+ModelUsage usage_total(const Ledger& L) {
   ModelUsage t;
+  t.model = "(all)";
+  t.pool = "(all)";
   for (const ModelUsage& u : L.usage) {
     t.gpus += u.gpus;
     t.capacity += u.capacity;
@@ -536,6 +538,11 @@ Json cluster_json(const Ledger& L) {
     t.reserved += u.reserved;
     t.down += u.down;
   }
+  return t;
+}
+
+Json cluster_json(const Ledger& L) {
+  const ModelUsage t = usage_total(L);
   return Json{{"gpus", t.gpus},
               {"capacity_gpu_hours", format_gpu_hours(t.capacity)},
               {"allocated_gpu_hours", format_gpu_hours(t.allocated)},
@@ -623,20 +630,6 @@ std::vector<std::string> usage_values(const Ledger& L, const ModelUsage& u) {
           pct(u.reserved, u.capacity), pct(u.down, u.capacity)};
 }
 
-ModelUsage usage_total(const Ledger& L) {
-  ModelUsage t;
-  t.model = "(all)";
-  t.pool = "(all)";
-  for (const ModelUsage& u : L.usage) {
-    t.gpus += u.gpus;
-    t.capacity += u.capacity;
-    t.allocated += u.allocated;
-    t.idle += u.idle;
-    t.reserved += u.reserved;
-    t.down += u.down;
-  }
-  return t;
-}
 }  // namespace
 
 std::string usage_csv(const Ledger& L) {

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "run_binary.h"
+
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -134,15 +136,7 @@ TEST(AllocExperiment, MatrixAveragesSeedsAndReportsProgress) {
   EXPECT_FALSE(run_alloc_matrix(w, {"fgd", "bogus"}, {1}).ok());
 }
 
-std::pair<int, std::string> run_cli(const std::string& args) {
-  const std::string cmd = std::string(TESSERA_BINARY) + " " + args + " 2>&1";
-  FILE* f = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), f)) out.append(buf.data(), n);
-  const int status = pclose(f);
-  return {WEXITSTATUS(status), out};
-}
+std::pair<int, std::string> run_cli(const std::string& args) { return tessera::testing::run_tessera(args); }
 
 TEST(AllocCli, BadArgumentsNameTheFlag) {
   auto [code, out] = run_cli("sim alloc --policy fgd --seeds x");

@@ -9,16 +9,12 @@
 #include <string>
 #include <utility>
 
+#include "run_binary.h"
+
 namespace {
 
 std::pair<int, std::string> run_plan(const std::string& args, bool merge_stderr = true) {
-  const std::string cmd = std::string(TESSERA_BINARY) + " plan buy-vs-rent " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* f = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), f)) out.append(buf.data(), n);
-  const int status = pclose(f);
-  return {WEXITSTATUS(status), out};
+  return tessera::testing::run_tessera("plan buy-vs-rent " + args, merge_stderr);
 }
 
 TEST(PlanCli, DefaultsAreTheReferenceH100Node) {
