@@ -674,8 +674,8 @@ struct Controller::State {
 
   // ---- metrics and utilisation ------------------------------------------------------------------
 
-  // Pools come with issue 8; until then every node is in pool "default".
-  static std::string pool_name(const Node&) { return "default"; }
+  // The node's capacity pool ("default" unless the config puts it in another).
+  std::string pool_name(const Node& n) const { return cluster.pool(n.pool).name; }
 
   // Down: cannot take work until something is fixed or finished (unhealthy, MIG reconfiguring, its
   // node's agent not ready). Reserved: its node is cordoned, draining or drained.

@@ -1,4 +1,4 @@
-// Reloading a config with pools (SIGHUP): new pool prices apply to reports; a node moved to another
+// Pools in the metrics, and reloading a config with pools: new pool prices apply to reports; a node moved to another
 // pool, or a pool renamed, is refused (that needs a restart) and the old config stays.
 #include <gtest/gtest.h>
 
@@ -41,6 +41,10 @@ TEST(PoolReload, PricesApplyAndPoolChangesAreRefused) {
     return r.body.contains("pool_rates") ? r.body["pool_rates"].value("spot-a", std::string()) : r.raw;
   };
   EXPECT_EQ(spot_rate(), "0.950000");
+  // Metrics label GPUs with their node's pool (agentless server: every GPU is idle).
+  const std::string metrics = server.get("/metrics", "").raw;
+  EXPECT_NE(metrics.find("tessera_gpus{model=\"H100-80GB-SXM\",pool=\"spot-a\",state=\"idle\"} 8"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("tessera_gpus{model=\"H100-80GB-SXM\",pool=\"base\",state=\"idle\"} 8"), std::string::npos);
 
   // A new spot price: applied.
   { std::ofstream(cfg) << replaced(kPools, "\"0.95\"", "\"0.80\""); }
