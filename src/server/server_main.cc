@@ -88,8 +88,7 @@ int run_server(const ServerOptions& o) {
   }
   http.threads = o.http_threads;
 
-  auto cfg = o.config_path.empty() && !o.config_yaml.empty() ? config::parse_cluster_config_yaml(o.config_yaml)
-                                                             : load_server_config(o.config_path);
+  auto cfg = load_server_config(o.config_path);
   if (!cfg.ok()) {
     std::cerr << "tessera server: config: " << cfg.error().message << "\n";
     return 1;
@@ -152,8 +151,7 @@ int run_server(const ServerOptions& o) {
     return 1;
   }
   auto reload = [&](const std::string& who) -> Status {
-    auto next = o.config_path.empty() && !o.config_yaml.empty() ? config::parse_cluster_config_yaml(o.config_yaml)
-                                                                : load_server_config(o.config_path);
+    auto next = load_server_config(o.config_path);
     if (!next.ok()) {
       spdlog::warn("event=reload_refused by={} reason=\"{}\"", who, next.error().message);
       return invalid_argument("reload refused, the old config stays: " + next.error().message);

@@ -21,9 +21,8 @@ struct ServerOptions {
   bool agentless = false;
   int64_t heartbeat_interval_ms = 5000;
   int64_t agent_timeout_ms = 15000;
-  // Embedding (`tessera up`): a config given as text (used when config_path is empty), a call once
-  // the API listens (its port), and one before the server stops (after SIGINT/SIGTERM).
-  std::string config_yaml;
+  // Embedding (`tessera up`): a call once the API listens (its port), and one before the server
+  // stops (after SIGINT/SIGTERM).
   std::function<void(int port)> on_listening;
   std::function<void()> on_stopping;
 };
