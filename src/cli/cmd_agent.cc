@@ -4,7 +4,6 @@
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +16,7 @@
 
 #include "agent/agent.h"
 #include "agent/gpu_inventory.h"
+#include "cli/client_args.h"
 #include "cli/commands.h"
 #include "config/gpu_models.h"
 #include "server/server_main.h"
@@ -24,11 +24,6 @@
 namespace tessera::cli {
 
 namespace {
-
-[[noreturn]] void fail(const std::string& verb, const std::string& msg, int code = 1) {
-  std::cerr << "tessera " << verb << ": " << msg << "\n";
-  throw CLI::RuntimeError(code);
-}
 
 std::string host_name() {
   char buf[256] = {0};
@@ -57,17 +52,6 @@ Result<std::unique_ptr<agent::GpuBackend>> make_backend(const std::string& gpus,
                                      "; on a machine without NVIDIA GPUs declare a fake inventory, e.g. --gpus fake:8xH100-80GB-SXM"};
   return b;
 }
-
-std::string read_token_file(const std::string& path) {
-  std::ifstream in(path);
-  std::string t;
-  std::getline(in, t);
-  while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
-  return t;
-}
-
-// Signals for the agent: SIGINT/SIGTERM stop it (handled on a waiting thread).
-std::atomic<agent::Agent*> g_agent{nullptr};
 
 }  // namespace
 
@@ -113,7 +97,7 @@ void register_agent(CLI::App& app) {
         std::cout << agent::inventory_report(*inv);
       return;
     }
-    if (!token_file->empty()) o->token = read_token_file(*token_file);
+    if (!token_file->empty()) o->token = read_token_file(verb, *token_file);
     if (o->token.empty()) fail(verb, "--token: required (an agent token: `tessera token create --role agent --user agent`)", 2);
     if (o->state_dir.empty()) o->state_dir = "tessera-agent-" + o->node;
     // SIGINT/SIGTERM stop the agent from a waiting thread; task processes reset their mask.
@@ -205,7 +189,9 @@ void register_up(CLI::App& app) {
     std::thread agent_thread;
     auto shared_backend = std::make_shared<std::unique_ptr<agent::GpuBackend>>(std::move(*backend));
     so.on_listening = [&, shared_backend](int port) {
-      const std::string token = read_token_file(*data + "/admin.token");
+      // The server has just written it (or kept it from an earlier run); no throwing from here.
+      std::string token;
+      std::getline(std::ifstream(*data + "/admin.token"), token);
       agent::AgentOptions ao;
       ao.server = "http://127.0.0.1:" + std::to_string(port);
       ao.token = token;

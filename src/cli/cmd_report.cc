@@ -6,13 +6,13 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
-#include <iterator>
 #include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "cli/api_client.h"
+#include "cli/client_args.h"
 #include "cli/commands.h"
 #include "cli/format.h"
 
@@ -21,56 +21,17 @@ namespace {
 
 using nlohmann::json;
 
-// The connection options of every client verb (the same flags as cmd_client.cc's).
 struct ReportArgs {
-  std::string server = "http://127.0.0.1:8420";
-  std::string token, token_file;
-  int timeout = 120;
+  ConnArgs conn = [] {
+    ConnArgs c;
+    c.timeout = 120;  // reports read the whole event log
+    return c;
+  }();
   std::string from, to, by, format = "table", output;
 };
 
-[[noreturn]] void fail(const std::string& verb, const std::string& msg, int code = 1) {
-  std::cerr << "tessera " << verb << ": " << msg << "\n";
-  throw CLI::RuntimeError(code);
-}
-
-std::string trim(std::string s) {
-  const size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
-  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
-}
-
-std::string resolve_token(const std::string& verb, const ReportArgs& a) {
-  if (!a.token.empty()) return trim(a.token);
-  if (!a.token_file.empty()) {
-    std::ifstream f(a.token_file);
-    if (!f) fail(verb, "--token-file " + a.token_file + ": cannot read it (" + std::strerror(errno) + ")");
-    std::string t = trim(std::string(std::istreambuf_iterator<char>(f), {}));
-    if (t.empty()) fail(verb, "--token-file " + a.token_file + ": the file is empty; it should hold one token");
-    return t;
-  }
-  if (const char* env = std::getenv("TESSERA_TOKEN")) return trim(env);
-  return {};
-}
-
-std::unique_ptr<ApiClient> connect(const std::string& verb, const ReportArgs& a) {
-  if (a.timeout <= 0) fail(verb, "--timeout: must be > 0 seconds", 2);
-  ClientOptions o;
-  o.server = a.server;
-  o.token = resolve_token(verb, a);
-  o.read_timeout_s = a.timeout;
-  o.connect_timeout_s = std::min(a.timeout, 10);
-  auto client = ApiClient::create(o);
-  if (!client.ok()) fail(verb, client.error().message, 2);
-  return std::move(*client);
-}
-
 void add_options(CLI::App* cmd, ReportArgs& a, bool with_by) {
-  cmd->add_option("--server", a.server, "Tessera server URL http://HOST:PORT (env TESSERA_SERVER)")
-      ->envname("TESSERA_SERVER")
-      ->capture_default_str();
-  cmd->add_option("--token", a.token, "API token (env TESSERA_TOKEN)");
-  cmd->add_option("--token-file", a.token_file, "read the API token from FILE (e.g. DATA_DIR/admin.token)");
-  cmd->add_option("--timeout", a.timeout, "seconds to wait for an answer")->capture_default_str();
+  add_conn_options(cmd, a.conn, /*json_flag=*/false);
   cmd->add_option("--from", a.from, "first day, YYYY-MM-DD UTC (default: the first of this month)");
   cmd->add_option("--to", a.to, "end, exclusive, YYYY-MM-DD UTC (default: now)");
   if (with_by) cmd->add_option("--by", a.by, "group rows by team,queue,project,user,model,pool (default team,project,model,pool)");
@@ -106,7 +67,7 @@ void run(const std::string& what, const ReportArgs& a) {
   const bool with_by = what == "chargeback";
   if (a.format != "table" && a.format != "csv" && a.format != "json")
     fail(verb, "--format: unknown \"" + a.format + "\"; expected table, csv or json", 2);
-  auto api = connect(verb, a);
+  auto api = connect(verb, a.conn);
   const std::string path = "/api/v1/reports/" + what;
   if (a.format == "csv") {
     std::string body;

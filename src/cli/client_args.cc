@@ -1,0 +1,66 @@
+#include "cli/client_args.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+
+namespace tessera::cli {
+
+namespace {
+
+std::string trim(std::string s) {
+  const size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+}  // namespace
+
+void fail(const std::string& verb, const std::string& msg, int code) {
+  std::cerr << "tessera " << verb << ": " << msg << "\n";
+  throw CLI::RuntimeError(code);
+}
+
+void add_conn_options(CLI::App* cmd, ConnArgs& c, bool json_flag) {
+  cmd->add_option("--server", c.server, "Tessera server URL http://HOST:PORT (env TESSERA_SERVER)")
+      ->envname("TESSERA_SERVER")
+      ->capture_default_str();
+  cmd->add_option("--token", c.token, "API token (env TESSERA_TOKEN)");
+  cmd->add_option("--token-file", c.token_file, "read the API token from FILE (e.g. DATA_DIR/admin.token)");
+  if (json_flag) cmd->add_flag("--json", c.json, "print the server's JSON instead of a table");
+  cmd->add_option("--timeout", c.timeout, "seconds to wait for an answer")->capture_default_str();
+}
+
+std::string read_token_file(const std::string& verb, const std::string& path, const std::string& flag) {
+  std::ifstream f(path);
+  if (!f)
+    fail(verb, flag + " " + path + ": cannot read it (" + std::strerror(errno) +
+                   "); give the path of a token file such as DATA_DIR/admin.token");
+  std::string t = trim(std::string(std::istreambuf_iterator<char>(f), {}));
+  if (t.empty()) fail(verb, flag + " " + path + ": the file is empty; it should hold one token");
+  return t;
+}
+
+std::string resolve_token(const std::string& verb, const ConnArgs& c) {
+  if (!c.token.empty()) return trim(c.token);
+  if (!c.token_file.empty()) return read_token_file(verb, c.token_file);
+  if (const char* env = std::getenv("TESSERA_TOKEN")) return trim(env);
+  return {};
+}
+
+std::unique_ptr<ApiClient> connect(const std::string& verb, const ConnArgs& c, int read_timeout) {
+  if (c.timeout <= 0) fail(verb, "--timeout: must be > 0 seconds", 2);
+  ClientOptions o;
+  o.server = c.server;
+  o.token = resolve_token(verb, c);
+  o.read_timeout_s = read_timeout > 0 ? std::max(read_timeout, c.timeout) : c.timeout;
+  o.connect_timeout_s = std::min(c.timeout, 10);
+  auto client = ApiClient::create(o);
+  if (!client.ok()) fail(verb, client.error().message, 2);
+  return std::move(*client);
+}
+
+}  // namespace tessera::cli
