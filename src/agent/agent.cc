@@ -546,18 +546,9 @@ struct Agent::Impl {
       if (!t.terminal()) stop_task(t, "the agent is stopping");
     const auto until = Clock::now() + std::chrono::seconds(opt.stop_grace_s + 2);
     for (;;) {
+      poll_tasks();  // drives TERM->KILL and records the exits (as stopped, since asked)
       bool left = false;
-      for (auto& [key, t] : tasks) {
-        if (!t.proc || t.terminal()) continue;
-        t.proc->tick();
-        if (t.proc->poll()) {
-          t.state = "stopped";
-          std::error_code ec;
-          fs::remove(pid_path(opt.state_dir, t.job, t.attempt, t.task), ec);
-        } else {
-          left = true;
-        }
-      }
+      for (const auto& [key, t] : tasks) left = left || (t.proc && !t.terminal());
       if (!left || Clock::now() > until) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
@@ -655,10 +646,8 @@ void Agent::run() {
   while (!stop_.load()) {
     const auto now = Clock::now();
     if (!m.registered) {
-      registered_.store(false);
       if (now >= next_register) {
         if (m.do_register()) {
-          registered_.store(true);
           m.next_beat = now;
         } else {
           next_register = now + std::chrono::seconds(1);

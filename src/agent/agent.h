@@ -48,8 +48,6 @@ class Agent {
   void run();
   void stop() { stop_.store(true); }
   int log_port() const;
-  // For tests and `tessera up`: whether the controller accepted the registration.
-  bool registered() const { return registered_.load(); }
 
   struct Impl;
 
@@ -57,7 +55,6 @@ class Agent {
   Agent() = default;
   std::unique_ptr<Impl> impl_;
   std::atomic<bool> stop_{false};
-  std::atomic<bool> registered_{false};
 };
 
 }  // namespace tessera::agent
