@@ -1535,6 +1535,21 @@ bool layout_matches(const Gpu& g, const Json& reported) {
   return want == have;
 }
 
+// Charges `dt_ms` at each GPU's reported utilisation (the agent's previous sample) to the job's
+// tasks on `node`; GPUs without a figure are not sampled.
+void add_utilisation_sample(JobRecord& r, NodeId node, const Json& held, int64_t dt_ms) {
+  for (const TaskPlacement& p : r.job.placement) {
+    if (p.node != node) continue;
+    for (const GpuGrant& g : p.gpus) {
+      if (g.gpu >= held.size() || !held[g.gpu].is_object()) continue;
+      const int64_t util = held[g.gpu].value("utilization_pct", int64_t(-1));
+      if (util < 0) continue;
+      r.util_weighted += std::min<int64_t>(util, 100) * g.milli_held() * dt_ms;
+      r.util_sampled += g.milli_held() * dt_ms;
+    }
+  }
+}
+
 }  // namespace
 
 Result<Json> Controller::agent_register(const Principal& who, const Json& reg) {
@@ -1689,21 +1704,7 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& repor
     na.last_beat = beat_at;
     // The utilisation an agent reported holds until its next report: charge the previous sample.
     const Json held = std::exchange(na.gpu_stats, gpu_stats);
-    if (dt_ms > 0 && held.is_array() && !held.empty()) {
-      for (int64_t jid : s.placed_ids) {
-        JobRecord& r = s.jobs.at(jid);
-        for (const TaskPlacement& p : r.job.placement) {
-          if (p.node != *nid) continue;
-          for (const GpuGrant& g : p.gpus) {
-            if (g.gpu >= held.size() || !held[g.gpu].is_object()) continue;
-            const int64_t util = held[g.gpu].value("utilization_pct", int64_t(-1));
-            if (util < 0) continue;
-            r.util_weighted += std::min<int64_t>(util, 100) * g.milli_held() * dt_ms;
-            r.util_sampled += g.milli_held() * dt_ms;
-          }
-        }
-      }
-    }
+    const bool sample = dt_ms > 0 && held.is_array() && !held.empty();
     WriteBatch b;
     if (s.opt.agents_required && !na.agent_ready) {  // back after being NotReady
       na.agent_ready = true;
@@ -1753,10 +1754,11 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& repor
         touched.insert(rep.job);
       }
     }
-    // Tasks that should run here but were not reported.
+    // Each job with tasks here: its utilisation sample, then its tasks that were not reported.
     for (int64_t jid : std::vector<int64_t>(s.placed_ids.begin(), s.placed_ids.end())) {
       JobRecord& r = s.jobs.at(jid);
       if (!placed(r.job.state)) continue;
+      if (sample) add_utilisation_sample(r, *nid, held, dt_ms);
       for (size_t t = 0; t < r.job.placement.size(); ++t) {
         if (r.job.placement[t].node != *nid || seen.count({jid, int(t)})) continue;
         TaskRun& tr = r.tasks[t];
