@@ -243,7 +243,7 @@ Status yaml_to_json(const YAML::Node& n, json& out, const std::string& at) {
 
 Result<Pool> parse_pool(const YAML::Node& n, const std::string& at) {
   TESSERA_TRY(known_keys(n, at, {"name", "kind", "price", "min_nodes", "max_nodes", "provisioning_delay",
-                                 "interruption_rate", "notice"}));
+                                 "interruption_rate", "notice", "correlated", "interruption_trace"}));
   Pool p;
   TESSERA_TRY(get(n, "name", at, p.name, true));
   if (p.name.empty()) return invalid_argument(at + ".name: must not be empty");
@@ -269,8 +269,8 @@ Result<Pool> parse_pool(const YAML::Node& n, const std::string& at) {
   p.max_nodes = int(max_nodes);
   TESSERA_TRY(non_negative(n, "provisioning_delay", at, p.provisioning_delay_s));
   const bool spot = p.kind == PoolKind::kSpot;
-  if (!spot && (n["interruption_rate"] || n["notice"]))
-    return invalid_argument(at + "." + (n["notice"] ? "notice" : "interruption_rate") + ": only spot pools are interrupted");
+  for (const char* key : {"interruption_rate", "notice", "correlated", "interruption_trace"})
+    if (!spot && n[key]) return invalid_argument(at + "." + key + ": only spot pools are interrupted");
   if (spot) {
     p.notice_s = 120;  // AWS; GCP and Azure give 30 s
     TESSERA_TRY(non_negative(n, "notice", at, p.notice_s));
@@ -280,6 +280,11 @@ Result<Pool> parse_pool(const YAML::Node& n, const std::string& at) {
       if (!v.ok()) return invalid_argument(at + ".interruption_rate: must be interruptions per node-hour >= 0 with at most 6 decimals, such as \"0.05\", got \"" + r.Scalar() + "\"");
       p.interruptions_per_million_hours = *v;
     }
+    int64_t correlated = 0;
+    TESSERA_TRY(non_negative(n, "correlated", at, correlated));
+    if (correlated > 100) return invalid_argument(at + ".correlated: percent of the pool's nodes reclaimed together, 0..100");
+    p.correlated_pct = int(correlated);
+    TESSERA_TRY(get(n, "interruption_trace", at, p.interruption_trace));
   }
   return p;
 }
@@ -321,7 +326,10 @@ Status parse_cluster_sections(const YAML::Node& root, const std::string& top, Cl
   }
   if (const YAML::Node r = root["pool_rules"]) {
     const std::string at = sub(top, "pool_rules");
-    TESSERA_TRY(known_keys(r, at, {"inference_kinds"}));
+    TESSERA_TRY(known_keys(r, at, {"inference_kinds", "spot_max_interruptions"}));
+    int64_t max_int = out.scheduler.pool_rules.spot_max_interruptions;
+    TESSERA_TRY(non_negative(r, "spot_max_interruptions", at, max_int));
+    out.scheduler.pool_rules.spot_max_interruptions = int(std::min<int64_t>(max_int, 1000000));
     if (const YAML::Node k = r["inference_kinds"]) {
       if (!k.IsSequence() || k.size() == 0)
         return invalid_argument(at + ".inference_kinds: must be a non-empty list of pool kinds (owned, reserved, on-demand, spot)");

@@ -1,5 +1,9 @@
 #include "core/pool.h"
 
+#include <algorithm>
+
+#include "core/cost.h"
+
 namespace tessera {
 
 const char* pool_kind_name(PoolKind k) {
@@ -23,6 +27,19 @@ std::string pool_kinds_text(PoolKindMask m) {
   for (int i = 0; i < kPoolKinds; ++i)
     if (m & pool_kind_bit(PoolKind(i))) s += (s.empty() ? "" : "/") + std::string(pool_kind_name(PoolKind(i)));
   return s.empty() ? "none" : s;
+}
+
+int64_t mean_seconds_between_interruptions(const Pool& p) {
+  if (p.kind != PoolKind::kSpot || p.interruptions_per_million_hours <= 0) return 0;
+  return std::max<int64_t>(1, 3600LL * 1'000'000 / p.interruptions_per_million_hours);
+}
+
+int64_t spot_checkpoint_interval(const Pool& p, int64_t save_cost_s, int nodes, int64_t fallback) {
+  const int64_t m = mean_seconds_between_interruptions(p);
+  if (m <= 0 || save_cost_s <= 0) return fallback;
+  auto t = cost::checkpoint_interval_young(double(save_cost_s), double(m) / double(std::max(1, nodes)));
+  if (!t.ok()) return fallback;
+  return fallback > 0 ? std::min(*t, fallback) : *t;
 }
 
 Pool default_pool() {

@@ -40,7 +40,24 @@ struct Pool {
   // the provider gives before a reclaim (AWS 120 s, GCP and Azure 30 s).
   int64_t interruptions_per_million_hours = 0;
   int64_t notice_s = 0;
+  // Spot only: share of the pool's running nodes one reclaim takes at once, in percent (0 = nodes
+  // are reclaimed one by one; 100 = the whole zone goes together). The per-node rate stays
+  // interruptions_per_million_hours either way.
+  int correlated_pct = 0;
+  // Spot only: a recorded interruption trace to replay instead of the rate (the simulator reads it;
+  // docs/simulator.md has the format). Empty = use the rate.
+  std::string interruption_trace;
 };
+
+// Mean seconds between interruptions of one node of a spot pool; 0 when the pool is not interrupted.
+int64_t mean_seconds_between_interruptions(const Pool& p);
+
+// Checkpoint interval for a job on `nodes` nodes of pool p, from Young's rule T = sqrt(2 C M) with C
+// the job's checkpoint cost (save_cost_s) and M the pool's mean time between interruptions of any of
+// its nodes (per-node mean / nodes). Returns `fallback` when p is not an interrupted spot pool or
+// save_cost_s <= 0, and never more than `fallback` when fallback > 0 (the job's own interval wins
+// when it is shorter).
+int64_t spot_checkpoint_interval(const Pool& p, int64_t save_cost_s, int nodes, int64_t fallback);
 
 // The built-in pool every node belongs to unless it names another: "default", owned, unpriced.
 Pool default_pool();
@@ -54,6 +71,9 @@ Result<SpotPolicy> parse_spot_policy(std::string_view s);
 struct PoolRules {
   // Latency-sensitive inference (JobKind::kInference) runs only on pools of these kinds.
   PoolKindMask inference_kinds = pool_kind_bit(PoolKind::kOwned) | pool_kind_bit(PoolKind::kReserved);
+  // A job interrupted on spot this many times prefers non-spot nodes from then on (Gang::avoid_spot);
+  // 0 = never.
+  int spot_max_interruptions = 3;
 };
 
 }  // namespace tessera

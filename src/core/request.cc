@@ -60,7 +60,9 @@ PoolKindMask pool_kinds_for(const Gang& g, const PoolRules& rules) {
 
 void apply_pool_rules(Gang& g, const PoolRules& rules) {
   g.task.pool_kinds = pool_kinds_for(g, rules);
-  g.task.prefer_spot = effective_spot(g) == SpotPolicy::kPreferred && (g.task.pool_kinds & pool_kind_bit(PoolKind::kSpot));
+  const bool spot_ok = (g.task.pool_kinds & pool_kind_bit(PoolKind::kSpot)) != 0;
+  g.task.prefer_spot = effective_spot(g) == SpotPolicy::kPreferred && spot_ok && !g.avoid_spot;
+  g.task.avoid_spot = g.avoid_spot && spot_ok;
 }
 
 std::string pool_rule_reason(const Gang& g, const PoolRules& rules, PoolKind k) {

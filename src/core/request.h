@@ -32,6 +32,7 @@ struct TaskRequest {
   // gang and the pool rules (pool_kinds_for), so a request built by hand may use any pool.
   PoolKindMask pool_kinds = kAnyPoolKind;
   bool prefer_spot = false;
+  bool avoid_spot = false;  // prefers non-spot nodes (the job was interrupted on spot too often)
 
   bool cpu_only() const { return gpu_count == 0 && mig_profile.empty(); }
   bool whole_gpus() const { return gpu_count > 0 && milli_per_gpu.v >= 1000 && gpu_memory.v == 0; }
@@ -67,6 +68,9 @@ struct Gang {
   // Job spec `spot:`; nullopt = the default: allowed for checkpointable training and batch, never
   // for anything else.
   std::optional<SpotPolicy> spot;
+  // Interrupted on spot PoolRules::spot_max_interruptions times or more: keeps spot as a fallback
+  // but prefers every other pool (set by the scheduler from Job::spot_interruptions).
+  bool avoid_spot = false;
 
   int required_tasks() const { return min_tasks > 0 ? min_tasks : tasks; }
   Status validate() const;

@@ -166,7 +166,7 @@ struct PlacementEngine::Impl {
 
   size_t shape_id(const TaskRequest& t) {
     auto key = std::make_tuple(t.cpu.v, t.memory.v, t.gpu_count, t.milli_per_gpu.v, t.gpu_memory.v, t.mig_profile,
-                               t.gpu_models, int(t.pool_kinds) * 2 + int(t.prefer_spot));
+                               t.gpu_models, int(t.pool_kinds) * 4 + int(t.prefer_spot) + 2 * int(t.avoid_spot));
     auto [it, inserted] = shape_ids.emplace(std::move(key), cache.size());
     if (inserted) cache.emplace_back();
     return it->second;
@@ -188,19 +188,20 @@ namespace {
 struct Candidate {
   bool valid = false;
   bool gang_node = false;  // already holds a task of this gang
-  bool spot = false;       // on a spot pool node (counts only when the task prefers spot)
+  bool pool_pref = false;  // on a pool the task prefers: spot if it prefers spot, non-spot if it avoids spot
   int64_t score = 0;
   uint32_t rank = 0;
   NodeId node;
   GpuPick pick;
 };
-// Total order: gang node first (if the policy packs gangs), spot first (if the task prefers spot),
+// Total order: gang node first (if the policy packs gangs), preferred pool first (spot when the task
+// prefers spot, non-spot when it avoids spot),
 // higher score, lower rank, lower id.
 bool better(const Candidate& a, const Candidate& b, bool packs) {
   if (!b.valid) return a.valid;
   if (!a.valid) return false;
   if (packs && a.gang_node != b.gang_node) return a.gang_node;
-  if (a.spot != b.spot) return a.spot;
+  if (a.pool_pref != b.pool_pref) return a.pool_pref;
   if (a.score != b.score) return a.score > b.score;
   if (a.rank != b.rank) return a.rank < b.rank;
   return a.node < b.node;
@@ -316,7 +317,8 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
         if (why) ++why->declined;
         return;
       }
-      Candidate cand{true, false, t.prefer_spot && n.pool_kind == PoolKind::kSpot, c.score, rank(id), id, c.pick};
+      const bool on_spot = n.pool_kind == PoolKind::kSpot;
+      Candidate cand{true, false, (t.prefer_spot && on_spot) || (t.avoid_spot && !on_spot), c.score, rank(id), id, c.pick};
       cand.gang_node = packs && std::find(gang_nodes.begin(), gang_nodes.end(), id) != gang_nodes.end();
       if (better(cand, best, packs)) best = cand;
     };

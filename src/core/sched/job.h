@@ -58,6 +58,7 @@ struct Job {
   Time last_preempted = -1;
   Time evict_by = -1;             // kCheckpointing: evicted at this time if it has not left (from the decision)
   int preemptions = 0;
+  int spot_interruptions = 0;     // times a spot reclaim stopped it (PoolRules::spot_max_interruptions)
   int64_t attained_gpu_s = 0;     // GPU-seconds of service received so far (least-attained-service order)
   std::vector<TaskPlacement> placement;  // when running
 };

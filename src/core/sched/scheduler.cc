@@ -79,6 +79,7 @@ struct Entry {
   bool started = false;  // started this cycle
   bool claimed = false;  // checkpointing on its way out, and counted as room by a preemptor this cycle
   bool no_room = false;  // pending: the engine found no room now and no preemption helps
+  bool short_of_room = false;  // pending for lack of room (now or on any node), not for a rule or order
   int64_t prio = 0;      // order and preemption rank: class value (x16), plus the LAS level bonus
   uint32_t user = 0;     // dense user index
   int start_index = -1;  // index in Decisions::start when started this cycle
@@ -381,6 +382,8 @@ Gang Cycle::gang_of(const Entry& e) const {
   g.queue = e.job->queue;
   g.priority = e.pc->value;
   g.checkpointable = e.job->checkpoint.interval > 0;
+  const int max_int = cfg_.pool_rules.spot_max_interruptions;
+  g.avoid_spot = max_int > 0 && e.job->spot_interruptions >= max_int;
   apply_pool_rules(g, cfg_.pool_rules);
   return g;
 }
@@ -500,6 +503,7 @@ Decisions Cycle::run() {
     PendingInfo p;
     p.job = e.job->id;
     p.reason = e.reason;
+    p.short_of_room = e.short_of_room;
     p.queue_position = ++per_queue[e.job->queue.value];
     p.overall_position = ++overall;
     if (res_.active && &entries_[res_.entry] == &e) {
@@ -676,6 +680,7 @@ void Cycle::try_job(Entry& e) {
   if (auto it = no_room_.find(shape); it != no_room_.end()) {
     if (!try_preempt(e, gang)) {
       e.reason = it->second;
+      e.short_of_room = true;
       no_room(e, gang);
     }
     return;
@@ -739,12 +744,14 @@ void Cycle::try_job(Entry& e) {
     no_room_[shape] = r.reason;
     e.reason = r.reason;
     e.no_room = true;  // demand for the MIG planner; no reservation (ends of running jobs do not help)
+    e.short_of_room = true;
     return;
   }
   if (std::string note = pool_note(gang); !note.empty()) r.reason = note + "; " + r.reason;
   no_room_[shape] = r.reason;
   if (r.outcome == Outcome::kRetryLater && try_preempt(e, gang)) return;
   e.reason = r.reason;
+  e.short_of_room = true;
   if (r.outcome == Outcome::kRetryLater) no_room(e, gang);
 }
 

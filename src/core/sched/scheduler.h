@@ -113,6 +113,9 @@ struct PendingInfo {
   int overall_position = 0;    // 1-based in the cycle's global order
   std::optional<Time> estimated_start;
   bool reserved = false;       // holds a backfill reservation
+  // Waits because no node has room for it (now, or at all with the nodes up), rather than for a
+  // quota, an order or a reservation: the demand autoscaling adds capacity for (core/autoscale.h).
+  bool short_of_room = false;
 };
 
 struct Decisions {
