@@ -91,6 +91,20 @@ void run(const RunArgs& a) {
                 m.makespan_s / 3600, m.allocation_pct, m.effective_util_pct, m.jain_fairness,
                 m.below_guarantee_s / 3600, (long long)m.preemptions, m.lost_gpu_hours);
   }
+  // Cost, when any pool is billed (priced pools; docs/simulator.md).
+  for (const sim::SimReport& r : reports) {
+    const sim::SimMetrics& m = r.metrics;
+    if (m.pools.empty() || m.cost <= 0) continue;
+    std::printf("\n%s: cost %.0f for %.0f billed GPU-h", m.policy.c_str(), m.cost, m.billed_gpu_hours);
+    if (m.spot_reclaims > 0)
+      std::printf("; %lld spot reclaims hit %lld running jobs, %.1f GPU-h lost to them", (long long)m.spot_reclaims,
+                  (long long)m.job_interruptions, m.interruption_lost_gpu_hours);
+    std::printf("; inference on spot %.1f GPU-h\n", m.inference_spot_gpu_hours);
+    std::printf("  %-16s %-10s %12s %12s %12s\n", "pool", "kind", "billed GPU-h", "used GPU-h", "cost");
+    for (const sim::SimMetrics::PoolCost& p : m.pools)
+      std::printf("  %-16s %-10s %12.0f %12.0f %12.0f\n", p.pool.c_str(), p.kind.c_str(), p.billed_gpu_hours,
+                  p.used_gpu_hours, p.cost);
+  }
   if (!a.json.empty()) {
     nlohmann::json arr = nlohmann::json::array();
     for (const sim::SimReport& r : reports) arr.push_back(sim::metrics_json(r.metrics));

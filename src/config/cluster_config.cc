@@ -19,7 +19,7 @@ namespace {
 
 const std::vector<std::string> kTopKeys = {"name",   "levels",           "nodes",  "queues",
                                            "config", "priority_classes", "policy", "gpu_models",
-                                           "chargeback", "pools", "pool_rules"};
+                                           "chargeback", "pools", "pool_rules", "autoscaling"};
 
 // `chargeback: {rates: {MODEL: "2.49", ...}, currency: USD, idle_share: proportional|even|none}`.
 Status parse_chargeback(const YAML::Node& n, const GpuCatalog& catalog, ChargebackConfig& out) {

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/autoscale.h"
 #include "core/cluster.h"
 #include "core/gpu_catalog.h"
 #include "core/sched/queues.h"
@@ -52,6 +53,7 @@ struct ClusterConfig {
   // ClusterStates built from this config point into it: keep it alive as long as they live.
   std::shared_ptr<const GpuCatalog> catalog;
   ChargebackConfig chargeback;                 // `chargeback:` (reports only; the scheduler ignores it)
+  AutoscaleConfig autoscaling;                 // `autoscaling:` (elastic pools; the simulator uses it)
 };
 
 // Parses and validates everything, including building the cluster and the queue tree once.

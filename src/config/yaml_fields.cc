@@ -342,6 +342,19 @@ Status parse_cluster_sections(const YAML::Node& root, const std::string& top, Cl
       out.scheduler.pool_rules.inference_kinds = m;
     }
   }
+  if (const YAML::Node a = root["autoscaling"]; a && !a.IsNull()) {
+    const std::string at = sub(top, "autoscaling");
+    if (!a.IsMap()) return invalid_argument(at + ": must be a map {enabled, scale_down_idle, budget}");
+    TESSERA_TRY(known_keys(a, at, {"enabled", "scale_down_idle", "budget"}));
+    out.autoscaling.enabled = true;
+    TESSERA_TRY(get(a, "enabled", at, out.autoscaling.enabled));
+    TESSERA_TRY(non_negative(a, "scale_down_idle", at, out.autoscaling.scale_down_idle_s));
+    if (const YAML::Node b = a["budget"]) {
+      auto v = b.IsScalar() ? parse_price_micro(b.Scalar()) : Result<int64_t>(invalid_argument("must be a price"));
+      if (!v.ok()) return invalid_argument(at + ".budget: the most the elastic pools may cost per hour, such as \"250.00\": " + v.error().message);
+      out.autoscaling.budget_micro_per_hour = *v;
+    }
+  }
   const YAML::Node nodes = root["nodes"];
   if (!nodes || !nodes.IsSequence()) return invalid_argument(sub(top, "nodes") + ": required list");
   for (size_t i = 0; i < nodes.size(); ++i) {

@@ -20,7 +20,8 @@ Result<SimCluster> parse_cluster_yaml(const std::string& text) {
   }
   auto cluster = config::build_cluster_state(*cfg);
   if (!cluster.ok()) return cluster.error();
-  return SimCluster{std::move(*cluster), std::move(cfg->queues), std::move(cfg->scheduler), std::move(cfg->catalog)};
+  return SimCluster{std::move(*cluster), std::move(cfg->queues), std::move(cfg->scheduler), std::move(cfg->catalog),
+                    cfg->autoscaling};
 }
 
 Result<SimCluster> load_cluster_file(const std::string& path) {

@@ -9,6 +9,12 @@
 namespace tessera::sim {
 
 nlohmann::json metrics_json(const SimMetrics& m) {
+  nlohmann::json pools = nlohmann::json::array();
+  for (const SimMetrics::PoolCost& p : m.pools)
+    pools.push_back({{"pool", p.pool}, {"kind", p.kind}, {"billed_gpu_hours", p.billed_gpu_hours},
+                     {"used_gpu_hours", p.used_gpu_hours}, {"cost", p.cost}});
+  nlohmann::json by_kind = nlohmann::json::object();
+  for (int k = 0; k < kPoolKinds; ++k) by_kind[pool_kind_name(PoolKind(k))] = m.used_gpu_hours_by_kind[k];
   return {{"policy", m.policy},
           {"jobs", m.jobs},
           {"finished", m.finished},
@@ -31,7 +37,18 @@ nlohmann::json metrics_json(const SimMetrics& m) {
           {"jobs_per_hour", m.jobs_per_hour},
           {"fragmentation_pct", m.fragmentation_pct},
           {"cycles", m.cycles},
-          {"elapsed_s", m.elapsed_s}};
+          {"elapsed_s", m.elapsed_s},
+          {"cost", m.cost},
+          {"billed_gpu_hours", m.billed_gpu_hours},
+          {"pools", pools},
+          {"used_gpu_hours_by_pool_kind", by_kind},
+          {"spot_reclaims", m.spot_reclaims},
+          {"job_interruptions", m.job_interruptions},
+          {"interruption_lost_gpu_hours", m.interruption_lost_gpu_hours},
+          {"inference_spot_gpu_hours", m.inference_spot_gpu_hours},
+          {"inference_spot_starts", m.inference_spot_starts},
+          {"nodes_provisioned", m.nodes_provisioned},
+          {"nodes_released", m.nodes_released}};
 }
 
 namespace {

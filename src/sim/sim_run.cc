@@ -12,6 +12,7 @@
 #include "core/placement/policy.h"
 #include "core/rng.h"
 #include "core/sched/runtime_history.h"
+#include "sim/sim_provider.h"
 
 namespace tessera::sim {
 
@@ -84,6 +85,7 @@ struct SimJob {
   bool saving = false;      // preempted with a checkpoint request: saves on the way out
   int64_t gpus_milli = 0;   // GPU milli it holds now
   int64_t useful_milli = 0; // of which useful (effective utilisation)
+  bool interrupted = false; // a spot notice hit it: its next stop counts as interruption loss
 };
 
 enum class Ev : uint8_t { kArrive, kFinish, kStop, kFail, kRepair, kMigReady, kTick };
@@ -113,6 +115,22 @@ class Simulation {
 
  private:
   Status build();
+  void provider_event(const ProviderEvent& e, Time t);
+  void autoscale(Time t, const Decisions& d);
+  // A node is in service when the provider has it up and it has not failed.
+  void refresh_node(NodeId n) {
+    const bool in = provider_->up(n) && !failed_[n.value];
+    for (const Gpu& g : cluster_.node(n).gpus) set_gpu_health({n, g.index}, in ? GpuHealth::kHealthy : GpuHealth::kUnhealthy);
+    Status s = cluster_.set_schedulable(n, in && !cordoned_[n.value]);
+    (void)s;
+  }
+  void track_kinds(const TaskPlacement& p, int sign, bool inference) {
+    int64_t held = 0;
+    for (const GpuGrant& g : p.gpus) held += g.milli_held();
+    const Node& n = cluster_.node(p.node);
+    pool_milli_[n.pool.value] += sign * held;
+    if (inference && n.pool_kind == PoolKind::kSpot) inference_spot_milli_ += sign * held;
+  }
   void push(Time t, Ev k, uint32_t id, uint64_t gen = 0) { events_.push({t, k, id, gen}); }
   void start_run(SimJob& j, Time t);
   void end_run(SimJob& j, Time t, bool finished, bool failed);
@@ -169,7 +187,17 @@ class Simulation {
   std::vector<int64_t> team_alloc_, team_pending_milli_;
   std::vector<Time> below_since_;
   SimReport rep_;
-  double lost_gpu_s_ = 0;
+  double lost_gpu_s_ = 0, lost_interrupt_gpu_s_ = 0;
+  // Capacity pools and the simulated provider.
+  std::unique_ptr<SimProvider> provider_;
+  bool autoscale_ = false;
+  std::vector<bool> failed_, cordoned_;
+  std::vector<Time> idle_since_;       // elastic nodes: idle since (-1 = busy or down)
+  bool scale_tick_pending_ = false;
+  std::vector<int64_t> pool_milli_;    // allocated milli-GPU per pool
+  std::vector<double> pool_int_;       // its integral over time
+  int64_t inference_spot_milli_ = 0;
+  double inference_spot_int_ = 0;
 };
 
 Status Simulation::build() {
@@ -262,6 +290,17 @@ Status Simulation::build() {
   first_arrival_ = wl_.jobs.empty() ? 0 : wl_.jobs.front().arrival;
   for (const WorkloadJob& w : wl_.jobs) first_arrival_ = std::min(first_arrival_, w.arrival);
   last_t_ = first_arrival_;
+  autoscale_ = setup_.autoscaling.enabled && !k8s_mode_;
+  auto prov = SimProvider::create(cluster_, autoscale_, opt_.seed, first_arrival_);
+  if (!prov.ok()) return prov.error();
+  provider_ = std::move(*prov);
+  failed_.assign(cluster_.node_count(), false);
+  pool_milli_.assign(cluster_.pools().size(), 0);
+  pool_int_.assign(cluster_.pools().size(), 0);
+  cordoned_.assign(cluster_.node_count(), false);
+  idle_since_.assign(cluster_.node_count(), -1);
+  for (const Node& n : cluster_.nodes())
+    if (!provider_->up(n.id)) refresh_node(n.id);
   if (opt_.node_mtbf > 0)
     for (const Node& n : cluster_.nodes()) {
       const double u = (double(rng_.uniform(1u << 30)) + 0.5) / double(1u << 30);
@@ -281,6 +320,20 @@ void Simulation::start_run(SimJob& j, Time t) {
   std::set<uint32_t> nodes;
   for (const TaskPlacement& p : j.job.placement) nodes.insert(p.node.value);
   j.rate = nodes.size() > 1 ? 1000.0 / double(std::max<int64_t>(1000, j.spec->spread_slowdown_milli)) : 1.0;
+  // On spot, checkpoints come every Young interval (the pool's interruption rate, the job's save
+  // cost) and each one stalls the job for its save cost: the checkpoint period is T + C of wall time,
+  // T of it progress. Elsewhere the job's own (asynchronous) checkpoints cost nothing, as before.
+  j.job.checkpoint.interval = j.spec->checkpoint.interval;
+  const Pool* spot = nullptr;
+  for (const TaskPlacement& p : j.job.placement)
+    if (cluster_.node(p.node).pool_kind == PoolKind::kSpot) spot = &cluster_.pool(cluster_.node(p.node).pool);
+  if (spot && j.job.checkpoint.interval > 0) {
+    const Duration c = std::max<Duration>(1, j.job.checkpoint.save_cost);
+    const Duration tv = spot_checkpoint_interval(*spot, c, int(nodes.size()), j.job.checkpoint.interval);
+    j.job.checkpoint.interval = tv + c;
+    j.rate *= double(tv) / double(tv + c);
+  }
+  if (spot && j.job.gang.kind == JobKind::kInference) ++rep_.metrics.inference_spot_starts;
   j.job.state = JobState::kRunning;
   j.run_start = t;
   j.job.started = t;
@@ -302,9 +355,13 @@ void Simulation::start_run(SimJob& j, Time t) {
 
 // The job leaves its GPUs at t: finished, preempted (saving if it was asked to checkpoint) or failed.
 void Simulation::end_run(SimJob& j, Time t, bool finished, bool failed) {
+  const double lost_before = lost_gpu_s_;
+  const bool interrupted = j.interrupted;
+  j.interrupted = false;
   for (const TaskPlacement& p : j.job.placement) {
     Status s = cluster_.release(p);
     (void)s;
+    track_kinds(p, -1, j.job.gang.kind == JobKind::kInference);
   }
   int64_t held = 0;
   for (const TaskPlacement& p : j.job.placement)
@@ -340,6 +397,7 @@ void Simulation::end_run(SimJob& j, Time t, bool finished, bool failed) {
     lost_gpu_s_ += (progressed - safe + double(std::min<Time>(t, j.progress_from) - j.run_start)) * double(held) / 1000.0;
     j.done += safe;
   }
+  if (interrupted) lost_interrupt_gpu_s_ += lost_gpu_s_ - lost_before;
   j.job.state = JobState::kPending;
   j.job.last_preempted = t;
   j.job.evict_by = -1;
@@ -353,6 +411,8 @@ void Simulation::account(Time t) {
   const double dt = double(t - last_t_);
   const int64_t cap = healthy_milli();
   alloc_int_ += double(alloc_milli_) * dt;
+  for (size_t k = 0; k < pool_milli_.size(); ++k) pool_int_[k] += double(pool_milli_[k]) * dt;
+  inference_spot_int_ += double(inference_spot_milli_) * dt;
   useful_int_ += double(useful_milli_) * dt;
   cap_int_ += double(cap) * dt;
   // Jain's index over teams with demand: x = held / min(entitlement, demand).
@@ -473,6 +533,7 @@ void Simulation::cycle(Time t) {
     team_alloc_[team_of_[s.job.value]] += held;
     // Settle MIG creation flags: the instances now exist.
     for (TaskPlacement p : s.placement) {
+      track_kinds(p, +1, j.job.gang.kind == JobKind::kInference);
       for (GpuGrant& g : p.gpus) g.mig_create = false, g.mig_destroy = 0;
       j.job.placement.push_back(std::move(p));
     }
@@ -493,6 +554,143 @@ void Simulation::cycle(Time t) {
     tick_pending_ = true;
     push(t + opt_.cycle_interval, Ev::kTick, 0);
   }
+  if (autoscale_) autoscale(t, d);
+}
+
+void Simulation::provider_event(const ProviderEvent& e, Time t) {
+  const NodeId n = e.node;
+  auto jobs_on = [&] {
+    std::vector<uint32_t> v;
+    for (uint32_t id : active_)
+      for (const TaskPlacement& p : jobs_[id].job.placement)
+        if (p.node == n) {
+          v.push_back(id);
+          break;
+        }
+    return v;
+  };
+  switch (e.kind) {
+    case ProviderEventKind::kNodeReady:
+      cordoned_[n.value] = false;
+      refresh_node(n);
+      ++rep_.metrics.nodes_provisioned;
+      break;
+    case ProviderEventKind::kInterruptionNotice: {
+      // Cordon; a job whose checkpoint fits in the notice saves and leaves; the others run on until
+      // the reclaim and then resume from their last periodic checkpoint.
+      ++rep_.metrics.spot_reclaims;
+      cordoned_[n.value] = true;
+      refresh_node(n);
+      for (uint32_t id : jobs_on()) {
+        SimJob& j = jobs_[id];
+        if (j.job.state == JobState::kPending) continue;
+        if (!j.interrupted) ++j.job.spot_interruptions, ++rep_.metrics.job_interruptions;
+        j.interrupted = true;
+        if (j.job.state == JobState::kRunning && j.job.checkpoint.interval > 0 && j.job.checkpoint.save_cost <= e.reclaim_at - t) {
+          j.job.state = JobState::kCheckpointing;
+          j.job.evict_by = e.reclaim_at;
+          j.saving = true;
+          j.stop_at = t + j.job.checkpoint.save_cost;
+          push(j.stop_at, Ev::kStop, id, j.run_gen);
+        }
+      }
+      break;
+    }
+    case ProviderEventKind::kNodeReclaimed:
+      for (uint32_t id : jobs_on()) {
+        SimJob& j = jobs_[id];
+        const bool running = j.job.state != JobState::kPending;
+        j.saving = false;
+        end_run(j, t, false, true);
+        if (!running) --j.job.preemptions;
+      }
+      refresh_node(n);
+      idle_since_[n.value] = -1;
+      break;
+    case ProviderEventKind::kRequestFailed:
+      break;
+  }
+  dirty_ = true;
+}
+
+void Simulation::autoscale(Time t, const Decisions& d) {
+  AutoscaleInput in;
+  in.now = t;
+  in.config = setup_.autoscaling;
+  // Elastic pools with their slots.
+  std::vector<int> slot_count(cluster_.pools().size(), 0);
+  std::vector<const Node*> first(cluster_.pools().size(), nullptr);
+  for (const Node& n : cluster_.nodes()) {
+    if (!provider_->elastic(n.id)) continue;
+    ++slot_count[n.pool.value];
+    if (!first[n.pool.value]) first[n.pool.value] = &n;
+  }
+  for (const Pool& p : cluster_.pools()) {
+    if (!first[p.id.value]) continue;
+    const Node& n = *first[p.id.value];
+    ElasticPool e;
+    e.pool = p.id;
+    e.name = p.name;
+    e.kind = p.kind;
+    e.gpu_model = n.gpu_model() ? n.gpu_model()->name : "";
+    e.gpus_per_node = int(n.gpus.size());
+    e.price_micro_per_gpu_hour = p.price_micro_per_gpu_hour.value_or(0);
+    e.min_nodes = p.min_nodes;
+    e.max_nodes = p.max_nodes > 0 ? std::min(p.max_nodes, slot_count[p.id.value]) : slot_count[p.id.value];
+    e.running = provider_->running(p.id);
+    e.provisioning = provider_->provisioning(p.id);
+    if (e.gpus_per_node > 0) in.pools.push_back(std::move(e));
+  }
+  for (const PendingInfo& pi : d.pending) {
+    if (!pi.short_of_room) continue;
+    const SimJob& j = jobs_[pi.job.value];
+    Gang g = j.job.gang;
+    g.checkpointable = j.job.checkpoint.interval > 0;
+    const int max_int = setup_.config.pool_rules.spot_max_interruptions;
+    g.avoid_spot = max_int > 0 && j.job.spot_interruptions >= max_int;
+    apply_pool_rules(g, setup_.config.pool_rules);
+    DemandItem di;
+    di.job = pi.job;
+    di.tasks = std::max(1, g.tasks - int(j.job.placement.size()));
+    di.gpus_per_task = std::max(1, g.task.gpu_count);
+    di.gpu_models = g.task.gpu_models;
+    di.pool_kinds = g.task.pool_kinds;
+    di.prefer_spot = g.task.prefer_spot;
+    di.avoid_spot = g.task.avoid_spot;
+    const uint32_t team = team_of_[pi.job.value];
+    di.within_guarantee = team_alloc_[team] < team_guarantee_[team];
+    for (const PriorityClass& pc : setup_.config.priority_classes)
+      if (pc.name == j.job.priority_class) di.priority = pc.value;
+    di.submitted = j.job.submitted;
+    in.demand.push_back(std::move(di));
+  }
+  bool any_idle = false;
+  for (const Node& n : cluster_.nodes()) {
+    const bool idle = provider_->elastic(n.id) && provider_->up(n.id) && !cordoned_[n.id.value] &&
+                      n.free_gpu_milli == int64_t(n.gpus.size()) * 1000;
+    if (!idle) {
+      idle_since_[n.id.value] = -1;
+      continue;
+    }
+    if (idle_since_[n.id.value] < 0) idle_since_[n.id.value] = t;
+    in.idle.push_back({n.id, n.pool, idle_since_[n.id.value]});
+    any_idle = true;
+  }
+  const AutoscalePlan plan = plan_autoscaling(in);
+  for (const ScaleUp& u : plan.up) {
+    Status s = provider_->request_nodes(u.pool, u.nodes, t);
+    (void)s;
+  }
+  for (const ScaleDown& dn : plan.down) {
+    if (!provider_->release_node(dn.node, t).ok()) continue;
+    ++rep_.metrics.nodes_released;
+    idle_since_[dn.node.value] = -1;
+    refresh_node(dn.node);
+  }
+  if (any_idle && !scale_tick_pending_) {  // come back to give idle nodes back
+    scale_tick_pending_ = true;
+    push(t + std::max<int64_t>(1, setup_.autoscaling.scale_down_idle_s), Ev::kTick, 1);
+  }
 }
 
 Result<SimReport> Simulation::run() {
@@ -506,7 +704,8 @@ Result<SimReport> Simulation::run() {
   Time next_sample = first_arrival_;
   int64_t finished = 0;
   while (!events_.empty()) {
-    const Time t = events_.top().t;
+    const std::optional<Time> pt = provider_->next_event_time();
+    const Time t = pt ? std::min(*pt, events_.top().t) : events_.top().t;
     if (opt_.horizon > 0 && t > opt_.horizon) break;
     while (next_sample <= t) {
       account(next_sample);
@@ -514,7 +713,9 @@ Result<SimReport> Simulation::run() {
       next_sample += sample_every;
     }
     account(t);
-    // All events at t, then one cycle.
+    // Provider events at t (nodes up, notices, reclaims), then the simulation's own, then one cycle.
+    if (pt && *pt == t)
+      for (const ProviderEvent& e : provider_->poll(t)) provider_event(e, t);
     while (!events_.empty() && events_.top().t == t) {
       const Event e = events_.top();
       events_.pop();
@@ -544,6 +745,11 @@ Result<SimReport> Simulation::run() {
         }
         case Ev::kFail: {
           const NodeId n(e.id);
+          if (!provider_->up(n)) {  // not running now: nothing to fail; try again later
+            const double u = (double(rng_.uniform(1u << 30)) + 0.5) / double(1u << 30);
+            push(t + Time(-std::log(u) * double(opt_.node_mtbf)) + 1, Ev::kFail, e.id);
+            break;
+          }
           ++rep_.metrics.failures;
           for (uint32_t id : std::vector<uint32_t>(active_.begin(), active_.end())) {
             SimJob& j = jobs_[id];
@@ -555,14 +761,16 @@ Result<SimReport> Simulation::run() {
             end_run(j, t, false, true);
             if (!running) --j.job.preemptions;  // a partially bound gang just loses its pods
           }
-          for (const Gpu& g : cluster_.node(n).gpus) set_gpu_health({n, g.index}, GpuHealth::kUnhealthy);
+          failed_[n.value] = true;
+          refresh_node(n);
           push(t + opt_.node_repair, Ev::kRepair, e.id);
           dirty_ = true;
           break;
         }
         case Ev::kRepair: {
           const NodeId n(e.id);
-          for (const Gpu& g : cluster_.node(n).gpus) set_gpu_health({n, g.index}, GpuHealth::kHealthy);
+          failed_[n.value] = false;
+          refresh_node(n);
           const double u = (double(rng_.uniform(1u << 30)) + 0.5) / double(1u << 30);
           push(t + Time(-std::log(u) * double(opt_.node_mtbf)) + 1, Ev::kFail, e.id);
           dirty_ = true;
@@ -575,7 +783,7 @@ Result<SimReport> Simulation::run() {
           break;
         }
         case Ev::kTick:
-          tick_pending_ = false;
+          (e.id == 1 ? scale_tick_pending_ : tick_pending_) = false;
           dirty_ = true;
           break;
       }
@@ -638,6 +846,19 @@ Result<SimReport> Simulation::run() {
   m.lost_gpu_hours = lost_gpu_s_ / 3600.0;
   m.jobs_per_hour = m.makespan_s > 0 ? double(m.finished) * 3600.0 / m.makespan_s : 0;
   m.fragmentation_pct = frag_time_ > 0 ? frag_int_ / frag_time_ : 0;
+  // Cost: every pool's billed GPU-hours at its price (owned and reserved: the whole run).
+  for (const Pool& p : cluster_.pools()) {
+    const double gpu_h = double(provider_->billed_gpu_seconds(p.id, end)) / 3600.0;
+    const double used_h = pool_int_[p.id.value] / 1000.0 / 3600.0;
+    m.used_gpu_hours_by_kind[int(p.kind)] += used_h;
+    if (gpu_h <= 0) continue;
+    const double cost = gpu_h * double(p.price_micro_per_gpu_hour.value_or(0)) / 1e6;
+    m.cost += cost;
+    m.billed_gpu_hours += gpu_h;
+    m.pools.push_back({p.name, pool_kind_name(p.kind), gpu_h, used_h, cost});
+  }
+  m.inference_spot_gpu_hours = inference_spot_int_ / 1000.0 / 3600.0;
+  m.interruption_lost_gpu_hours = lost_interrupt_gpu_s_ / 3600.0;
   rep_.jct_s = std::move(jct);
   return std::move(rep_);
 }

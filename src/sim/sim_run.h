@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/autoscale.h"
 #include "core/cluster.h"
 #include "core/sched/queues.h"
 #include "core/sched/scheduler.h"
@@ -27,6 +28,9 @@ struct SimCluster {
   std::vector<QueueSpec> queues;
   SchedulerConfig config;
   std::shared_ptr<const GpuCatalog> catalog = {};  // what `cluster` points into when not the built-ins
+  // Off: every node is up from the start. On: nodes of on-demand and spot pools are slots the
+  // autoscaler brings up (min_nodes at the start) through the simulated provider (sim/sim_provider.h).
+  AutoscaleConfig autoscaling = {};
 };
 
 struct SimRunOptions {
@@ -66,6 +70,23 @@ struct SimMetrics {
   double fragmentation_pct = 0;    // time-average free GPU capacity no pending request could use
   int64_t cycles = 0;
   double elapsed_s = 0;            // wall-clock time of the simulation (set by the caller)
+  // Capacity pools and cost (docs/simulator.md "Pools, spot and cost").
+  struct PoolCost {
+    std::string pool, kind;
+    double billed_gpu_hours = 0;   // paid for: owned/reserved the whole run, elastic while provisioned
+    double used_gpu_hours = 0;     // allocated
+    double cost = 0;               // billed * price
+  };
+  std::vector<PoolCost> pools;     // pools billed anything, in pool id order
+  double cost = 0;                 // sum over pools, in the pools' price currency
+  double billed_gpu_hours = 0;
+  double used_gpu_hours_by_kind[kPoolKinds] = {0, 0, 0, 0};
+  int64_t spot_reclaims = 0;       // spot nodes reclaimed (notices)
+  int64_t job_interruptions = 0;   // running jobs hit by a notice
+  double interruption_lost_gpu_hours = 0;  // part of lost_gpu_hours due to spot reclaims
+  double inference_spot_gpu_hours = 0;     // inference on spot (the pool rules keep it 0)
+  int64_t inference_spot_starts = 0;
+  int64_t nodes_provisioned = 0, nodes_released = 0;  // autoscaling
 };
 
 struct SimReport {

@@ -322,6 +322,7 @@ Result<Workload> load_synthetic(const std::string& text) {
       j.arrival = arrival;
       j.work = work;
       j.service = true;
+      j.gang.kind = JobKind::kInference;
       j.gang.name = name;
       j.gang.tasks = 1;
       if (*m->mig) {
@@ -386,9 +387,84 @@ Result<Workload> load_synthetic(const std::string& text) {
   return w;
 }
 
+// ---- inference (steady services on whole GPUs) --------------------------------------------------------
+
+// "services=N,gpus=G,days=D,seed=S": N services of G whole GPUs each, up for D days, each with a
+// second replica from 08:00 to 20:00 every day (diurnal peak). Team "inference".
+Result<Workload> load_inference(const std::string& text) {
+  int64_t services = 16, gpus = 1, days = 7, seed = 1;
+  if (!text.empty())
+    for (const std::string& kv : split(text, ',')) {
+      const size_t eq = kv.find('=');
+      const std::string key = kv.substr(0, eq == std::string::npos ? kv.size() : eq);
+      double v = 0;
+      if (eq == std::string::npos || !parse_number(kv.substr(eq + 1), v) || v < 0 || v != std::floor(v))
+        return invalid_argument("inference: \"" + kv + "\" is not KEY=WHOLE_NUMBER (keys: services, gpus, days, seed)");
+      if (key == "services") services = int64_t(v);
+      else if (key == "gpus") gpus = int64_t(v);
+      else if (key == "days") days = int64_t(v);
+      else if (key == "seed") seed = int64_t(v);
+      else return invalid_argument("inference: unknown key \"" + key + "\" (keys: services, gpus, days, seed)");
+    }
+  if (services < 1 || services > 10000) return invalid_argument("inference: services must be 1..10000");
+  if (gpus < 1 || gpus > 64) return invalid_argument("inference: gpus must be 1..64");
+  if (days < 1 || days > 400) return invalid_argument("inference: days must be 1..400");
+  Rng rng{uint64_t(seed)};
+  Workload w;
+  w.source = "inference:" + text;
+  for (int64_t i = 0; i < services; ++i) {
+    const std::string base = "svc" + std::to_string(i);
+    auto replica = [&](const std::string& name, Time arrival, Duration work) {
+      WorkloadJob j;
+      j.name = name;
+      j.team = "inference";
+      j.user = base;
+      j.priority_class = "production-inference";
+      j.kind = "inference-" + std::to_string(gpus) + "gpu";
+      j.arrival = arrival;
+      j.work = work;
+      j.service = true;
+      j.gang.kind = JobKind::kInference;
+      j.gang.name = name;
+      j.gang.tasks = 1;
+      j.gang.task.gpu_count = int(gpus);
+      j.gang.task.cpu = MilliCpu(4000 * gpus);
+      j.gang.task.memory = MiB(32768 * gpus);
+      w.jobs.push_back(std::move(j));
+    };
+    replica(base + "-r0", Time(rng.uniform(600)), days * 86400);
+    for (int64_t d = 0; d < days; ++d)
+      replica(base + "-d" + std::to_string(d), d * 86400 + 8 * 3600 + Time(rng.uniform(1800)), 12 * 3600);
+  }
+  finish(w);
+  return w;
+}
+
+Result<Workload> load_one(const std::string& spec);
+
 }  // namespace
 
+// "A+B": the jobs of both workloads (names prefixed when they clash).
 Result<Workload> load_workload(const std::string& spec) {
+  if (spec.find('+') == std::string::npos) return load_one(spec);
+  Workload all;
+  all.source = spec;
+  std::set<std::string> names;
+  for (const std::string& part : split(spec, '+')) {
+    auto w = load_one(part);
+    if (!w.ok()) return w.error();
+    for (WorkloadJob& j : w->jobs) {
+      if (!names.insert(j.name).second)
+        return invalid_argument("--workload " + spec + ": job name " + j.name + " occurs in two parts");
+      all.jobs.push_back(std::move(j));
+    }
+  }
+  finish(all);
+  return all;
+}
+
+namespace {
+Result<Workload> load_one(const std::string& spec) {
   const size_t colon = spec.find(':');
   const std::string kind = spec.substr(0, colon), rest = colon == std::string::npos ? "" : spec.substr(colon + 1);
   if (kind == "philly") {
@@ -400,7 +476,9 @@ Result<Workload> load_workload(const std::string& spec) {
     return load_openb(rest);
   }
   if (kind == "synthetic") return load_synthetic(rest);
-  return invalid_argument("--workload \"" + spec + "\": expected philly:DIR, openb:FILE or synthetic:KEY=VALUE,...");
+  if (kind == "inference") return load_inference(rest);
+  return invalid_argument("--workload \"" + spec + "\": expected philly:DIR, openb:FILE, synthetic:KEY=VALUE,..., inference:KEY=VALUE,... or several joined by +");
 }
+}  // namespace
 
 }  // namespace tessera::sim

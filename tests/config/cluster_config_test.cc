@@ -273,6 +273,31 @@ nodes:
   EXPECT_EQ(r.pool_kind, PoolKind::kReserved);
 }
 
+TEST(ClusterConfig, SpotDetailsAndAutoscaling) {
+  auto c = parse_cluster_config_yaml(R"(
+pools:
+  - {name: spot-a, kind: spot, interruption_rate: "0.5", correlated: 50, interruption_trace: /data/spot.csv}
+pool_rules: {spot_max_interruptions: 5}
+autoscaling: {scale_down_idle: 900, budget: "250.50"}
+nodes:
+  - {name: s, gpu_model: H100-80GB-SXM, gpus: 8, pool: spot-a}
+)");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->pools[0].correlated_pct, 50);
+  EXPECT_EQ(c->pools[0].interruption_trace, "/data/spot.csv");
+  EXPECT_EQ(c->scheduler.pool_rules.spot_max_interruptions, 5);
+  EXPECT_TRUE(c->autoscaling.enabled);  // the section's presence turns it on
+  EXPECT_EQ(c->autoscaling.scale_down_idle_s, 900);
+  EXPECT_EQ(c->autoscaling.budget_micro_per_hour, 250500000);
+  auto off = parse_cluster_config_yaml("autoscaling: {enabled: false}\nnodes: [{name: n, gpu_model: T4, gpus: 1}]\n");
+  ASSERT_TRUE(off.ok()) << off.error().message;
+  EXPECT_FALSE(off->autoscaling.enabled);
+  auto none = parse_cluster_config_yaml("nodes: [{name: n, gpu_model: T4, gpus: 1}]\n");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->autoscaling.enabled);
+  EXPECT_EQ(none->scheduler.pool_rules.spot_max_interruptions, 3);
+}
+
 TEST(ClusterConfig, NoPoolsMeansTheDefaultPool) {
   auto c = parse_cluster_config_yaml(kBase);
   ASSERT_TRUE(c.ok()) << c.error().message;
@@ -314,6 +339,14 @@ TEST(ClusterConfig, BadPoolsNameTheField) {
       {"pool_rules: {inference_kinds: [owned, gold]}\n" + nodes, "pool_rules.inference_kinds[1]: unknown pool kind 'gold'"},
       {"pool_rules: {inference_kinds: []}\n" + nodes, "pool_rules.inference_kinds: must be a non-empty list"},
       {"pool_rules: {training_kinds: [spot]}\n" + nodes, "pool_rules.training_kinds: unknown field"},
+      {"pool_rules: {spot_max_interruptions: -1}\n" + nodes, "pool_rules.spot_max_interruptions: must be >= 0"},
+      {"pools: [{name: a, kind: spot, correlated: 150}]\n" + nodes, "pools[0].correlated: percent of the pool's nodes"},
+      {"pools: [{name: a, kind: on-demand, correlated: 50}]\n" + nodes, "pools[0].correlated: only spot pools"},
+      {"pools: [{name: a, kind: owned, interruption_trace: t.csv}]\n" + nodes, "pools[0].interruption_trace: only spot"},
+      {"autoscaling: {enabled: true, budget: lots}\n" + nodes, "autoscaling.budget: the most the elastic pools may cost"},
+      {"autoscaling: {scale_down_idle: -1}\n" + nodes, "autoscaling.scale_down_idle: must be >= 0"},
+      {"autoscaling: {enable: true}\n" + nodes, "autoscaling.enable: unknown field"},
+      {"autoscaling: [1]\n" + nodes, "autoscaling: must be a map"},
   };
   for (const auto& [text, want] : cases) {
     auto c = parse_cluster_config_yaml(text);

@@ -209,5 +209,45 @@ TEST_F(PoolTest, RulesAsAMask) {
   EXPECT_FALSE(g.task.prefer_spot);  // spot is not allowed, so not preferred
 }
 
+TEST_F(PoolTest, JobsInterruptedTooOftenPreferOtherPools) {
+  add("s0", "spot-a");
+  add("d0", "od-a");
+  config.policy = "best-fit";
+  job(1, JobKind::kTraining, 4, 600, SpotPolicy::kPreferred);
+  EXPECT_EQ(node_of(cycle(), 1), "s0");  // prefers spot
+  jobs.back().spot_interruptions = 2;
+  EXPECT_EQ(node_of(cycle(), 1), "s0");  // below the limit (3)
+  jobs.back().spot_interruptions = 3;
+  EXPECT_EQ(node_of(cycle(), 1), "d0");  // now prefers anything but spot
+  config.pool_rules.spot_max_interruptions = 0;  // 0 = never
+  EXPECT_EQ(node_of(cycle(), 1), "s0");
+  // Avoiding is a preference: with only spot room it still runs there.
+  config.pool_rules.spot_max_interruptions = 3;
+  jobs.clear();
+  job(2, JobKind::kTraining, 8, 600).spot_interruptions = 5;
+  job(3, JobKind::kTraining, 8, 600).spot_interruptions = 5;
+  Decisions d = cycle();
+  EXPECT_EQ(node_of(d, 2), "d0");
+  EXPECT_EQ(node_of(d, 3), "s0");
+}
+
+TEST(PoolInterval, YoungIntervalFromThePoolsInterruptionRate) {
+  Pool spot;
+  spot.kind = PoolKind::kSpot;
+  spot.interruptions_per_million_hours = 500000;  // 0.5 per node-hour: M = 7,200 s
+  EXPECT_EQ(mean_seconds_between_interruptions(spot), 7200);
+  EXPECT_EQ(spot_checkpoint_interval(spot, 60, 1, 0), 930);      // sqrt(2 * 60 * 7200) = 929.5
+  EXPECT_EQ(spot_checkpoint_interval(spot, 60, 4, 0), 465);      // M / 4 nodes: sqrt(216000) = 464.8
+  EXPECT_EQ(spot_checkpoint_interval(spot, 60, 1, 1800), 930);   // shorter than the job's own
+  EXPECT_EQ(spot_checkpoint_interval(spot, 60, 1, 300), 300);    // the job's own is shorter
+  EXPECT_EQ(spot_checkpoint_interval(spot, 0, 1, 1800), 1800);   // no save cost known
+  Pool od;
+  od.kind = PoolKind::kOnDemand;
+  EXPECT_EQ(mean_seconds_between_interruptions(od), 0);
+  EXPECT_EQ(spot_checkpoint_interval(od, 60, 1, 1800), 1800);
+  spot.interruptions_per_million_hours = 0;
+  EXPECT_EQ(spot_checkpoint_interval(spot, 60, 1, 1800), 1800);
+}
+
 }  // namespace
 }  // namespace tessera

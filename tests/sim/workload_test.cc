@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -227,6 +228,35 @@ TEST(OpenbWorkload, LoadsTheSharedPodList) {
   auto w = load_workload("openb:" + f.string());
   ASSERT_TRUE(w.ok()) << w.error().message;
   EXPECT_EQ(w->jobs.size(), 8152u);
+}
+
+TEST(InferenceWorkload, SteadyServicesWithADiurnalReplicaAndCombinedSpecs) {
+  auto w = load_workload("inference:services=3,gpus=2,days=2,seed=5");
+  ASSERT_TRUE(w.ok()) << w.error().message;
+  ASSERT_EQ(w->jobs.size(), 3u * (1 + 2));  // a steady replica and one per day
+  int steady = 0;
+  for (const WorkloadJob& j : w->jobs) {
+    EXPECT_EQ(j.team, "inference");
+    EXPECT_EQ(j.gang.kind, JobKind::kInference);
+    EXPECT_EQ(j.gang.task.gpu_count, 2);
+    EXPECT_EQ(j.checkpoint.interval, 0);  // services do not checkpoint: never on spot
+    if (j.work == 2 * 86400) ++steady;
+    else EXPECT_EQ(j.work, 12 * 3600);
+  }
+  EXPECT_EQ(steady, 3);
+  auto both = load_workload("inference:services=2,days=1+synthetic:seed=2,days=1,gpus=16,load_pct=50");
+  ASSERT_TRUE(both.ok()) << both.error().message;
+  EXPECT_GT(both->jobs.size(), 4u);
+  EXPECT_TRUE(std::is_sorted(both->jobs.begin(), both->jobs.end(),
+                             [](const WorkloadJob& a, const WorkloadJob& b) { return a.arrival < b.arrival; }));
+  EXPECT_NE(std::find(both->teams.begin(), both->teams.end(), "inference"), both->teams.end());
+  auto bad = load_workload("inference:services=0");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("services must be 1..10000"), std::string::npos);
+  EXPECT_FALSE(load_workload("inference:color=red").ok());
+  auto dup = load_workload("inference:services=1,days=1+inference:services=1,days=1");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_NE(dup.error().message.find("occurs in two parts"), std::string::npos);
 }
 
 }  // namespace
