@@ -95,7 +95,8 @@ void run(const RunArgs& a) {
   for (const sim::SimReport& r : reports) {
     const sim::SimMetrics& m = r.metrics;
     if (m.pools.empty() || m.cost <= 0) continue;
-    std::printf("\n%s: cost %.0f for %.0f billed GPU-h", m.policy.c_str(), m.cost, m.billed_gpu_hours);
+    std::printf("\n%s: cost %.0f for %.0f billed GPU-h; jobs other than services: mean JCT %.2fh, p99 wait %.2fh",
+                m.policy.c_str(), m.cost, m.billed_gpu_hours, m.batch_jct_mean_s / 3600, m.batch_wait_p99_s / 3600);
     if (m.spot_reclaims > 0)
       std::printf("; %lld spot reclaims hit %lld running jobs, %.1f GPU-h lost to them", (long long)m.spot_reclaims,
                   (long long)m.job_interruptions, m.interruption_lost_gpu_hours);

@@ -326,7 +326,12 @@ Status parse_cluster_sections(const YAML::Node& root, const std::string& top, Cl
   }
   if (const YAML::Node r = root["pool_rules"]) {
     const std::string at = sub(top, "pool_rules");
-    TESSERA_TRY(known_keys(r, at, {"inference_kinds", "spot_max_interruptions"}));
+    TESSERA_TRY(known_keys(r, at, {"inference_kinds", "spot_max_interruptions", "on_demand_fallback_after"}));
+    if (r["on_demand_fallback_after"]) {
+      int64_t after = 0;
+      TESSERA_TRY(non_negative(r, "on_demand_fallback_after", at, after));
+      out.scheduler.pool_rules.on_demand_fallback_after_s = after;
+    }
     int64_t max_int = out.scheduler.pool_rules.spot_max_interruptions;
     TESSERA_TRY(non_negative(r, "spot_max_interruptions", at, max_int));
     out.scheduler.pool_rules.spot_max_interruptions = int(std::min<int64_t>(max_int, 1000000));
@@ -345,10 +350,15 @@ Status parse_cluster_sections(const YAML::Node& root, const std::string& top, Cl
   if (const YAML::Node a = root["autoscaling"]; a && !a.IsNull()) {
     const std::string at = sub(top, "autoscaling");
     if (!a.IsMap()) return invalid_argument(at + ": must be a map {enabled, scale_down_idle, budget}");
-    TESSERA_TRY(known_keys(a, at, {"enabled", "scale_down_idle", "budget"}));
+    TESSERA_TRY(known_keys(a, at, {"enabled", "scale_down_idle", "budget", "consolidate_below", "consolidate_min_runtime"}));
     out.autoscaling.enabled = true;
     TESSERA_TRY(get(a, "enabled", at, out.autoscaling.enabled));
     TESSERA_TRY(non_negative(a, "scale_down_idle", at, out.autoscaling.scale_down_idle_s));
+    int64_t below = out.autoscaling.consolidate_below_pct;
+    TESSERA_TRY(non_negative(a, "consolidate_below", at, below));
+    if (below > 100) return invalid_argument(at + ".consolidate_below: percent of a node's GPUs in use, 0..100 (0 = no consolidation)");
+    out.autoscaling.consolidate_below_pct = int(below);
+    TESSERA_TRY(non_negative(a, "consolidate_min_runtime", at, out.autoscaling.consolidate_min_runtime_s));
     if (const YAML::Node b = a["budget"]) {
       auto v = b.IsScalar() ? parse_price_micro(b.Scalar()) : Result<int64_t>(invalid_argument("must be a price"));
       if (!v.ok()) return invalid_argument(at + ".budget: the most the elastic pools may cost per hour, such as \"250.00\": " + v.error().message);

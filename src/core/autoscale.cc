@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <map>
 
+#include "core/placement/engine.h"
+#include "core/placement/policy.h"
+
 namespace tessera {
 
 namespace {
@@ -121,6 +124,72 @@ AutoscalePlan plan_autoscaling(const AutoscaleInput& in) {
     plan.down.push_back({n.node, n.pool, "idle for " + std::to_string(in.now - n.idle_since) + " s"});
   }
   return plan;
+}
+
+std::optional<Consolidation> plan_consolidation(const ClusterState& cluster, const std::vector<NodeId>& elastic,
+                                                const std::vector<MovableJob>& running, const AutoscaleConfig& config,
+                                                int64_t now) {
+  if (config.consolidate_below_pct <= 0) return std::nullopt;
+  // Jobs per node; a job on several nodes pins them all.
+  std::map<NodeId, std::vector<const MovableJob*>> on;
+  std::map<NodeId, bool> pinned;
+  for (const MovableJob& j : running) {
+    std::vector<NodeId> nodes;
+    for (const TaskPlacement& p : j.placement)
+      if (std::find(nodes.begin(), nodes.end(), p.node) == nodes.end()) nodes.push_back(p.node);
+    const bool movable = nodes.size() == 1 && j.checkpointable && now - j.started >= config.consolidate_min_runtime_s;
+    for (NodeId n : nodes) {
+      on[n].push_back(&j);
+      if (!movable) pinned[n] = true;
+    }
+  }
+  struct Cand {
+    int64_t used;
+    NodeId node;
+  };
+  std::vector<Cand> cands;
+  for (NodeId id : elastic) {
+    const Node& n = cluster.node(id);
+    const int64_t cap = int64_t(n.gpus.size()) * 1000;
+    const int64_t used = cap - n.free_gpu_milli;
+    if (!n.schedulable || cap == 0 || used <= 0 || pinned[id] || used * 100 > cap * config.consolidate_below_pct) continue;
+    int64_t listed = 0;  // every GPU in use must belong to a listed job
+    for (const MovableJob* j : on[id])
+      for (const TaskPlacement& p : j->placement)
+        for (const GpuGrant& g : p.gpus) listed += p.node == id ? g.milli_held() : 0;
+    if (listed != used) continue;
+    cands.push_back({used, id});
+  }
+  std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) { return a.used != b.used ? a.used < b.used : a.node < b.node; });
+  if (cands.empty()) return std::nullopt;
+  auto policy = make_policy("best-fit");
+  if (!policy.ok()) return std::nullopt;
+  PlacementEngine engine(**policy, EngineOptions{});
+  for (size_t k = 0; k < cands.size() && k < 4; ++k) {
+    const NodeId id = cands[k].node;
+    std::vector<const MovableJob*> jobs = on[id];
+    std::sort(jobs.begin(), jobs.end(), [](const MovableJob* a, const MovableJob* b) { return a->job < b->job; });
+    ClusterState scratch = cluster;
+    bool ok = scratch.set_schedulable(id, false).ok();
+    for (const MovableJob* j : jobs)
+      for (const TaskPlacement& p : j->placement) ok = ok && scratch.release(p).ok();
+    const PoolKind here = cluster.node(id).pool_kind;
+    for (const MovableJob* j : jobs) {
+      if (!ok) break;
+      Gang g = j->gang;
+      if (here == PoolKind::kSpot) g.task.pool_kinds &= PoolKindMask(~pool_kind_bit(PoolKind::kOnDemand));
+      ok = engine.place_and_commit(scratch, g).outcome == Outcome::kPlaced;
+    }
+    if (!ok) continue;
+    Consolidation c;
+    c.node = id;
+    for (const MovableJob* j : jobs) c.jobs.push_back(j->job);
+    c.reason = "consolidation: " + std::to_string(cands[k].used / 1000) + " of " +
+               std::to_string(cluster.node(id).gpus.size()) + " GPUs used on " + std::string(pool_kind_name(here)) +
+               " node " + cluster.node(id).name + "; its jobs fit elsewhere";
+    return c;
+  }
+  return std::nullopt;
 }
 
 }  // namespace tessera

@@ -10,8 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "core/cluster.h"
 #include "core/ids.h"
 #include "core/pool.h"
+#include "core/request.h"
 #include "core/status.h"
 
 namespace tessera {
@@ -21,6 +23,12 @@ struct AutoscaleConfig {
   int64_t scale_down_idle_s = 600;  // give back an elastic node idle this long
   // Cap on what the elastic pools may cost per hour together (micro-units); nullopt = no cap.
   std::optional<int64_t> budget_micro_per_hour;
+  // Consolidation: an elastic node whose jobs hold at most this share of its GPUs (percent; 0 = off)
+  // and could all run elsewhere on capacity that costs no more is emptied (its jobs checkpoint and
+  // move) so that it can go back. Only jobs that checkpoint, run on that node alone and have run at
+  // least consolidate_min_runtime_s are moved.
+  int consolidate_below_pct = 50;
+  int64_t consolidate_min_runtime_s = 3600;
 };
 
 // One elastic pool as the planner sees it.
@@ -88,6 +96,27 @@ struct AutoscalePlan {
 // the budget. Idle nodes go back after scale_down_idle_s, down to min_nodes, except in a pool that is
 // growing this round. Disabled config: an empty plan.
 AutoscalePlan plan_autoscaling(const AutoscaleInput& in);
+
+// A running job as consolidation sees it.
+struct MovableJob {
+  JobId job;
+  Gang gang;                             // pool rules applied (task.pool_kinds, prefer/avoid spot)
+  std::vector<TaskPlacement> placement;  // where it runs now
+  bool checkpointable = false;
+  int64_t started = 0;                   // its current run began
+};
+struct Consolidation {
+  NodeId node;
+  std::vector<JobId> jobs;  // to checkpoint and move, in id order
+  std::string reason;
+};
+// At most one elastic node to empty this round: among `elastic` nodes (up and schedulable) used at
+// most consolidate_below_pct, the least used (then lowest id) whose jobs all fit elsewhere, placed
+// one by one (job id order) on a scratch copy of the cluster without that node, on pools that cost
+// no more (never from spot to on-demand). nullopt when none qualifies or consolidation is off.
+std::optional<Consolidation> plan_consolidation(const ClusterState& cluster, const std::vector<NodeId>& elastic,
+                                                const std::vector<MovableJob>& running, const AutoscaleConfig& config,
+                                                int64_t now);
 
 // What a provider reports (ProviderEvent::kind).
 enum class ProviderEventKind : uint8_t {

@@ -74,6 +74,10 @@ struct PoolRules {
   // A job interrupted on spot this many times prefers non-spot nodes from then on (Gang::avoid_spot);
   // 0 = never.
   int spot_max_interruptions = 3;
+  // On-demand as the fallback: a job that may use spot (and does not avoid it) is kept off on-demand
+  // pools until it has waited this long since it became pending (submitted or last stopped), so that
+  // it takes spot capacity when the autoscaler brings it. -1 = off (on-demand any time).
+  int64_t on_demand_fallback_after_s = -1;
 };
 
 }  // namespace tessera

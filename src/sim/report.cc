@@ -48,7 +48,12 @@ nlohmann::json metrics_json(const SimMetrics& m) {
           {"inference_spot_gpu_hours", m.inference_spot_gpu_hours},
           {"inference_spot_starts", m.inference_spot_starts},
           {"nodes_provisioned", m.nodes_provisioned},
-          {"nodes_released", m.nodes_released}};
+          {"nodes_released", m.nodes_released},
+          {"consolidations", m.consolidations},
+          {"consolidation_moves", m.consolidation_moves},
+          {"batch_finished", m.batch_finished},
+          {"batch_jct_mean_s", m.batch_jct_mean_s},
+          {"batch_wait_p99_s", m.batch_wait_p99_s}};
 }
 
 namespace {

@@ -25,6 +25,7 @@ std::vector<std::string> sim_policy_names() {
 namespace {
 
 constexpr const char* kK8s = "k8s-default";
+constexpr Time kNoHold = Time(1) << 60;  // a "now" past any on-demand fallback hold
 
 // Plain Kubernetes: pods one by one in creation order, least-allocated spreading, no gangs (a gang's
 // pods hold their GPUs while the rest wait), no quotas, no preemption, no MIG or sharing (the device
@@ -117,6 +118,7 @@ class Simulation {
   Status build();
   void provider_event(const ProviderEvent& e, Time t);
   void autoscale(Time t, const Decisions& d);
+  void consolidate(Time t);
   // A node is in service when the provider has it up and it has not failed.
   void refresh_node(NodeId n) {
     const bool in = provider_->up(n) && !failed_[n.value];
@@ -191,7 +193,8 @@ class Simulation {
   // Capacity pools and the simulated provider.
   std::unique_ptr<SimProvider> provider_;
   bool autoscale_ = false;
-  std::vector<bool> failed_, cordoned_;
+  std::vector<bool> failed_, cordoned_, draining_;  // draining: emptied by consolidation
+  Time next_consolidation_ = 0;
   std::vector<Time> idle_since_;       // elastic nodes: idle since (-1 = busy or down)
   bool scale_tick_pending_ = false;
   std::vector<int64_t> pool_milli_;    // allocated milli-GPU per pool
@@ -215,6 +218,7 @@ Status Simulation::build() {
     p.mig = cfg.mig;
     if (opt_.policy == "tessera") p = cfg;
     p.seed = opt_.seed;
+    p.elastic_capacity = setup_.autoscaling.enabled;
     auto s = Scheduler::create(p);
     if (!s.ok()) return s.error();
     sched_ = std::move(s.value());
@@ -298,6 +302,7 @@ Status Simulation::build() {
   pool_milli_.assign(cluster_.pools().size(), 0);
   pool_int_.assign(cluster_.pools().size(), 0);
   cordoned_.assign(cluster_.node_count(), false);
+  draining_.assign(cluster_.node_count(), false);
   idle_since_.assign(cluster_.node_count(), -1);
   for (const Node& n : cluster_.nodes())
     if (!provider_->up(n.id)) refresh_node(n.id);
@@ -572,6 +577,7 @@ void Simulation::provider_event(const ProviderEvent& e, Time t) {
   switch (e.kind) {
     case ProviderEventKind::kNodeReady:
       cordoned_[n.value] = false;
+      draining_[n.value] = false;
       refresh_node(n);
       ++rep_.metrics.nodes_provisioned;
       break;
@@ -613,6 +619,56 @@ void Simulation::provider_event(const ProviderEvent& e, Time t) {
   dirty_ = true;
 }
 
+void Simulation::consolidate(Time t) {
+  if (t < next_consolidation_ || setup_.autoscaling.consolidate_below_pct <= 0) return;
+  next_consolidation_ = t + std::max<Duration>(opt_.cycle_interval, 600);
+  std::vector<NodeId> elastic;
+  for (const Node& n : cluster_.nodes())
+    if (provider_->elastic(n.id) && provider_->up(n.id) && !cordoned_[n.id.value]) elastic.push_back(n.id);
+  std::vector<MovableJob> running;
+  for (uint32_t id : active_) {
+    const SimJob& j = jobs_[id];
+    if (j.job.state != JobState::kRunning) continue;
+    MovableJob m;
+    m.job = j.job.id;
+    m.gang = j.job.gang;
+    m.gang.id = j.job.id;
+    apply_job_pool_rules(m.gang, j.job, setup_.config.pool_rules, kNoHold);  // moving: no fallback hold
+    m.placement = j.job.placement;
+    m.checkpointable = j.job.checkpoint.interval > 0;
+    m.started = j.run_start;
+    running.push_back(std::move(m));
+  }
+  const std::optional<Consolidation> c = plan_consolidation(cluster_, elastic, running, setup_.autoscaling, t);
+  if (!c) {
+    // Come back while some elastic node is under-used (its jobs may become movable).
+    bool under = false;
+    for (NodeId id : elastic) {
+      const Node& n = cluster_.node(id);
+      const int64_t cap = int64_t(n.gpus.size()) * 1000, used = cap - n.free_gpu_milli;
+      under = under || (used > 0 && used * 100 <= cap * setup_.autoscaling.consolidate_below_pct);
+    }
+    if (under && !scale_tick_pending_) {
+      scale_tick_pending_ = true;
+      push(next_consolidation_, Ev::kTick, 1);
+    }
+    return;
+  }
+  ++rep_.metrics.consolidations;
+  cordoned_[c->node.value] = draining_[c->node.value] = true;
+  refresh_node(c->node);
+  for (JobId id : c->jobs) {
+    SimJob& j = jobs_[id.value];
+    ++rep_.metrics.consolidation_moves;
+    j.job.state = JobState::kCheckpointing;
+    j.job.evict_by = t + j.job.checkpoint.grace;
+    j.saving = true;
+    j.stop_at = t + j.job.checkpoint.save_cost;
+    push(j.stop_at, Ev::kStop, id.value, j.run_gen);
+  }
+  dirty_ = true;
+}
+
 void Simulation::autoscale(Time t, const Decisions& d) {
   AutoscaleInput in;
   in.now = t;
@@ -645,10 +701,7 @@ void Simulation::autoscale(Time t, const Decisions& d) {
     if (!pi.short_of_room) continue;
     const SimJob& j = jobs_[pi.job.value];
     Gang g = j.job.gang;
-    g.checkpointable = j.job.checkpoint.interval > 0;
-    const int max_int = setup_.config.pool_rules.spot_max_interruptions;
-    g.avoid_spot = max_int > 0 && j.job.spot_interruptions >= max_int;
-    apply_pool_rules(g, setup_.config.pool_rules);
+    apply_job_pool_rules(g, j.job, setup_.config.pool_rules, t);
     DemandItem di;
     di.job = pi.job;
     di.tasks = std::max(1, g.tasks - int(j.job.placement.size()));
@@ -666,6 +719,14 @@ void Simulation::autoscale(Time t, const Decisions& d) {
   }
   bool any_idle = false;
   for (const Node& n : cluster_.nodes()) {
+    if (draining_[n.id.value] && provider_->up(n.id) && n.free_gpu_milli == int64_t(n.gpus.size()) * 1000) {
+      // Emptied by consolidation: back now.
+      if (provider_->release_node(n.id, t).ok()) ++rep_.metrics.nodes_released;
+      draining_[n.id.value] = false;
+      cordoned_[n.id.value] = false;
+      refresh_node(n.id);
+      continue;
+    }
     const bool idle = provider_->elastic(n.id) && provider_->up(n.id) && !cordoned_[n.id.value] &&
                       n.free_gpu_milli == int64_t(n.gpus.size()) * 1000;
     if (!idle) {
@@ -677,6 +738,7 @@ void Simulation::autoscale(Time t, const Decisions& d) {
     any_idle = true;
   }
   const AutoscalePlan plan = plan_autoscaling(in);
+  consolidate(t);
   for (const ScaleUp& u : plan.up) {
     Status s = provider_->request_nodes(u.pool, u.nodes, t);
     (void)s;
@@ -817,12 +879,14 @@ Result<SimReport> Simulation::run() {
   sample(end);
 
   SimMetrics& m = rep_.metrics;
-  std::vector<double> jct, wait;
+  std::vector<double> jct, wait, batch_jct, batch_wait;
   Time last_finish = first_arrival_;
   for (const SimJob& j : jobs_) {
     if (j.first_start >= 0) wait.push_back(double(j.first_start - j.spec->arrival));
+    if (j.first_start >= 0 && !j.spec->service) batch_wait.push_back(double(j.first_start - j.spec->arrival));
     if (!j.finished) continue;
     jct.push_back(double(j.finish - j.spec->arrival));
+    if (!j.spec->service) batch_jct.push_back(double(j.finish - j.spec->arrival));
     last_finish = std::max(last_finish, j.finish);
   }
   std::sort(jct.begin(), jct.end());
@@ -832,6 +896,10 @@ Result<SimReport> Simulation::run() {
     for (double x : v) s += x;
     return v.empty() ? 0 : s / double(v.size());
   };
+  std::sort(batch_wait.begin(), batch_wait.end());
+  m.batch_finished = int64_t(batch_jct.size());
+  m.batch_jct_mean_s = mean(batch_jct);
+  m.batch_wait_p99_s = percentile(batch_wait, 0.99);
   m.finished = int64_t(jct.size());
   m.unfinished = m.jobs - m.finished;
   m.jct_mean_s = mean(jct);

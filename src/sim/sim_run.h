@@ -87,6 +87,10 @@ struct SimMetrics {
   double inference_spot_gpu_hours = 0;     // inference on spot (the pool rules keep it 0)
   int64_t inference_spot_starts = 0;
   int64_t nodes_provisioned = 0, nodes_released = 0;  // autoscaling
+  int64_t consolidations = 0, consolidation_moves = 0;  // elastic nodes emptied, jobs moved to do it
+  // The same JCT and wait figures over jobs that are not inference services.
+  int64_t batch_finished = 0;
+  double batch_jct_mean_s = 0, batch_wait_p99_s = 0;
 };
 
 struct SimReport {

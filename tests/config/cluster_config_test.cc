@@ -277,8 +277,8 @@ TEST(ClusterConfig, SpotDetailsAndAutoscaling) {
   auto c = parse_cluster_config_yaml(R"(
 pools:
   - {name: spot-a, kind: spot, interruption_rate: "0.5", correlated: 50, interruption_trace: /data/spot.csv}
-pool_rules: {spot_max_interruptions: 5}
-autoscaling: {scale_down_idle: 900, budget: "250.50"}
+pool_rules: {spot_max_interruptions: 5, on_demand_fallback_after: 600}
+autoscaling: {scale_down_idle: 900, budget: "250.50", consolidate_below: 40, consolidate_min_runtime: 1800}
 nodes:
   - {name: s, gpu_model: H100-80GB-SXM, gpus: 8, pool: spot-a}
 )");
@@ -289,6 +289,9 @@ nodes:
   EXPECT_TRUE(c->autoscaling.enabled);  // the section's presence turns it on
   EXPECT_EQ(c->autoscaling.scale_down_idle_s, 900);
   EXPECT_EQ(c->autoscaling.budget_micro_per_hour, 250500000);
+  EXPECT_EQ(c->autoscaling.consolidate_below_pct, 40);
+  EXPECT_EQ(c->autoscaling.consolidate_min_runtime_s, 1800);
+  EXPECT_EQ(c->scheduler.pool_rules.on_demand_fallback_after_s, 600);
   auto off = parse_cluster_config_yaml("autoscaling: {enabled: false}\nnodes: [{name: n, gpu_model: T4, gpus: 1}]\n");
   ASSERT_TRUE(off.ok()) << off.error().message;
   EXPECT_FALSE(off->autoscaling.enabled);
@@ -296,6 +299,8 @@ nodes:
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->autoscaling.enabled);
   EXPECT_EQ(none->scheduler.pool_rules.spot_max_interruptions, 3);
+  EXPECT_EQ(none->scheduler.pool_rules.on_demand_fallback_after_s, -1);
+  EXPECT_EQ(none->autoscaling.consolidate_below_pct, 50);
 }
 
 TEST(ClusterConfig, NoPoolsMeansTheDefaultPool) {
@@ -347,6 +352,8 @@ TEST(ClusterConfig, BadPoolsNameTheField) {
       {"autoscaling: {scale_down_idle: -1}\n" + nodes, "autoscaling.scale_down_idle: must be >= 0"},
       {"autoscaling: {enable: true}\n" + nodes, "autoscaling.enable: unknown field"},
       {"autoscaling: [1]\n" + nodes, "autoscaling: must be a map"},
+      {"autoscaling: {consolidate_below: 101}\n" + nodes, "autoscaling.consolidate_below: percent of a node's GPUs"},
+      {"pool_rules: {on_demand_fallback_after: -3}\n" + nodes, "pool_rules.on_demand_fallback_after: must be >= 0"},
   };
   for (const auto& [text, want] : cases) {
     auto c = parse_cluster_config_yaml(text);

@@ -6,8 +6,15 @@
 
 #include <gtest/gtest.h>
 
+#include "core/placement/engine.h"
+#include "core/placement/policy.h"
+#include "core/sched/job.h"
+#include "test_cluster.h"
+
 namespace tessera {
 namespace {
+
+using namespace tessera::testing;
 
 ElasticPool epool(uint32_t id, const std::string& name, PoolKind kind, int64_t price_micro, int max_nodes) {
   ElasticPool p;
@@ -158,6 +165,152 @@ TEST(Autoscale, IdleNodesGoBackAfterTheIdleTimeDownToMinNodes) {
   p = plan_autoscaling(in);
   EXPECT_EQ(up(p, 1), 2);
   EXPECT_TRUE(p.down.empty());
+}
+
+// Two on-demand nodes and one spot node of 8 GPUs; jobs placed by hand.
+class ConsolidationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Pool od;
+    od.name = "od";
+    od.kind = PoolKind::kOnDemand;
+    Pool spot;
+    spot.name = "spot";
+    spot.kind = PoolKind::kSpot;
+    const PoolId o = cluster.add_pool(od).value(), s = cluster.add_pool(spot).value();
+    for (auto [name, pool] : {std::pair{"od-0", o}, {"od-1", o}, {"spot-0", s}}) {
+      NodeSpec n = node_spec(name, "V100-16GB", 8);
+      n.pool = pool;
+      ASSERT_TRUE(cluster.add_node(n).ok());
+    }
+  }
+  // Places a job of `gpus` whole GPUs on node `node` (best fit there) and records it.
+  void run(uint32_t id, int gpus, uint32_t node, int64_t started = 0, bool checkpoints = true) {
+    auto policy = make_policy("best-fit");
+    PlacementEngine engine(**policy, EngineOptions{});
+    ClusterState only = cluster;
+    for (const Node& n : cluster.nodes())
+      if (n.id.value != node) {
+        ASSERT_TRUE(only.set_schedulable(n.id, false).ok());
+      }
+    Gang g = gang(1, whole(gpus), int(id));
+    PlacementResult r = engine.place(only, g);
+    ASSERT_EQ(r.outcome, Outcome::kPlaced) << r.reason;
+    ASSERT_TRUE(cluster.apply_all(r.tasks).ok());
+    MovableJob m;
+    m.job = JobId(id);
+    m.gang = g;
+    m.placement = r.tasks;
+    m.checkpointable = checkpoints;
+    m.started = started;
+    jobs.push_back(m);
+  }
+  std::vector<NodeId> elastic() const { return {NodeId(0), NodeId(1), NodeId(2)}; }
+  ClusterState cluster;
+  std::vector<MovableJob> jobs;
+  AutoscaleConfig config;
+};
+
+TEST_F(ConsolidationTest, TheLeastUsedNodeWhoseJobsFitElsewhereIsEmptied) {
+  run(1, 6, 0);  // od-0: 6 of 8
+  run(2, 2, 1);  // od-1: 2 of 8 -> its job fits on od-0
+  auto c = plan_consolidation(cluster, elastic(), jobs, config, 10000);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->node, NodeId(1));
+  EXPECT_EQ(c->jobs, std::vector<JobId>{JobId(2)});
+  EXPECT_NE(c->reason.find("2 of 8 GPUs used on on-demand node od-1"), std::string::npos) << c->reason;
+  // Off, too young, or not checkpointing: nothing moves.
+  config.consolidate_below_pct = 0;
+  EXPECT_FALSE(plan_consolidation(cluster, elastic(), jobs, config, 10000).has_value());
+  config.consolidate_below_pct = 50;
+  EXPECT_FALSE(plan_consolidation(cluster, elastic(), jobs, config, 3599).has_value());
+  jobs[1].checkpointable = false;
+  EXPECT_FALSE(plan_consolidation(cluster, elastic(), jobs, config, 10000).has_value());
+}
+
+TEST_F(ConsolidationTest, NothingMovesWhenItWouldNotFitOrTheNodeIsBusy) {
+  run(1, 7, 0);  // od-0: 7 of 8
+  run(2, 3, 1);  // od-1: 3 of 8: does not fit on od-0's 1 free GPU, and may not use spot
+  jobs[1].gang.task.pool_kinds = kNoSpot;
+  EXPECT_FALSE(plan_consolidation(cluster, elastic(), jobs, config, 10000).has_value());
+  jobs[1].gang.task.pool_kinds = kAnyPoolKind;  // it may: on-demand -> spot costs less
+  auto c = plan_consolidation(cluster, elastic(), jobs, config, 10000);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->node, NodeId(1));
+  // A spot node's jobs never move to on-demand (it would cost more).
+  jobs.clear();
+  cluster = ClusterState();
+  SetUp();
+  run(1, 4, 0);  // od-0: 4 of 8
+  run(2, 2, 2);  // spot-0: 2 of 8
+  c = plan_consolidation(cluster, elastic(), jobs, config, 10000);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->node, NodeId(0));  // od-0's job fits on spot; spot-0's job may not go to od
+  EXPECT_FALSE(plan_consolidation(cluster, {NodeId(2)}, jobs, config, 10000).has_value());
+  // A node whose occupants the caller does not list is never emptied.
+  jobs.pop_back();
+  EXPECT_FALSE(plan_consolidation(cluster, {NodeId(2)}, jobs, config, 10000).has_value());
+}
+
+TEST(OnDemandFallback, SpotJobsWaitForSpotBeforeTakingOnDemand) {
+  PoolRules rules;
+  rules.on_demand_fallback_after_s = 600;
+  Job j;
+  j.submitted = 1000;
+  j.checkpoint.interval = 1800;
+  j.gang = gang(1, whole(8));
+  Gang g = j.gang;
+  apply_job_pool_rules(g, j, rules, 1300);
+  EXPECT_FALSE(g.task.pool_kinds & pool_kind_bit(PoolKind::kOnDemand));  // waited 300 s of 600
+  EXPECT_TRUE(g.task.pool_kinds & pool_kind_bit(PoolKind::kSpot));
+  g = j.gang;
+  apply_job_pool_rules(g, j, rules, 1600);
+  EXPECT_TRUE(g.task.pool_kinds & pool_kind_bit(PoolKind::kOnDemand));  // fell back
+  j.last_preempted = 1500;  // stopped again: waits again
+  g = j.gang;
+  apply_job_pool_rules(g, j, rules, 1600);
+  EXPECT_FALSE(g.task.pool_kinds & pool_kind_bit(PoolKind::kOnDemand));
+  j.spot_interruptions = 3;  // avoids spot: on-demand at once
+  g = j.gang;
+  apply_job_pool_rules(g, j, rules, 1600);
+  EXPECT_TRUE(g.task.pool_kinds & pool_kind_bit(PoolKind::kOnDemand));
+  EXPECT_TRUE(g.avoid_spot);
+  j.spot_interruptions = 0;
+  j.checkpoint.interval = 0;  // may not use spot: nothing to wait for
+  g = j.gang;
+  apply_job_pool_rules(g, j, rules, 1600);
+  EXPECT_TRUE(g.task.pool_kinds & pool_kind_bit(PoolKind::kOnDemand));
+  rules.on_demand_fallback_after_s = -1;  // off
+  j.checkpoint.interval = 1800;
+  g = j.gang;
+  apply_job_pool_rules(g, j, rules, 1500);
+  EXPECT_TRUE(g.task.pool_kinds & pool_kind_bit(PoolKind::kOnDemand));
+}
+
+TEST(PoolRank, CommittedCapacityFirstThenSpotThenOnDemand) {
+  ClusterState c;
+  for (auto [name, kind] : {std::pair{"od", PoolKind::kOnDemand}, {"spot", PoolKind::kSpot}, {"res", PoolKind::kReserved}}) {
+    Pool p;
+    p.name = name;
+    p.kind = kind;
+    const PoolId id = c.add_pool(p).value();
+    NodeSpec n = node_spec(std::string(name) + "-0", "V100-16GB", 8);
+    n.pool = id;
+    ASSERT_TRUE(c.add_node(n).ok());
+  }
+  auto policy = make_policy("best-fit");
+  PlacementEngine engine(**policy, EngineOptions{});
+  Gang g = gang(1, whole(2));
+  auto node_of = [&](const Gang& x) { return c.node(engine.place(c, x).tasks.at(0).node).name; };
+  EXPECT_EQ(node_of(g), "res-0");
+  g.task.pool_kinds = kAnyPoolKind & ~pool_kind_bit(PoolKind::kReserved);
+  EXPECT_EQ(node_of(g), "spot-0");
+  g.task.avoid_spot = true;
+  EXPECT_EQ(node_of(g), "od-0");
+  g.task.avoid_spot = false;
+  g.task.pool_kinds = kAnyPoolKind;
+  g.task.prefer_spot = true;
+  EXPECT_EQ(node_of(g), "spot-0");
 }
 
 }  // namespace

@@ -232,5 +232,27 @@ nodes:
   EXPECT_DOUBLE_EQ(again->metrics.jct_mean_s, r->metrics.jct_mean_s);
 }
 
+TEST(SimPools, ConsolidationEmptiesAnUnderUsedNodeSoItGoesBack) {
+  SimCluster c = cluster(kOnDemand);
+  // A (6 GPUs) and B (6) get a node each; C (2) joins A on the first; A ends at 2,300 and leaves C
+  // alone there, while C's 2 GPUs fit next to B.
+  Workload w = workload({checkpointing("a", 0, 6, 2000), checkpointing("b", 0, 6, 20000), checkpointing("c", 1000, 2, 20000)});
+  auto r = run_simulation(c, w, SimRunOptions{});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const SimMetrics& m = r->metrics;
+  EXPECT_EQ(m.finished, 3);
+  EXPECT_EQ(m.consolidations, 1);
+  EXPECT_EQ(m.consolidation_moves, 1);
+  EXPECT_EQ(m.nodes_provisioned, 2);
+  c.autoscaling.consolidate_below_pct = 0;
+  auto kept = run_simulation(c, w, SimRunOptions{});
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(kept->metrics.consolidations, 0);
+  // Moving costs C a save and a restart, and frees a node for most of the run.
+  EXPECT_LT(m.billed_gpu_hours, kept->metrics.billed_gpu_hours - 8 * 4);
+  EXPECT_GT(m.jct_mean_s, kept->metrics.jct_mean_s);
+  EXPECT_GT(m.lost_gpu_hours, kept->metrics.lost_gpu_hours);
+}
+
 }  // namespace
 }  // namespace tessera::sim

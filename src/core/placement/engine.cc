@@ -188,20 +188,30 @@ namespace {
 struct Candidate {
   bool valid = false;
   bool gang_node = false;  // already holds a task of this gang
-  bool pool_pref = false;  // on a pool the task prefers: spot if it prefers spot, non-spot if it avoids spot
+  int pool_rank = 0;       // pool_rank(): cheaper-to-use pools first
   int64_t score = 0;
   uint32_t rank = 0;
   NodeId node;
   GpuPick pick;
 };
-// Total order: gang node first (if the policy packs gangs), preferred pool first (spot when the task
-// prefers spot, non-spot when it avoids spot),
+// Lower is better. Capacity already paid for (owned, reserved) first, then spot, then on-demand;
+// spot first for a task preferring it, last for one avoiding it. Without pools every node ranks 0.
+int pool_rank(PoolKind k, const TaskRequest& t) {
+  switch (k) {
+    case PoolKind::kOwned:
+    case PoolKind::kReserved: return t.prefer_spot ? 1 : 0;
+    case PoolKind::kSpot: return t.prefer_spot ? 0 : t.avoid_spot ? 3 : 1;
+    case PoolKind::kOnDemand: return 2;
+  }
+  return 0;
+}
+// Total order: gang node first (if the policy packs gangs), cheaper pool first (pool_rank),
 // higher score, lower rank, lower id.
 bool better(const Candidate& a, const Candidate& b, bool packs) {
   if (!b.valid) return a.valid;
   if (!a.valid) return false;
   if (packs && a.gang_node != b.gang_node) return a.gang_node;
-  if (a.pool_pref != b.pool_pref) return a.pool_pref;
+  if (a.pool_rank != b.pool_rank) return a.pool_rank < b.pool_rank;
   if (a.score != b.score) return a.score > b.score;
   if (a.rank != b.rank) return a.rank < b.rank;
   return a.node < b.node;
@@ -317,8 +327,7 @@ PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& 
         if (why) ++why->declined;
         return;
       }
-      const bool on_spot = n.pool_kind == PoolKind::kSpot;
-      Candidate cand{true, false, (t.prefer_spot && on_spot) || (t.avoid_spot && !on_spot), c.score, rank(id), id, c.pick};
+      Candidate cand{true, false, pool_rank(n.pool_kind, t), c.score, rank(id), id, c.pick};
       cand.gang_node = packs && std::find(gang_nodes.begin(), gang_nodes.end(), id) != gang_nodes.end();
       if (better(cand, best, packs)) best = cand;
     };

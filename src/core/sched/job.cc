@@ -1,6 +1,8 @@
 // Default priority classes and job state names.
 #include "core/sched/job.h"
 
+#include <algorithm>
+
 namespace tessera {
 
 std::vector<PriorityClass> priority_classes_default() {
@@ -22,6 +24,21 @@ const char* job_state_name(JobState s) {
     case JobState::kCancelled: return "cancelled";
   }
   return "unknown";
+}
+
+}  // namespace tessera
+
+namespace tessera {
+
+void apply_job_pool_rules(Gang& g, const Job& job, const PoolRules& rules, Time now) {
+  g.checkpointable = job.checkpoint.interval > 0;
+  const int max_int = rules.spot_max_interruptions;
+  g.avoid_spot = max_int > 0 && job.spot_interruptions >= max_int;
+  apply_pool_rules(g, rules);
+  const Time pending_since = std::max(job.submitted, job.last_preempted);
+  if (rules.on_demand_fallback_after_s >= 0 && (g.task.pool_kinds & pool_kind_bit(PoolKind::kSpot)) && !g.avoid_spot &&
+      now - pending_since < rules.on_demand_fallback_after_s)
+    g.task.pool_kinds &= PoolKindMask(~pool_kind_bit(PoolKind::kOnDemand));
 }
 
 }  // namespace tessera

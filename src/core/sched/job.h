@@ -63,4 +63,9 @@ struct Job {
   std::vector<TaskPlacement> placement;  // when running
 };
 
+// The pool rules as they apply to this job now (Gang::avoid_spot from its interruptions, and
+// PoolRules::on_demand_fallback_after_s from how long it has waited): g's pool kinds and
+// preferences are set (apply_pool_rules) and g.checkpointable from the job.
+void apply_job_pool_rules(Gang& g, const Job& job, const PoolRules& rules, Time now);
+
 }  // namespace tessera

@@ -188,7 +188,10 @@ class Cycle {
  public:
   Cycle(const SchedulerConfig& cfg, const ScoringPolicy& policy, const Snapshot& snap, Time now)
       : cfg_(cfg), policy_(policy), snap_(snap), tree_(*snap.queues), now_(now), work_(*snap.cluster),
-        engine_(policy, options()), trial_(policy, trial_options()) {}
+        engine_(policy, options()), trial_(policy, trial_options()) {
+    if (cfg_.elastic_capacity)
+      for (const Node& n : work_.nodes()) max_node_gpus_ = std::max<int64_t>(max_node_gpus_, int64_t(n.gpus.size()));
+  }
 
   Decisions run();
 
@@ -301,6 +304,7 @@ class Cycle {
   const QueueTree& tree_;
   Time now_;
   ClusterState work_;
+  int64_t max_node_gpus_ = 0;  // GPUs of the largest node (SchedulerConfig::elastic_capacity)
   PlacementEngine engine_;
   PlacementEngine trial_;  // for preemption trials: no failure explanations (they cost full scans)
   std::optional<FairShare> fs_;
@@ -381,10 +385,10 @@ Gang Cycle::gang_of(const Entry& e) const {
   g.id = e.job->id;
   g.queue = e.job->queue;
   g.priority = e.pc->value;
-  g.checkpointable = e.job->checkpoint.interval > 0;
-  const int max_int = cfg_.pool_rules.spot_max_interruptions;
-  g.avoid_spot = max_int > 0 && e.job->spot_interruptions >= max_int;
-  apply_pool_rules(g, cfg_.pool_rules);
+  apply_job_pool_rules(g, *e.job, cfg_.pool_rules, now_);
+  if (cfg_.elastic_capacity && g.topology.mode == TopologyMode::kPreferred && g.topology.level == "node" &&
+      int64_t(g.tasks) * g.task.gpu_count <= max_node_gpus_)
+    g.topology.mode = TopologyMode::kRequired;
   return g;
 }
 

@@ -69,6 +69,10 @@ struct SchedulerConfig {
   MigPlannerConfig mig;                        // reconfigure cost, hysteresis, changes per cycle
   int max_scored_nodes = 0;                    // see EngineOptions
   PoolRules pool_rules;                        // which pools a job may use (core/pool.h)
+  // The cluster can grow (autoscaling, core/autoscale.h): a gang that prefers one node and fits on
+  // one of the cluster's nodes waits for room on one node (which autoscaling adds) instead of being
+  // spread over fragments, which slows it down for as long as it runs.
+  bool elastic_capacity = false;
   uint64_t seed = 0;
 };
 
