@@ -31,7 +31,8 @@ nlohmann::json metrics_json(const SimMetrics& m) {
           {"jobs_per_hour", m.jobs_per_hour},
           {"fragmentation_pct", m.fragmentation_pct},
           {"cycles", m.cycles},
-          {"elapsed_s", m.elapsed_s}};
+          {"elapsed_s", m.elapsed_s},
+          {"capacity_gpus", m.capacity_gpus}};
 }
 
 namespace {

@@ -66,6 +66,7 @@ struct SimMetrics {
   double fragmentation_pct = 0;    // time-average free GPU capacity no pending request could use
   int64_t cycles = 0;
   double elapsed_s = 0;            // wall-clock time of the simulation (set by the caller)
+  int64_t capacity_gpus = 0;       // the cluster's GPUs (set by the caller; 0 = not known)
 };
 
 struct SimReport {
