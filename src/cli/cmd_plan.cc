@@ -22,6 +22,7 @@
 #include "cli/format.h"
 #include "core/cost.h"
 #include "core/gpu_catalog.h"
+#include "server/accounting.h"
 
 namespace tessera::cli {
 namespace {
@@ -36,21 +37,24 @@ using cost::Micros;
 Micros to_micros(double dollars) { return static_cast<Micros>(std::llround(dollars * 1e6)); }
 double to_dollars(Micros m) { return static_cast<double>(m) / 1e6; }
 
-// "$1,234,567" (whole dollars) or "$2.66" (cents) with thousands separators.
-std::string money(Micros m, int decimals) {
-  const bool negative = m < 0;
-  const double v = std::fabs(to_dollars(m));
+// "1,234,567.8": a non-negative number with thousands separators.
+std::string grouped(double v, int decimals) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
   std::string s = buf;
   const size_t dot = s.find('.');
   std::string whole = s.substr(0, dot), rest = dot == std::string::npos ? "" : s.substr(dot);
-  std::string grouped;
+  std::string out;
   for (size_t i = 0; i < whole.size(); ++i) {
-    if (i > 0 && (whole.size() - i) % 3 == 0) grouped += ',';
-    grouped += whole[i];
+    if (i > 0 && (whole.size() - i) % 3 == 0) out += ',';
+    out += whole[i];
   }
-  return std::string(negative ? "-$" : "$") + grouped + rest;
+  return out + rest;
+}
+
+// "$1,234,567" (whole dollars) or "$2.66" (cents) with thousands separators.
+std::string money(Micros m, int decimals) {
+  return std::string(m < 0 ? "-$" : "$") + grouped(std::fabs(to_dollars(m)), decimals);
 }
 
 std::string fixed(double v, int decimals) {
@@ -116,6 +120,8 @@ struct PlanOptions {
   double reserved_1y_discount = 0.35, reserved_3y_discount = 0.60;
   double spot_mtbi_hours = 1.5, checkpoint_cost_s = 30, restart_s = 300;
   std::string prices_file, history_file;
+  std::string usage_file, policy;  // --from-usage FILE [--policy NAME]
+  bool gpus_given = false, utilisation_given = false;
   bool json = false;
 };
 
@@ -195,8 +201,114 @@ double utilisation_from_history(const std::string& path, int64_t gpus) {
   return u;
 }
 
+// What a recorded history says the cluster did: GPU-hours allocated over a period on a number of GPUs.
+struct UsageHistory {
+  std::string what;        // "sim run, policy tessera" or "usage report 2026-11-01 - 2026-12-01"
+  double gpu_hours = 0;    // allocated over the period
+  double period_hours = 0;
+  int64_t capacity_gpus = 0;  // the cluster's GPUs (0: the file does not say)
+};
+
+// A number under `key` of object `j`, or an error naming the file and the key.
+double number_at(const nlohmann::json& j, const std::string& key, const std::string& where) {
+  if (!j.contains(key)) fail("--from-usage " + where + ": missing key \"" + key + "\"");
+  if (!j[key].is_number()) fail("--from-usage " + where + ": \"" + key + "\" must be a number, got " + j[key].dump());
+  const double v = j[key].get<double>();
+  if (!std::isfinite(v) || v < 0) fail("--from-usage " + where + ": \"" + key + "\" must be >= 0, got " + j[key].dump());
+  return v;
+}
+
+// (a) `tessera sim run --json`: an array of per-policy metrics. The allocation is the run's
+// time-average (allocated / healthy capacity), so GPU-hours = allocation_pct x capacity x makespan.
+UsageHistory history_from_sim(const std::string& path, const nlohmann::json& arr, const std::string& policy, int64_t gpus) {
+  if (arr.empty()) fail("--from-usage " + path + ": an empty array; expected the metrics of `tessera sim run --json`, one object per policy");
+  std::vector<std::string> names;
+  for (size_t i = 0; i < arr.size(); ++i) {
+    if (!arr[i].is_object() || !arr[i].contains("policy") || !arr[i]["policy"].is_string())
+      fail("--from-usage " + path + ": element " + std::to_string(i) + " has no \"policy\" string; expected the metrics of `tessera sim run --json`");
+    names.push_back(arr[i]["policy"].get<std::string>());
+  }
+  std::string list;
+  for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+  size_t pick = 0;
+  if (!policy.empty()) {
+    auto it = std::find(names.begin(), names.end(), policy);
+    if (it == names.end()) fail("--policy " + policy + ": not in " + path + " (it has: " + list + ")");
+    pick = size_t(it - names.begin());
+  } else if (names.size() > 1) {
+    fail("--from-usage " + path + " holds " + std::to_string(names.size()) + " policies (" + list + "); pick one with --policy NAME");
+  }
+  const nlohmann::json& m = arr[pick];
+  const std::string where = path + " (policy " + names[pick] + ")";
+  const double alloc_pct = number_at(m, "allocation_pct", where);
+  if (alloc_pct > 100) fail("--from-usage " + where + ": \"allocation_pct\" must be in [0, 100], got " + m["allocation_pct"].dump());
+  const double makespan_s = number_at(m, "makespan_s", where);
+  if (makespan_s <= 0) fail("--from-usage " + where + ": \"makespan_s\" must be > 0 (no job finished: no period to measure)");
+  UsageHistory h;
+  h.what = "sim run, policy " + names[pick];
+  h.period_hours = makespan_s / 3600;
+  // capacity_gpus: written by `sim run`; absent in older files, 0 when not known.
+  const double cap = m.contains("capacity_gpus") ? number_at(m, "capacity_gpus", where) : 0;
+  if (cap != std::floor(cap)) fail("--from-usage " + where + ": \"capacity_gpus\" must be a whole number, got " + m["capacity_gpus"].dump());
+  h.capacity_gpus = static_cast<int64_t>(cap);
+  if (h.capacity_gpus == 0 && gpus <= 0)
+    fail("--from-usage " + where + ": missing key \"capacity_gpus\" (older `tessera sim run` output, or 0); pass the simulated cluster's GPU count with --gpus");
+  h.gpu_hours = alloc_pct / 100 * static_cast<double>(h.capacity_gpus > 0 ? h.capacity_gpus : gpus) * h.period_hours;
+  return h;
+}
+
+// (b) The controller's usage report (GET /api/v1/reports/usage, `tessera report usage --format json`):
+// cluster.gpus and cluster.allocated_milli_gpu_seconds over [charge_period_start, charge_period_end).
+UsageHistory history_from_report(const std::string& path, const nlohmann::json& j) {
+  const nlohmann::json& c = j["cluster"];
+  if (!c.is_object()) fail("--from-usage " + path + ": \"cluster\" must be an object (the usage report's cluster totals)");
+  const std::string where = path + " (cluster)";
+  const double gpus = number_at(c, "gpus", where);
+  if (gpus < 1 || gpus != std::floor(gpus)) fail("--from-usage " + where + ": \"gpus\" must be a whole number > 0, got " + c["gpus"].dump());
+  const double allocated = number_at(c, "allocated_milli_gpu_seconds", where);
+  int64_t bounds[2] = {0, 0};
+  const char* keys[2] = {"charge_period_start", "charge_period_end"};
+  for (int i = 0; i < 2; ++i) {
+    if (!j.contains(keys[i]) || !j[keys[i]].is_string())
+      fail("--from-usage " + path + ": missing key \"" + std::string(keys[i]) + "\" (a UTC time, e.g. 2026-11-01T00:00:00Z)");
+    auto t = server::accounting::parse_utc_time(j[keys[i]].get<std::string>(), keys[i]);
+    if (!t.ok()) fail("--from-usage " + path + ": " + t.error().message);
+    bounds[i] = *t;
+  }
+  if (bounds[1] <= bounds[0])
+    fail("--from-usage " + path + ": the charge period is empty (charge_period_end " + j["charge_period_end"].get<std::string>() +
+         " is not after charge_period_start " + j["charge_period_start"].get<std::string>() + ")");
+  UsageHistory h;
+  h.what = "usage report " + j["charge_period_start"].get<std::string>() + " - " + j["charge_period_end"].get<std::string>();
+  h.gpu_hours = allocated / 1000 / 3600;
+  h.period_hours = static_cast<double>(bounds[1] - bounds[0]) / 3600;
+  h.capacity_gpus = static_cast<int64_t>(gpus);
+  return h;
+}
+
+// Reads FILE and tells the two shapes apart.
+UsageHistory read_usage_history(const std::string& path, const std::string& policy, int64_t gpus) {
+  std::ifstream f(path);
+  if (!f) fail("--from-usage " + path + ": cannot read the file", 1);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    fail("--from-usage " + path + ": not valid JSON: " + e.what());
+  }
+  if (j.is_array()) return history_from_sim(path, j, policy, gpus);
+  if (j.is_object() && j.contains("cluster") && j.contains("charge_period_start")) {
+    if (!policy.empty()) fail("--policy applies to the JSON of `tessera sim run`; " + path + " is a usage report");
+    return history_from_report(path, j);
+  }
+  fail("--from-usage " + path + ": neither the JSON of `tessera sim run --json` (an array of per-policy metrics) nor "
+       "the usage report of `tessera report usage --format json` (an object with cluster, charge_period_start, charge_period_end)");
+}
+
 void check_flags(const PlanOptions& o) {
-  if (o.gpus <= 0) fail("--gpus must be > 0 (the GPUs to buy or rent)");
+  if (o.gpus <= 0)
+    fail(o.gpus_given ? "--gpus must be > 0 (the GPUs to buy or rent)"
+                      : "--gpus N is required (the GPUs to buy or rent), or --from-usage FILE to take the cluster's GPUs from a usage history");
   if (!(o.utilisation > 0 && o.utilisation <= 1))
     fail("--utilisation must be in (0, 1], the share of hours the GPUs are busy (e.g. 0.8 for 80%), got " +
          fixed(o.utilisation, 3));
@@ -225,6 +337,22 @@ T must(Result<T> r, const std::string& what) {
 }
 
 void run_plan(PlanOptions o) {
+  // A usage history sets the GPUs (unless --gpus is given) and the utilisation.
+  std::optional<UsageHistory> usage;
+  if (!o.policy.empty() && o.usage_file.empty()) fail("--policy NAME picks a policy of --from-usage FILE; pass --from-usage too");
+  if (!o.usage_file.empty()) {
+    if (o.utilisation_given) fail("--utilisation and --from-usage both set the utilisation; pass one of them");
+    if (!o.history_file.empty()) fail("--history and --from-usage both set the utilisation; pass one of them");
+    if (o.gpus_given && o.gpus <= 0) fail("--gpus must be > 0 (the GPUs to buy or rent)");
+    usage = read_usage_history(o.usage_file, o.policy, o.gpus_given ? o.gpus : 0);
+    if (!o.gpus_given) o.gpus = usage->capacity_gpus;
+    const double u = usage->gpu_hours / (static_cast<double>(o.gpus) * usage->period_hours);
+    if (!(u > 0)) fail("--from-usage " + o.usage_file + ": no GPU-hours used over the period, utilisation would be 0");
+    if (u > 1 + 1e-9)
+      fail("--from-usage " + o.usage_file + ": " + fixed(usage->gpu_hours, 0) + " GPU-h over " + fixed(usage->period_hours, 1) +
+           " h exceeds " + std::to_string(o.gpus) + " GPUs; --gpus must be at least the GPUs the history ran on");
+    o.utilisation = std::min(u, 1.0);
+  }
   check_flags(o);
   // The spelling "H100-80GB" is not a catalog alias (SXM or PCIe?); the prices are SXM's (p5).
   std::string model_note;
@@ -237,9 +365,21 @@ void run_plan(PlanOptions o) {
   const std::string model = (*found)->name;
 
   std::string utilisation_source = "--utilisation";
+  std::string gpus_source = "--gpus";
   if (!o.history_file.empty()) {
     o.utilisation = utilisation_from_history(o.history_file, o.gpus);
     utilisation_source = "mean of --history " + o.history_file;
+  }
+  if (usage) {
+    const int64_t measured_on = usage->capacity_gpus > 0 ? usage->capacity_gpus : o.gpus;
+    utilisation_source = "from usage history " + o.usage_file + " (" + usage->what + "): " +
+                         grouped(usage->gpu_hours, usage->gpu_hours < 100 ? 2 : 0) + " GPU-h over " +
+                         (usage->period_hours >= 24 ? fixed(usage->period_hours / 24, 1) + " days"
+                                                    : fixed(usage->period_hours, 2) + " hours") +
+                         " on " + std::to_string(measured_on) + " GPUs";
+    if (o.gpus != measured_on) utilisation_source += ", divided by " + std::to_string(o.gpus) + " GPUs (--gpus)";
+    gpus_source = o.gpus_given ? "--gpus (overrides the " + std::to_string(measured_on) + " GPUs of " + o.usage_file + ")"
+                               : "the cluster's GPUs in usage history " + o.usage_file;
   }
 
   const auto defaults_it = builtin_models().find(model);
@@ -304,7 +444,7 @@ void run_plan(PlanOptions o) {
   };
   const bool def_capex = !o.capex_per_gpu, def_power = !o.power_kw;
   assume("GPUs", std::to_string(o.gpus) + " x " + model + " (" + std::to_string(servers) + (servers == 1 ? " server of " : " servers of ") +
-                     std::to_string(o.gpus_per_server) + ")", "--gpus, --model" + model_note + ", --server-gpus");
+                     std::to_string(o.gpus_per_server) + ")", gpus_source + ", --model" + model_note + ", --server-gpus");
   assume("utilisation", fixed(100 * o.utilisation, 1) + "%", utilisation_source);
   assume("capex per server", money(in.server_capex, 0),
          def_capex ? "default: " + owned_defaults->source : "--capex-per-gpu x --server-gpus");
@@ -358,6 +498,9 @@ void run_plan(PlanOptions o) {
     j["servers"] = servers;
     j["utilisation"] = o.utilisation;
     j["horizon_months"] = o.horizon_months;
+    if (usage)
+      j["usage_history"] = {{"file", o.usage_file}, {"source", usage->what}, {"gpu_hours", usage->gpu_hours},
+                            {"period_hours", usage->period_hours}, {"capacity_gpus", usage->capacity_gpus}};
     for (const auto& a : assumptions) j["assumptions"].push_back({{"name", a[0]}, {"value", a[1]}, {"source", a[2]}});
     j["owned"] = {{"capex_per_server_usd", to_dollars(in.server_capex)},
                   {"fleet_capex_usd", to_dollars(fleet_capex)},
@@ -443,9 +586,9 @@ void register_plan(CLI::App& app) {
       "--capex-per-gpu and --power-kw). Every assumption used is printed with its source.");
   auto o = std::make_shared<PlanOptions>();
   auto capex = std::make_shared<double>(0), power = std::make_shared<double>(0), provisioned = std::make_shared<double>(0);
-  bvr->add_option("--gpus", o->gpus, "GPUs to buy or rent")->required();
+  auto* gpus_opt = bvr->add_option("--gpus", o->gpus, "GPUs to buy or rent (with --from-usage: overrides the cluster's)");
   bvr->add_option("--model", o->model, "GPU model (catalog name or alias)")->capture_default_str();
-  bvr->add_option("--utilisation", o->utilisation, "Share of hours the GPUs are busy, in (0, 1]")->capture_default_str();
+  auto* util_opt = bvr->add_option("--utilisation", o->utilisation, "Share of hours the GPUs are busy, in (0, 1]")->capture_default_str();
   auto* capex_opt = bvr->add_option("--capex-per-gpu", *capex, "USD per GPU, all-in (default: H100 $375k per 8-GPU node)");
   bvr->add_option("--server-gpus", o->gpus_per_server, "GPUs per server")->capture_default_str();
   bvr->add_option("--amortisation-months", o->amortisation_months, "Months over which capex is spread")->capture_default_str();
@@ -465,9 +608,15 @@ void register_plan(CLI::App& app) {
   bvr->add_option("--restart-s", o->restart_s, "Restart after an interruption, seconds")->capture_default_str();
   bvr->add_option("--prices", o->prices_file, "YAML/JSON: {MODEL: {on-demand: USD, reserved-1y: USD, reserved-3y: USD, spot: USD, source: TEXT}}");
   bvr->add_option("--history", o->history_file, "CSV of month,gpu_hours; utilisation = mean / (gpus x 730)");
+  bvr->add_option("--from-usage", o->usage_file,
+                  "JSON of `tessera sim run --json` or of `tessera report usage --format json`: GPUs and utilisation "
+                  "= GPU-hours used / (GPUs x hours) from what the cluster did");
+  bvr->add_option("--policy", o->policy, "With --from-usage on a sim run's JSON of several policies: the one to use");
   bvr->add_flag("--json", o->json, "Write the plan as JSON");
-  bvr->callback([o, capex, power, provisioned, capex_opt, power_opt, prov_opt] {
+  bvr->callback([o, capex, power, provisioned, capex_opt, power_opt, prov_opt, gpus_opt, util_opt] {
     PlanOptions opts = *o;
+    opts.gpus_given = gpus_opt->count() > 0;
+    opts.utilisation_given = util_opt->count() > 0;
     if (capex_opt->count()) opts.capex_per_gpu = *capex;
     if (power_opt->count()) opts.power_kw = *power;
     if (prov_opt->count()) opts.provisioned_kw = *provisioned;

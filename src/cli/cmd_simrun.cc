@@ -76,6 +76,7 @@ void run(const RunArgs& a) {
     auto r = sim::run_simulation(*cluster, *wl, o);
     if (!r.ok()) fail(r.error().message, 2);
     r->metrics.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r->metrics.capacity_gpus = cluster->cluster.total_gpus();  // for `tessera plan buy-vs-rent --from-usage`
     if (tty) std::fprintf(stderr, "\r%60s\r", "");
     std::fprintf(stderr, "  %s: done in %.1f s (%lld cycles)\n", p.c_str(), r->metrics.elapsed_s,
                  (long long)r->metrics.cycles);

@@ -53,7 +53,8 @@ nlohmann::json metrics_json(const SimMetrics& m) {
           {"consolidation_moves", m.consolidation_moves},
           {"batch_finished", m.batch_finished},
           {"batch_jct_mean_s", m.batch_jct_mean_s},
-          {"batch_wait_p99_s", m.batch_wait_p99_s}};
+          {"batch_wait_p99_s", m.batch_wait_p99_s},
+          {"capacity_gpus", m.capacity_gpus}};
 }
 
 namespace {

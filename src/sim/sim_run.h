@@ -91,6 +91,7 @@ struct SimMetrics {
   // The same JCT and wait figures over jobs that are not inference services.
   int64_t batch_finished = 0;
   double batch_jct_mean_s = 0, batch_wait_p99_s = 0;
+  int64_t capacity_gpus = 0;       // the cluster's GPUs (set by the caller; 0 = not known)
 };
 
 struct SimReport {

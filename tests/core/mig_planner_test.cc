@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "core/placement/fit.h"
+#include "core/request.h"
 #include "test_cluster.h"
 
 namespace tessera {
@@ -330,6 +331,60 @@ TEST(MigPlanner, GpuModelRestrictionAndPerModelResolution) {
   changes = plan_mig_layouts(input(c, {D("1g", 3)}), {});
   ASSERT_EQ(changes.size(), 1u);
   EXPECT_EQ(changes[0].gpu, (GpuRef{a40, 0}));
+}
+
+// Pools: a request is planned for only on nodes whose pool kind it may use (the kPool fit check).
+// The spot node has fewer idle GPUs, so it would come first without the pool rule.
+TEST(MigPlanner, OnlyPoolsTheRequestMayUse) {
+  ClusterState c;
+  Pool spot;
+  spot.name = "spot-a";
+  spot.kind = PoolKind::kSpot;
+  const PoolId spot_id = *c.add_pool(spot);
+  NodeSpec s = node_spec("s", "A100-40GB", 1);
+  s.pool = spot_id;
+  const NodeId sn = *c.add_node(s);
+  const NodeId on = *c.add_node(node_spec("o", "A100-40GB", 2));  // the default pool: owned
+  ASSERT_EQ(c.node(sn).pool_kind, PoolKind::kSpot);
+  ASSERT_EQ(c.node(on).pool_kind, PoolKind::kOwned);
+  Gang g = gang(1, mig("1g.5gb"));
+  g.kind = JobKind::kInference;
+  const PoolKindMask inference = pool_kinds_for(g, PoolRules{});
+  ASSERT_EQ(inference, pool_kind_bit(PoolKind::kOwned) | pool_kind_bit(PoolKind::kReserved));
+  MigDemand d = D("1g", 3);
+  d.pool_kinds = inference;
+
+  auto changes = plan_mig_layouts(input(c, {d}), {});
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].gpu, (GpuRef{on, 0}));
+  EXPECT_EQ(count_profile(a100_40(), changes[0].layout, "1g.5gb"), 7);
+  // Any pool: the spot node, fewest idle GPUs first.
+  changes = plan_mig_layouts(input(c, {D("1g", 3)}), {});
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].gpu, (GpuRef{sn, 0}));
+
+  // Idle 1g instances on a spot MIG GPU do not serve the inference request: the owned GPU is changed.
+  ClusterState c2;
+  ASSERT_TRUE(c2.add_pool(spot).ok());
+  NodeSpec sm = mig_node("s", "A100-40GB", 1, {0});
+  sm.pool = spot_id;
+  const NodeId sn2 = *c2.add_node(sm);
+  const NodeId on2 = *c2.add_node(node_spec("o", "A100-40GB", 1));
+  changes = plan_mig_layouts(input(c2, {D("1g", 7)}), {});  // any pool: fits the spot GPU's free slices
+  EXPECT_TRUE(changes.empty());
+  changes = plan_mig_layouts(input(c2, {d}), {});
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].gpu, (GpuRef{on2, 0}));
+  EXPECT_NE(changes[0].gpu.node, sn2);
+
+  // Only a spot node: nothing the request may use, no plan.
+  ClusterState only_spot;
+  ASSERT_TRUE(only_spot.add_pool(spot).ok());
+  NodeSpec s3 = node_spec("s", "A100-40GB", 4);
+  s3.pool = spot_id;
+  ASSERT_TRUE(only_spot.add_node(s3).ok());
+  EXPECT_TRUE(plan_mig_layouts(input(only_spot, {d}), {}).empty());
+  EXPECT_FALSE(plan_mig_layouts(input(only_spot, {D("1g", 3)}), {}).empty()) << "any pool: planned";
 }
 
 TEST(MigPlanner, UnhealthyAndUnschedulableGpusAreLeftAlone) {

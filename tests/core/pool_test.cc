@@ -131,6 +131,20 @@ TEST_F(PoolTest, InferenceKindsAreConfigurable) {
   EXPECT_EQ(node_of(cycle(), 3), "s0");
 }
 
+// Dynamic MIG: the layout change for a waiting inference job is planned on the owned node, not on
+// the spot node (lower id) where the job may never run.
+TEST_F(PoolTest, MigLayoutChangeForInferenceIsPlannedOnAnAllowedPool) {
+  add("s0", "spot-a");
+  ASSERT_TRUE(cluster.add_node(node_spec("o1", "H100-80GB-SXM", 8)).ok());  // default: owned
+  Job& j = job(1, JobKind::kInference, 0, 0);
+  j.gang.task = mig("1g.10gb");
+  Decisions d = cycle();
+  EXPECT_TRUE(d.start.empty()) << "no GPU is in MIG mode yet";
+  ASSERT_EQ(d.reconfigure_mig.size(), 1u);
+  EXPECT_EQ(cluster.node(d.reconfigure_mig[0].gpu.node).name, "o1");
+  EXPECT_TRUE(d.reconfigure_mig[0].enable_mig);
+}
+
 TEST_F(PoolTest, NonCheckpointableJobsNeverRunOnSpot) {
   add("s0", "spot-a");
   job(1, JobKind::kTraining, 8, 0, SpotPolicy::kPreferred);

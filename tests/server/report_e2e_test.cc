@@ -8,6 +8,7 @@
 
 #include <set>
 
+#include "server/accounting.h"
 #include "server_process.h"
 
 namespace tessera::testing {
@@ -161,6 +162,33 @@ TEST_F(ReportE2E, CsvUsageAndTheCli) {
   EXPECT_NE(bad.err.find("from"), std::string::npos) << bad.err;
   auto bad_fmt = run_cli({"report", "usage", "--server", url, "--format", "xml"});
   EXPECT_EQ(bad_fmt.status, 2) << bad_fmt.err;
+}
+
+// The usage report as `tessera report usage --format json` writes it feeds `tessera plan buy-vs-rent
+// --from-usage`: GPUs and utilisation = allocated GPU-hours / (GPUs x hours in the charge period).
+TEST_F(ReportE2E, UsageReportFeedsBuyVsRent) {
+  const std::string url = "http://127.0.0.1:" + std::to_string(server.port());
+  const std::string dir = make_temp_dir("tessera-report-plan");
+  const std::string file = dir + "/usage.json";
+  auto u = run_cli({"report", "usage", "--server", url, "--token", viewer, "--from", day(-1), "--to", day(1),
+                    "--format", "json", "--output", file});
+  ASSERT_EQ(u.status, 0) << u.err;
+  const Json report = Json::parse(read_file(file));
+  auto start = server::accounting::parse_utc_time(report["charge_period_start"].get<std::string>(), "start");
+  auto end = server::accounting::parse_utc_time(report["charge_period_end"].get<std::string>(), "end");
+  ASSERT_TRUE(start.ok() && end.ok());
+  ASSERT_GT(*end, *start);
+  const double gpu_hours = report["cluster"]["allocated_milli_gpu_seconds"].get<double>() / 1000 / 3600;
+  const double expected = gpu_hours / (20 * double(*end - *start) / 3600);
+  ASSERT_GT(expected, 0);
+
+  auto plan = run_cli({"plan", "buy-vs-rent", "--from-usage", file, "--json"});
+  ASSERT_EQ(plan.status, 0) << plan.err;
+  const Json j = Json::parse(plan.out);
+  EXPECT_EQ(j["gpus"], 20) << "the cluster's GPUs";
+  EXPECT_NEAR(j["utilisation"].get<double>(), expected, 1e-12);
+  EXPECT_NEAR(j["usage_history"]["gpu_hours"].get<double>(), gpu_hours, 1e-12);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

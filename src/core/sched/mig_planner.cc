@@ -37,7 +37,9 @@ int leading_compute(const std::string& s) {
   return n;
 }
 
-bool model_allowed(const ClusterState& c, const MigDemand& d, const GpuModel* m) {
+// May request d use GPU g (of model m)? Its node's pool kind and the model must be allowed.
+bool gpu_allowed(const ClusterState& c, const MigDemand& d, GpuRef g, const GpuModel* m) {
+  if (!(d.pool_kinds & pool_kind_bit(c.node(g.node).pool_kind))) return false;
   if (d.gpu_model.empty()) return true;
   auto r = c.catalog().find(d.gpu_model);
   return r.ok() && *r == m;
@@ -185,7 +187,7 @@ std::vector<GpuLayoutChange> plan_mig_layouts(const MigPlanInput& in, const MigP
     // idle instances of the profile
     for (SimGpu& s : sim) {
       if (need == 0) break;
-      const MigProfile* p = model_allowed(c, d, s.model) ? s.model->find_profile(d.profile) : nullptr;
+      const MigProfile* p = gpu_allowed(c, d, s.ref, s.model) ? s.model->find_profile(d.profile) : nullptr;
       if (!p) continue;
       const std::vector<MigInstance> inst = s.layout.instances();
       for (const MigInstance& m : inst) {
@@ -198,7 +200,7 @@ std::vector<GpuLayoutChange> plan_mig_layouts(const MigPlanInput& in, const MigP
     }
     // created on free slices
     for (SimGpu& s : sim) {
-      const MigProfile* p = model_allowed(c, d, s.model) ? s.model->find_profile(d.profile) : nullptr;
+      const MigProfile* p = gpu_allowed(c, d, s.ref, s.model) ? s.model->find_profile(d.profile) : nullptr;
       while (p && need > 0) {
         Result<int> at = s.layout.create_first_fit(*p);
         if (!at.ok()) break;
@@ -210,7 +212,7 @@ std::vector<GpuLayoutChange> plan_mig_layouts(const MigPlanInput& in, const MigP
     // reconfiguration the engine does by itself on GPUs with work running (idle instances destroyed)
     for (SimGpu& s : sim) {
       if (s.all_idle) continue;
-      const MigProfile* p = model_allowed(c, d, s.model) ? s.model->find_profile(d.profile) : nullptr;
+      const MigProfile* p = gpu_allowed(c, d, s.ref, s.model) ? s.model->find_profile(d.profile) : nullptr;
       while (p && need > 0) {
         uint8_t destroy = 0;
         const int at = s.layout.reclaim_start(*p, &destroy);
@@ -288,7 +290,7 @@ std::vector<GpuLayoutChange> plan_mig_layouts(const MigPlanInput& in, const MigP
     // What this model could serve, merged by profile id, in request order.
     std::vector<Want> wants;
     for (size_t i : order) {
-      if (unmet[i] == 0 || !model_allowed(c, demand[i], cand.model)) continue;
+      if (unmet[i] == 0 || !gpu_allowed(c, demand[i], cand.ref, cand.model)) continue;
       const MigProfile* p = cand.model->find_profile(demand[i].profile);
       if (!p) continue;
       auto it = std::find_if(wants.begin(), wants.end(), [&](const Want& x) { return x.profile->id == p->id; });

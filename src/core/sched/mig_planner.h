@@ -5,6 +5,8 @@
 // layout with explicit placements) and records when each GPU changed, for the hysteresis.
 //
 // Rules:
+//  - A request is served only by GPUs on nodes whose pool kind it allows (MigDemand::pool_kinds, as
+//    the placement check kPool): a layout on a pool it may not use would never serve it.
 //  - A GPU is touched only if it is healthy, on a schedulable node, and idle: a whole GPU with no
 //    holder and no share, or a MIG GPU whose every instance is idle. A GPU with an instance in use,
 //    held whole or shared is never changed.
@@ -26,6 +28,7 @@
 #include "core/cluster.h"
 #include "core/ids.h"
 #include "core/mig.h"
+#include "core/pool.h"
 #include "core/sched/job.h"
 
 namespace tessera {
@@ -36,6 +39,7 @@ struct MigDemand {
   std::string profile;
   int count = 0;
   std::string gpu_model;  // catalog name or alias the request is restricted to; empty = any model
+  PoolKindMask pool_kinds = kAnyPoolKind;  // pools the request may use (TaskRequest::pool_kinds)
 };
 
 struct MigPlannerConfig {

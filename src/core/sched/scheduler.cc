@@ -38,6 +38,7 @@
 #include <cctype>
 #include <cmath>
 #include <set>
+#include <tuple>
 
 namespace tessera {
 
@@ -1233,15 +1234,17 @@ void Cycle::plan_mig() {
   in.cluster = &work_;
   in.now = now_;
   in.last_changed = snap_.mig_last_changed;
-  std::map<std::pair<std::string, std::string>, int> wants;  // (profile, model) -> instances
+  // (profile, model, allowed pool kinds after the pool rules) -> instances
+  std::map<std::tuple<std::string, std::string, PoolKindMask>, int> wants;
   for (const Entry& e : entries_) {
     if (e.running || e.started || !e.no_room) continue;
     const TaskRequest& t = e.job->gang.task;
-    if (t.mig()) wants[{t.mig_profile, t.gpu_models.empty() ? "" : t.gpu_models.front()}] += e.job->gang.tasks;
+    if (t.mig())
+      wants[{t.mig_profile, t.gpu_models.empty() ? "" : t.gpu_models.front(), gang_of(e).task.pool_kinds}] += e.job->gang.tasks;
     else if (t.whole_gpus()) in.whole_gpu_demand += t.gpu_count * e.job->gang.tasks;
   }
   if (wants.empty() && in.whole_gpu_demand == 0) return;
-  for (const auto& [k, n] : wants) in.mig_demand.push_back({k.first, n, k.second});
+  for (const auto& [k, n] : wants) in.mig_demand.push_back({std::get<0>(k), n, std::get<1>(k), std::get<2>(k)});
   std::vector<GpuLayoutChange> changes = plan_mig_layouts(in, cfg_.mig);
   if (changes.empty()) return;
   int to_mig = 0, to_whole = 0;
