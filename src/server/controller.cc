@@ -106,6 +106,7 @@ struct ControllerMetrics {
   metrics::CounterFamily* losses = nullptr;
   metrics::CounterFamily* submitted = nullptr;
   metrics::CounterFamily* finished = nullptr;
+  metrics::CounterFamily* spot_interruptions = nullptr;
 
   ControllerMetrics() {
     // The names are constants: a bad one is a programming error (the metrics tests render them all).
@@ -136,6 +137,10 @@ struct ControllerMetrics {
     finished = must(registry.counter("tessera_jobs_finished_total",
                                      "Jobs that ended, by final state (succeeded, failed, cancelled) and leaf queue.",
                                      {"state", "queue"}));
+    spot_interruptions = must(registry.counter(
+        "tessera_spot_interruptions_total",
+        "Jobs hit by a spot interruption notice, by pool and path (checkpoint within the notice, or requeue).",
+        {"pool", "path"}));
   }
 };
 
@@ -543,6 +548,7 @@ struct Controller::State {
       Json d{{"node", name}, {"path", path}, {"reason", why}, {"interruptions", r.job.spot_interruptions},
              {"reclaim_at", reclaim_at}};
       out.push_back(Json{{"job", r.id}, {"path", path}, {"reason", why}});
+      m.spot_interruptions->inc({pool_name(cluster.node(id)), path});
       const std::string text = "spot interruption of node " + name + ": " + why;
       if (path == "requeue") {
         requeue(r, "spot_interrupted", text, b, false, d);
@@ -1577,7 +1583,8 @@ Json node_json(const Controller::State& s, NodeId id) {
               {"agent_last_seen", na.last_seen >= 0 ? Json(na.last_seen) : Json(nullptr)},
               {"agent", s.opt.agents_required ? Json(na.agent_ready ? "ready" : na.registered ? "not-ready" : "unknown")
                                               : Json("none (agentless)")},
-              {"agent_address", na.address}, {"gpu_source", na.gpu_source}, {"gpus", gpus}};
+              {"agent_address", na.address}, {"gpu_source", na.gpu_source}, {"gpus", gpus},
+              {"reclaim_at", na.interrupted ? Json(na.reclaim_at) : Json(nullptr)}};
 }
 }  // namespace
 

@@ -137,6 +137,8 @@ TEST_F(SpotController, NoticeThatFitsAsksForACheckpointByTheReclaimTime) {
   EXPECT_EQ(j["resume_from"], "/ck/step-7");
   EXPECT_EQ(j["checkpoint_cost_ms"], 2500);
   EXPECT_EQ(j["spot_interruptions"], 1);
+  const std::string text = metrics::render(ctl->metric_families());
+  EXPECT_NE(text.find("tessera_spot_interruptions_total{pool=\"spot-a\",path=\"checkpoint\"} 1"), std::string::npos) << text;
 }
 
 TEST_F(SpotController, NoticeShorterThanTheCheckpointRequeuesFromTheLastCheckpoint) {
@@ -189,6 +191,28 @@ TEST_F(SpotController, AfterMaxInterruptionsTheJobPrefersOtherPools) {
   ctl->wait_for_cycle();
   ctl->wait_for_cycle();
   EXPECT_EQ(node(n1)["state"], "cordoned");
+}
+
+TEST_F(SpotController, AgentNoticesInHeartbeats) {
+  // With a reclaim time: that time; handled once however often the agent repeats it.
+  heartbeat("spot-0", Json::array());
+  auto r = ctl->agent_heartbeat(admin, Json{{"node", "spot-0"}, {"tasks", Json::array()},
+                                             {"interruption_notice", {{"noticed_at", now.load()}, {"reclaim_at", now.load() + 45}}}});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(node("spot-0")["state"], "cordoned");
+  EXPECT_EQ(node("spot-0")["reclaim_at"], now.load() + 45);
+  // Without one: noticed_at plus the pool's 120 s notice.
+  r = ctl->agent_heartbeat(admin, Json{{"node", "spot-1"}, {"interruption_notice", {{"noticed_at", now.load() - 20}}}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(node("spot-1")["reclaim_at"], now.load() + 100);
+  // Bad input names the field; a notice from a node outside spot pools changes nothing.
+  r = ctl->agent_heartbeat(admin, Json{{"node", "spot-2"}, {"interruption_notice", {{"reclaim_at", "soon"}}}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("interruption_notice.reclaim_at"), std::string::npos) << r.error().message;
+  r = ctl->agent_heartbeat(admin, Json{{"node", "owned"}, {"interruption_notice", {{"noticed_at", now.load()}}}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(node("owned")["state"], "ready");
+  EXPECT_TRUE(node("owned")["reclaim_at"].is_null());
 }
 
 TEST_F(SpotController, RouteChecks) {
