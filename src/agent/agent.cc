@@ -123,6 +123,7 @@ struct LocalTask {
   int64_t started_unix = 0;
   bool stop_asked = false;
   Clock::time_point ckpt_requested_clock{};
+  AckStamp ckpt_stamp;  // .ack as it was before the stop request (a newer one answers it)
   // Periodic saves the controller asks for on spot (checkpoint_every_s): a `save` request, then the
   // task goes on. saves/cost_ms: checkpoints timed from request to .ack (reported).
   int64_t save_every_s = 0;
@@ -505,6 +506,7 @@ struct Agent::Impl {
     auto sig = signal_number(s.value("signal", "SIGUSR1"));
     t.ckpt_requested_at = unix_now();
     t.ckpt_requested_clock = Clock::now();
+    t.ckpt_stamp = checkpoint_ack_stamp(t.ckpt_dir);
     t.save_pending = false;  // the stop request replaces a save in flight
     t.ckpt_deadline = Clock::now() + std::chrono::seconds(std::max<int64_t>(0, s.value("grace", int64_t(300))));
     if (Status st = write_checkpoint_request(t.ckpt_dir, t.ckpt_requested_at, "preempted", "stop"); !st.ok())
@@ -581,7 +583,7 @@ struct Agent::Impl {
       t.proc->tick();
       if (t.state == "running" && t.ckpt_requested_at < 0 && !t.stop_asked && drive_saves(t)) changed = true;
       if (t.ckpt_requested_at >= 0 && !t.request_acked) {
-        if (auto ack = read_checkpoint_ack(t.ckpt_dir, t.ckpt_requested_at)) {
+        if (auto ack = read_checkpoint_ack_since(t.ckpt_dir, t.ckpt_stamp)) {
           t.ack = *ack;
           t.request_acked = true;
           t.cost_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t.ckpt_requested_clock).count();
