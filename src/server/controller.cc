@@ -509,6 +509,7 @@ struct Controller::State {
       na.state = "cordoned";
       na.reason = "spot interruption: reclaimed at " + std::to_string(reclaim_at) + " (" + std::to_string(notice) + " s notice)";
       na.notice_cordon = true;
+      b.events.push_back(event(0, "node_cordon", actor, Json{{"node", name}, {"reason", na.reason}}));
     }
     refresh_schedulable(id);
     dirty = true;
@@ -550,10 +551,11 @@ struct Controller::State {
       out.push_back(Json{{"job", r.id}, {"path", path}, {"reason", why}});
       m.spot_interruptions->inc({pool_name(cluster.node(id)), path});
       const std::string text = "spot interruption of node " + name + ": " + why;
+      b.events.push_back(event(r.id, "spot_interrupted", actor, d));
       if (path == "requeue") {
-        requeue(r, "spot_interrupted", text, b, false, d);
+        // A preemption by the provider (metrics, chargeback's preempted hours).
+        requeue(r, "preempted", text, b, false, Json{{"spot_interruption", true}});
       } else {
-        b.events.push_back(event(r.id, "spot_interrupted", actor, d));
         if (r.job.state == JobState::kRunning)
           request_checkpoint(r, reclaim_at, text, b);
         else
