@@ -125,9 +125,10 @@ struct LocalTask {
   Clock::time_point ckpt_requested_clock{};
   AckStamp ckpt_stamp;  // .ack as it was before the stop request (a newer one answers it)
   // Periodic saves the controller asks for on spot (checkpoint_every_s): a `save` request, then the
-  // task goes on. saves/cost_ms: checkpoints timed from request to .ack (reported).
-  int64_t save_every_s = 0;
-  Clock::time_point next_save{}, save_requested{}, save_deadline{};
+  // task goes on. saves/cost_ms: checkpoints timed from request to .ack (reported). Saves fall on
+  // save_anchor + k * every (unix s), so a gang's agents on several nodes ask at the same time.
+  int64_t save_every_s = 0, save_anchor = 0, next_save = -1;
+  Clock::time_point save_requested{}, save_deadline{};
   bool save_pending = false;
   AckStamp save_stamp;
   int64_t saves = 0, cost_ms = -1;
@@ -315,6 +316,7 @@ struct Agent::Impl {
         if (it->second.state == "starting") it->second.assignment = a;
       }
       it->second.save_every_s = std::max<int64_t>(0, a.value("checkpoint_every_s", int64_t(0)));
+      it->second.save_anchor = a.value("checkpoint_anchor", int64_t(0));
       if (it->second.state == "starting") try_start(it->second);
     }
     // Stops the controller asks for (checkpoint first, or now).
@@ -532,14 +534,16 @@ struct Agent::Impl {
   // stopped by them). Returns true when a save was acknowledged.
   bool drive_saves(LocalTask& t) {
     const auto now = Clock::now();
-    const auto every = std::chrono::seconds(t.save_every_s);
+    const int64_t now_s = unix_now(), anchor = t.save_anchor > 0 ? t.save_anchor : t.started_unix;
+    // The first anchor + k * every after now.
+    auto next_after = [&](int64_t x) { return anchor + t.save_every_s * ((std::max<int64_t>(x, anchor) - anchor) / t.save_every_s + 1); };
     if (t.save_pending) {
       if (auto ack = read_checkpoint_ack_since(t.ckpt_dir, t.save_stamp)) {
         t.cost_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - t.save_requested).count();
         ++t.saves;
         t.ack = *ack;
         t.save_pending = false;
-        t.next_save = now + every;
+        t.next_save = -1;
         clear_checkpoint_request(t.ckpt_dir);
         spdlog::info("event=checkpoint_saved node={} job={} task={} path={} cost_ms={}", opt.node, t.job, t.task, t.ack,
                      t.cost_ms);
@@ -547,7 +551,7 @@ struct Agent::Impl {
       }
       if (now >= t.save_deadline) {
         t.save_pending = false;
-        t.next_save = now + every;
+        t.next_save = -1;
         clear_checkpoint_request(t.ckpt_dir);
         spdlog::warn("event=checkpoint_save_unanswered node={} job={} task={} (no .ack within its grace; the task goes on)",
                      opt.node, t.job, t.task);
@@ -555,15 +559,15 @@ struct Agent::Impl {
       return false;
     }
     if (t.save_every_s <= 0) {
-      t.next_save = {};
+      t.next_save = -1;
       return false;
     }
-    if (t.next_save == Clock::time_point{}) t.next_save = now + every;  // one interval after it was asked
-    if (now < t.next_save) return false;
+    if (t.next_save < 0) t.next_save = next_after(now_s);
+    if (now_s < t.next_save) return false;
     t.save_stamp = checkpoint_ack_stamp(t.ckpt_dir);
-    if (Status st = write_checkpoint_request(t.ckpt_dir, unix_now(), "periodic save on spot", "save"); !st.ok()) {
+    if (Status st = write_checkpoint_request(t.ckpt_dir, now_s, "periodic save on spot", "save"); !st.ok()) {
       spdlog::warn("event=checkpoint_request_file_failed job={} reason=\"{}\"", t.job, st.message());
-      t.next_save = now + every;
+      t.next_save = next_after(now_s);
       return false;
     }
     t.save_pending = true;

@@ -2105,7 +2105,10 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& repor
         a["master_port"] = r.master_port;
         a["resume_from"] = r.resume_from;
         a["restarts"] = r.restarts;
-        if (const int64_t every = s.spot_save_interval(r); every > 0) a["checkpoint_every_s"] = every;
+        if (const int64_t every = s.spot_save_interval(r); every > 0) {
+          a["checkpoint_every_s"] = every;
+          a["checkpoint_anchor"] = r.job.started;  // the same save times on every node of the gang
+        }
         run.push_back(std::move(a));
         if (r.job.state == JobState::kCheckpointing) {
           // Once a task acknowledged a checkpoint, the others need not wait for theirs.
