@@ -8,7 +8,8 @@ Every rank is one Tessera task. The script:
     the result after N steps is the same however often the job was stopped and resumed;
   * saves a checkpoint every --checkpoint-every steps and when Tessera asks (the checkpoint signal,
     SIGUSR1 by default, or the file $TESSERA_CHECKPOINT_DIR/.request), then writes the path to
-    $TESSERA_CHECKPOINT_DIR/.ack and, when asked, exits 0;
+    $TESSERA_CHECKPOINT_DIR/.ack; a request whose mode line is `save` (periodic saves on spot
+    nodes) goes on training, any other request (`stop`, or the signal) exits 0;
   * resumes from $TESSERA_RESUME_FROM when Tessera restarts it.
 
 Run under Tessera, e.g.:
@@ -64,6 +65,18 @@ def acknowledge(ckpt_dir, path):
     os.replace(tmp, os.path.join(ckpt_dir, ".ack"))
 
 
+def read_request(ckpt_dir):
+    # (request id, mode) of $TESSERA_CHECKPOINT_DIR/.request: lines are time, reason, mode
+    # (`stop` when absent); None without a request.
+    try:
+        with open(os.path.join(ckpt_dir, ".request")) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    mode = lines[2].strip() if len(lines) > 2 else "stop"
+    return ("\n".join(lines[:2]), mode)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=100)
@@ -103,6 +116,7 @@ def main():
             print(f"resumed from {resume} at step {step}", flush=True)
 
     stop = False
+    served = None  # the last `save` request answered (the agent removes .request shortly after)
     while step < a.steps:
         x, y = batch(step, rank, world)
         opt.zero_grad()
@@ -112,11 +126,16 @@ def main():
         step += 1
         if a.step_seconds:
             time.sleep(a.step_seconds)
-        # Checkpoint asked by signal or file: all ranks agree before saving (max over ranks).
-        want = torch.tensor([1.0 if asked or os.path.exists(os.path.join(ckpt_dir, ".request")) else 0.0])
+        # Checkpoint asked by signal or file: all ranks agree before saving (max over ranks):
+        # 2 = save and stop, 1 = save and go on.
+        req = read_request(ckpt_dir)
+        code = 2.0 if asked or (req and req[1] != "save") else 1.0 if req and req != served else 0.0
+        want = torch.tensor([code])
         dist.all_reduce(want, op=dist.ReduceOp.MAX)
-        stop = want.item() > 0
-        periodic = a.checkpoint_every and step % a.checkpoint_every == 0
+        stop = want.item() > 1
+        if want.item() == 1:
+            served = req
+        periodic = (a.checkpoint_every and step % a.checkpoint_every == 0) or want.item() == 1
         if (stop or periodic) and step < a.steps:
             if rank == 0:
                 path = os.path.join(ckpt_dir, f"ckpt-step-{step}.pt")

@@ -4,8 +4,10 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -120,6 +122,16 @@ struct LocalTask {
   bool request_acked = false;  // the job acknowledged the checkpoint it was asked for
   int64_t started_unix = 0;
   bool stop_asked = false;
+  Clock::time_point ckpt_requested_clock{};
+  AckStamp ckpt_stamp;  // .ack as it was before the stop request (a newer one answers it)
+  // Periodic saves the controller asks for on spot (checkpoint_every_s): a `save` request, then the
+  // task goes on. saves/cost_ms: checkpoints timed from request to .ack (reported). Saves fall on
+  // save_anchor + k * every (unix s), so a gang's agents on several nodes ask at the same time.
+  int64_t save_every_s = 0, save_anchor = 0, next_save = -1;
+  Clock::time_point save_requested{}, save_deadline{};
+  bool save_pending = false;
+  AckStamp save_stamp;
+  int64_t saves = 0, cost_ms = -1;
   bool terminal() const { return state != "starting" && state != "running"; }
 };
 
@@ -138,6 +150,7 @@ struct Agent::Impl {
   bool registered = false;
   Clock::time_point next_beat{};
   Clock::time_point last_error_log{};
+  std::string notice_seen;  // the notice file's mtime and content last logged
 
   // ---- controller calls ---------------------------------------------------------------------------
 
@@ -212,6 +225,7 @@ struct Agent::Impl {
       if (!t.ack.empty()) e["checkpoint"] = t.ack;
       if (t.request_acked) e["checkpoint_requested"] = true;  // the ack answers this attempt's request
       if (t.master_port > 0) e["master_port"] = t.master_port;
+      if (t.saves > 0) e["checkpoint_saves"] = t.saves, e["checkpoint_cost_ms"] = t.cost_ms;
       ts.push_back(std::move(e));
     }
     // What runs where, for fake utilisation and busy MIG instances.
@@ -234,7 +248,37 @@ struct Agent::Impl {
         mig.push_back(Json{{"gpu", g.index}, {"instances", inst}});
       }
     }
-    return Json{{"node", opt.node}, {"tasks", ts}, {"gpus", stats}, {"mig", mig}};
+    Json body{{"node", opt.node}, {"tasks", ts}, {"gpus", stats}, {"mig", mig}};
+    if (Json n = interruption_notice(); !n.is_null()) body["interruption_notice"] = n;
+    return body;
+  }
+
+  // The spot interruption notice file, when it exists: {noticed_at (its mtime), reclaim_at (its
+  // first line, when that is unix seconds)}. Level-triggered: reported at every beat while it exists.
+  Json interruption_notice() {
+    if (opt.interruption_notice_file.empty()) return nullptr;
+    struct stat st{};
+    if (::stat(opt.interruption_notice_file.c_str(), &st) != 0) return nullptr;
+    std::ifstream in(opt.interruption_notice_file);
+    std::string line;
+    std::getline(in, line);
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.front()))) line.erase(0, 1);
+    Json n{{"noticed_at", int64_t(st.st_mtime)}};
+    bool digits = !line.empty() && line.size() < 19;
+    for (char c : line) digits = digits && std::isdigit(static_cast<unsigned char>(c));
+    if (digits) n["reclaim_at"] = std::stoll(line);
+    const std::string seen = std::to_string(st.st_mtime) + "/" + line;
+    if (seen != notice_seen) {
+      notice_seen = seen;
+      if (digits || line.empty())
+        spdlog::warn("event=interruption_notice node={} file={} reclaim_at={}", opt.node, opt.interruption_notice_file,
+                     digits ? line : "pool notice");
+      else
+        spdlog::warn("event=interruption_notice node={} file={} reclaim_at=\"pool notice\" (first line \"{}\" is not unix "
+                     "seconds)", opt.node, opt.interruption_notice_file, line.substr(0, 80));
+    }
+    return n;
   }
 
   void heartbeat() {
@@ -271,6 +315,8 @@ struct Agent::Impl {
         // The rendezvous port may have arrived since.
         if (it->second.state == "starting") it->second.assignment = a;
       }
+      it->second.save_every_s = std::max<int64_t>(0, a.value("checkpoint_every_s", int64_t(0)));
+      it->second.save_anchor = a.value("checkpoint_anchor", int64_t(0));
       if (it->second.state == "starting") try_start(it->second);
     }
     // Stops the controller asks for (checkpoint first, or now).
@@ -461,8 +507,11 @@ struct Agent::Impl {
     if (t.ckpt_requested_at >= 0 || !t.proc) return;
     auto sig = signal_number(s.value("signal", "SIGUSR1"));
     t.ckpt_requested_at = unix_now();
+    t.ckpt_requested_clock = Clock::now();
+    t.ckpt_stamp = checkpoint_ack_stamp(t.ckpt_dir);
+    t.save_pending = false;  // the stop request replaces a save in flight
     t.ckpt_deadline = Clock::now() + std::chrono::seconds(std::max<int64_t>(0, s.value("grace", int64_t(300))));
-    if (Status st = write_checkpoint_request(t.ckpt_dir, t.ckpt_requested_at, "preempted"); !st.ok())
+    if (Status st = write_checkpoint_request(t.ckpt_dir, t.ckpt_requested_at, "preempted", "stop"); !st.ok())
       spdlog::warn("event=checkpoint_request_file_failed job={} reason=\"{}\"", t.job, st.message());
     t.proc->signal(sig.ok() ? *sig : SIGUSR1);
     spdlog::info("event=checkpoint_requested node={} job={} attempt={} task={} signal={}", opt.node, t.job, t.attempt, t.task,
@@ -481,16 +530,68 @@ struct Agent::Impl {
     t.proc->terminate(opt.stop_grace_s);
   }
 
+  // Periodic `save` requests (file only, no signal: a job that acts on the signal alone is not
+  // stopped by them). Returns true when a save was acknowledged.
+  bool drive_saves(LocalTask& t) {
+    const auto now = Clock::now();
+    const int64_t now_s = unix_now(), anchor = t.save_anchor > 0 ? t.save_anchor : t.started_unix;
+    // The first anchor + k * every after now.
+    auto next_after = [&](int64_t x) { return anchor + t.save_every_s * ((std::max<int64_t>(x, anchor) - anchor) / t.save_every_s + 1); };
+    if (t.save_pending) {
+      if (auto ack = read_checkpoint_ack_since(t.ckpt_dir, t.save_stamp)) {
+        t.cost_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - t.save_requested).count();
+        ++t.saves;
+        t.ack = *ack;
+        t.save_pending = false;
+        t.next_save = -1;
+        clear_checkpoint_request(t.ckpt_dir);
+        spdlog::info("event=checkpoint_saved node={} job={} task={} path={} cost_ms={}", opt.node, t.job, t.task, t.ack,
+                     t.cost_ms);
+        return true;
+      }
+      if (now >= t.save_deadline) {
+        t.save_pending = false;
+        t.next_save = -1;
+        clear_checkpoint_request(t.ckpt_dir);
+        spdlog::warn("event=checkpoint_save_unanswered node={} job={} task={} (no .ack within its grace; the task goes on)",
+                     opt.node, t.job, t.task);
+      }
+      return false;
+    }
+    if (t.save_every_s <= 0) {
+      t.next_save = -1;
+      return false;
+    }
+    if (t.next_save < 0) t.next_save = next_after(now_s);
+    if (now_s < t.next_save) return false;
+    t.save_stamp = checkpoint_ack_stamp(t.ckpt_dir);
+    if (Status st = write_checkpoint_request(t.ckpt_dir, now_s, "periodic save on spot", "save"); !st.ok()) {
+      spdlog::warn("event=checkpoint_request_file_failed job={} reason=\"{}\"", t.job, st.message());
+      t.next_save = next_after(now_s);
+      return false;
+    }
+    t.save_pending = true;
+    t.save_requested = now;
+    const int64_t grace = t.assignment.value("checkpoint", Json::object()).value("grace", int64_t(300));
+    t.save_deadline = now + std::chrono::seconds(std::max<int64_t>(1, grace));
+    spdlog::info("event=checkpoint_save_requested node={} job={} attempt={} task={} every_s={}", opt.node, t.job, t.attempt,
+                 t.task, t.save_every_s);
+    return false;
+  }
+
   // Exits, checkpoint acknowledgements and deadlines. Returns true when something changed.
   bool poll_tasks() {
     bool changed = false;
     for (auto& [key, t] : tasks) {
       if (!t.proc || t.terminal()) continue;
       t.proc->tick();
+      if (t.state == "running" && t.ckpt_requested_at < 0 && !t.stop_asked && drive_saves(t)) changed = true;
       if (t.ckpt_requested_at >= 0 && !t.request_acked) {
-        if (auto ack = read_checkpoint_ack(t.ckpt_dir, t.ckpt_requested_at)) {
+        if (auto ack = read_checkpoint_ack_since(t.ckpt_dir, t.ckpt_stamp)) {
           t.ack = *ack;
           t.request_acked = true;
+          t.cost_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t.ckpt_requested_clock).count();
+          ++t.saves;
           changed = true;
           spdlog::info("event=checkpoint_acknowledged node={} job={} task={} path={}", opt.node, t.job, t.task, t.ack);
           clear_checkpoint_request(t.ckpt_dir);

@@ -31,6 +31,9 @@ struct AgentOptions {
   int64_t heartbeat_interval_ms = 0; // 0 = what the controller says (default 5000)
   int64_t stop_grace_s = 30;         // TERM-to-KILL grace when a task is no longer wanted
   bool stop_tasks_on_exit = false;   // stop(): also stop running tasks (tessera up); else leave them
+  // Spot: while this file exists, heartbeats carry an interruption notice (docs/agent.md). Its first
+  // line may hold the reclaim time in unix seconds; else the controller adds the pool's notice.
+  std::string interruption_notice_file;
   std::string version = "tessera-agent";
 };
 

@@ -478,7 +478,7 @@ Result<int> signal_number(const std::string& name) {
   return invalid_argument("unknown signal \"" + name + "\"; accepted (with or without SIG, any case): " + names);
 }
 
-Status write_checkpoint_request(const std::string& dir, int64_t now_unix_s, const std::string& reason) {
+Status write_checkpoint_request(const std::string& dir, int64_t now_unix_s, const std::string& reason, const std::string& mode) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return failed_precondition("cannot create the checkpoint directory " + dir + ": " + ec.message());
@@ -486,7 +486,7 @@ Status write_checkpoint_request(const std::string& dir, int64_t now_unix_s, cons
   std::string tmp = final_path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << now_unix_s << "\n" << reason << "\n";
+    out << now_unix_s << "\n" << reason << "\n" << mode << "\n";
     out.flush();
     if (!out) {
       fs::remove(tmp, ec);
@@ -513,6 +513,18 @@ std::optional<std::string> read_checkpoint_ack(const std::string& dir, int64_t s
   line.erase(std::find_if(line.rbegin(), line.rend(), not_space).base(), line.end());
   if (line.empty()) return std::nullopt;
   return line;
+}
+
+AckStamp checkpoint_ack_stamp(const std::string& dir) {
+  struct stat st{};
+  if (::stat((dir + "/.ack").c_str(), &st) != 0) return {};
+  return AckStamp{uint64_t(st.st_ino), int64_t(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
+}
+
+std::optional<std::string> read_checkpoint_ack_since(const std::string& dir, const AckStamp& before) {
+  const AckStamp now = checkpoint_ack_stamp(dir);
+  if (now == AckStamp{} || now == before) return std::nullopt;
+  return read_checkpoint_ack(dir, 0);
 }
 
 void clear_checkpoint_request(const std::string& dir) {

@@ -81,11 +81,23 @@ class TaskProcess {
 Result<int> signal_number(const std::string& name);
 
 // Checkpoint protocol files in a task's checkpoint directory (docs/checkpointing.md):
-// the agent writes DIR/.request (contents: the request time in Unix seconds and the reason); the job
-// writes DIR/.ack whose first line is the checkpoint path. read_ack returns that path when .ack
-// exists, is newer than or as new as `since_unix_s` (mtime) and is non-empty.
-Status write_checkpoint_request(const std::string& dir, int64_t now_unix_s, const std::string& reason);
+// the agent writes DIR/.request (lines: the request time in Unix seconds, the reason, the mode:
+// "stop" = save then exit, "save" = save and go on); the job writes DIR/.ack whose first line is the
+// checkpoint path. read_ack returns that path when .ack exists, is newer than or as new as
+// `since_unix_s` (mtime) and is non-empty.
+Status write_checkpoint_request(const std::string& dir, int64_t now_unix_s, const std::string& reason,
+                                const std::string& mode = "stop");
 std::optional<std::string> read_checkpoint_ack(const std::string& dir, int64_t since_unix_s);
+// Identity of DIR/.ack (inode and mtime in ns; zero when absent), to tell a new .ack from an old one
+// within the same second.
+struct AckStamp {
+  uint64_t ino = 0;
+  int64_t mtime_ns = 0;
+  bool operator==(const AckStamp&) const = default;
+};
+AckStamp checkpoint_ack_stamp(const std::string& dir);
+// The .ack's path when .ack differs from `before` (written since) and is non-empty.
+std::optional<std::string> read_checkpoint_ack_since(const std::string& dir, const AckStamp& before);
 // Removes DIR/.request (after the request was served) and leaves .ack in place.
 void clear_checkpoint_request(const std::string& dir);
 

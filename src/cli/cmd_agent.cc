@@ -76,6 +76,9 @@ void register_agent(CLI::App& app) {
   cmd->add_option("--topology", o->topology, "Network position, e.g. zone=a,spine=s1,leaf=l3");
   cmd->add_option("--heartbeat-interval-ms", o->heartbeat_interval_ms, "Override the controller's heartbeat interval (0 = as told)");
   cmd->add_option("--stop-grace", o->stop_grace_s, "Seconds between TERM and KILL when stopping a task")->capture_default_str();
+  cmd->add_option("--interruption-notice-file", o->interruption_notice_file,
+                  "Spot: a file a metadata poller writes when the cloud will reclaim this machine (content: the reclaim time "
+                  "in unix seconds, or empty for the pool's notice); reported to the controller at each heartbeat");
   cmd->add_flag("--stop-tasks-on-exit", o->stop_tasks_on_exit, "Stop running tasks when the agent stops (default: leave them)");
   cmd->add_flag("--discover", *discover, "Print the GPU inventory found (read-only) and exit");
   cmd->add_flag("--json", *json, "With --discover: JSON");

@@ -1,5 +1,5 @@
 // The Slurm-like client verbs of `tessera` (submit, jobs, show, cancel, priority, queues, nodes,
-// cordon, drain, resume, token, whoami, admin): thin clients of the REST API (docs/api.md) through
+// cordon, drain, resume, interrupt, token, whoami, admin): thin clients of the REST API (docs/api.md) through
 // ApiClient. Tables by default, the server's JSON with --json. Usage errors exit 2, failures 1; every
 // message goes to stderr and says what to fix. Single-threaded (one command per process).
 #include <fcntl.h>
@@ -486,6 +486,11 @@ void run_show(const ShowArgs& a) {
   if (const auto r = json_int(j, "restarts"); r && *r > 0)
     line("Restarts:", std::to_string(*r) + " of " + std::to_string(spec.contains("restart") ? json_int(spec["restart"], "max_restarts").value_or(0) : 0));
   if (j.contains("resume_from") && j["resume_from"].is_string()) line("Resumes from:", j["resume_from"].get<std::string>());
+  if (const auto si = json_int(j, "spot_interruptions"); si && *si > 0)
+    line("Spot:", "interrupted " + std::to_string(*si) + (*si == 1 ? " time" : " times") +
+                      (j.contains("spot_avoid") ? " (now prefers other pools)" : ""));
+  if (const auto cm = json_int(j, "checkpoint_cost_ms"); cm && *cm >= 0)
+    line("Ckpt cost:", std::to_string((*cm + 999) / 1000) + " s (measured, request to .ack)");
 
   if (j.contains("pending") && j["pending"].is_object()) {
     const json& p = j["pending"];
@@ -701,6 +706,28 @@ void run_node_op(const std::string& op, const NodeOpArgs& a) {
             << (reason.empty() ? "" : " (" + reason + ")") << "\n";
 }
 
+struct InterruptArgs {
+  ConnArgs conn;
+  std::string node;
+  int64_t notice = -1, reclaim_at = -1;
+};
+
+void run_interrupt(const InterruptArgs& a) {
+  const std::string verb = "interrupt";
+  if (a.notice >= 0 && a.reclaim_at >= 0) fail(verb, "give --notice or --reclaim-at, not both", 2);
+  auto api = connect(verb, a.conn);
+  json body = json::object();
+  if (a.notice >= 0) body["notice_s"] = a.notice;
+  if (a.reclaim_at >= 0) body["reclaim_at"] = a.reclaim_at;
+  const ApiResponse r = call_post(verb, *api, "/api/v1/nodes/" + url_encode(a.node) + "/interruption", body);
+  if (a.conn.json) return print_json(r.body);
+  std::cout << "Node " << a.node << ": reclaimed in " << json_text(r.body, "notice_s") << " s (at "
+            << json_text(r.body, "reclaim_at") << ")\n";
+  if (r.body.contains("note")) std::cout << "  " << json_text(r.body, "note") << "\n";
+  for (const auto& j : r.body.value("jobs", json::array()))
+    std::cout << "  job " << json_text(j, "job") << ": " << json_text(j, "path") << " - " << json_text(j, "reason") << "\n";
+}
+
 void register_infra(CLI::App& app) {
   auto qc = std::make_shared<ConnArgs>();
   CLI::App* queues = app.add_subcommand("queues", "Show the queue tree: guarantees, limits, use, borrowing, fair share");
@@ -723,6 +750,15 @@ void register_infra(CLI::App& app) {
     cmd->add_option("--reason", a->reason, op == "resume" ? "why (optional)" : "why (required), shown in `tessera nodes`");
     cmd->callback([op, a] { run_node_op(op, *a); });
   }
+
+  auto ia = std::make_shared<InterruptArgs>();
+  CLI::App* intr = app.add_subcommand(
+      "interrupt", "Report a spot interruption notice for a node: cordon it, checkpoint or requeue its jobs (admin)");
+  add_conn_options(intr, ia->conn);
+  intr->add_option("NODE", ia->node, "node name (a node of a spot pool)")->required();
+  intr->add_option("--notice", ia->notice, "seconds until the reclaim (default: the pool's notice)")->check(CLI::Range(0, 86400));
+  intr->add_option("--reclaim-at", ia->reclaim_at, "the reclaim time, unix seconds")->check(CLI::NonNegativeNumber);
+  intr->callback([ia] { run_interrupt(*ia); });
 }
 
 // ---- token, whoami ----

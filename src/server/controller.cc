@@ -86,6 +86,11 @@ struct NodeAdmin {
   std::string agent_version;
   std::string gpu_source;       // nvml | fake
   Json gpu_stats = Json::array();  // last reported utilisation per GPU
+  // Spot interruption (stored with the node's state): reclaimed at reclaim_at; reclaimed once that
+  // time passed (NotReady until its agent registers again). last_notice: the newest notice handled,
+  // so an agent that keeps reporting the same notice does not interrupt twice.
+  bool interrupted = false, reclaimed = false, notice_cordon = false;
+  Time reclaim_at = -1, last_notice = -1;
 };
 
 // The controller's counters and histograms (docs/metrics.md). Updated on the state thread (job
@@ -101,6 +106,7 @@ struct ControllerMetrics {
   metrics::CounterFamily* losses = nullptr;
   metrics::CounterFamily* submitted = nullptr;
   metrics::CounterFamily* finished = nullptr;
+  metrics::CounterFamily* spot_interruptions = nullptr;
 
   ControllerMetrics() {
     // The names are constants: a bad one is a programming error (the metrics tests render them all).
@@ -131,6 +137,10 @@ struct ControllerMetrics {
     finished = must(registry.counter("tessera_jobs_finished_total",
                                      "Jobs that ended, by final state (succeeded, failed, cancelled) and leaf queue.",
                                      {"state", "queue"}));
+    spot_interruptions = must(registry.counter(
+        "tessera_spot_interruptions_total",
+        "Jobs hit by a spot interruption notice, by pool and path (checkpoint within the notice, or requeue).",
+        {"pool", "path"}));
   }
 };
 
@@ -347,7 +357,8 @@ struct Controller::State {
   }
 
   // Back to pending (preempted, drained, lost): the job keeps its id and place in the order.
-  void requeue(JobRecord& r, const std::string& kind, const std::string& reason, WriteBatch& b, bool checkpointed) {
+  void requeue(JobRecord& r, const std::string& kind, const std::string& reason, WriteBatch& b, bool checkpointed,
+               Json extra = Json::object()) {
     const Time t = now();
     if (kind == "preempted") {
       m.preemptions->inc();
@@ -366,6 +377,7 @@ struct Controller::State {
     ++r.job.preemptions;
     if (checkpointed) r.job.checkpoint.last = t;
     Json detail{{"reason", reason}, {"checkpointed", checkpointed}};
+    detail.update(extra);
     add_utilisation(r, detail);
     b.events.push_back(event(r.id, kind, "scheduler", detail));
     b.events.push_back(event(r.id, "requeued", "scheduler"));
@@ -442,7 +454,151 @@ struct Controller::State {
 
   std::pair<std::string, std::string> node_meta(NodeId id) const {
     const NodeAdmin& na = node_admin[id.value];
-    return {"node/" + cluster.node(id).name, Json{{"state", na.state}, {"reason", na.reason}}.dump()};
+    return {"node/" + cluster.node(id).name,
+            Json{{"state", na.state}, {"reason", na.reason}, {"interrupted", na.interrupted}, {"reclaimed", na.reclaimed},
+                 {"notice_cordon", na.notice_cordon}, {"reclaim_at", na.reclaim_at}, {"last_notice", na.last_notice}}
+                .dump()};
+  }
+
+  // ---- spot interruptions -----------------------------------------------------------------------
+
+  // The job's checkpoint cost in seconds (rounded up): measured, else its spec's grace (an upper
+  // estimate), else 60. `measured` says which.
+  static int64_t checkpoint_cost_s(const JobRecord& r, bool* measured = nullptr) {
+    if (measured) *measured = r.checkpoint_cost_ms >= 0;
+    if (r.checkpoint_cost_ms >= 0) return std::max<int64_t>(1, (r.checkpoint_cost_ms + 999) / 1000);
+    return r.spec.checkpoint.grace > 0 ? r.spec.checkpoint.grace : 60;
+  }
+
+  // How often the agent asks a running job on interrupted spot nodes to save (Young's rule per spot
+  // pool it spans, the shortest); 0 = not on such nodes or the job does not checkpoint.
+  int64_t spot_save_interval(const JobRecord& r) const {
+    if (r.job.state != JobState::kRunning || r.spec.checkpoint.interval <= 0) return 0;
+    std::map<uint32_t, std::set<uint32_t>> nodes_by_pool;
+    for (const TaskPlacement& p : r.job.placement) {
+      const Pool& pool = cluster.pool(cluster.node(p.node).pool);
+      if (pool.kind == PoolKind::kSpot && pool.interruptions_per_million_hours > 0)
+        nodes_by_pool[pool.id.value].insert(p.node.value);
+    }
+    int64_t best = 0;
+    for (const auto& [pid, nodes] : nodes_by_pool) {
+      const int64_t iv = spot_checkpoint_interval(cluster.pool(PoolId(pid)), checkpoint_cost_s(r), int(nodes.size()),
+                                                  r.spec.checkpoint.interval);
+      if (iv > 0) best = best > 0 ? std::min(best, iv) : iv;
+    }
+    return best;
+  }
+
+  // A spot interruption notice for node `id` (reclaimed at `reclaim_at`): cordons it and, per job
+  // with a task there, counts the interruption and either asks for a checkpoint by reclaim_at (when
+  // its checkpoint fits in the notice) or requeues it from its last checkpoint. Returns what
+  // happened to each job; empty and `handled` false when this notice was already handled.
+  Json interrupt(NodeId id, Time reclaim_at, const std::string& actor, WriteBatch& b, bool* handled) {
+    NodeAdmin& na = node_admin[id.value];
+    Json out = Json::array();
+    *handled = false;
+    if ((na.interrupted && !na.reclaimed) || na.last_notice == reclaim_at) return out;
+    *handled = true;
+    const Time t = now();
+    const int64_t notice = std::max<int64_t>(0, reclaim_at - t);
+    const std::string& name = cluster.node(id).name;
+    na.interrupted = true;
+    na.reclaimed = false;
+    na.reclaim_at = na.last_notice = reclaim_at;
+    if (na.state == "ready") {  // an admin's cordon or drain stays as it is
+      na.state = "cordoned";
+      na.reason = "spot interruption: reclaimed at " + std::to_string(reclaim_at) + " (" + std::to_string(notice) + " s notice)";
+      na.notice_cordon = true;
+      b.events.push_back(event(0, "node_cordon", actor, Json{{"node", name}, {"reason", na.reason}}));
+    }
+    refresh_schedulable(id);
+    dirty = true;
+    b.events.push_back(event(0, "node_interruption_notice", actor,
+                             Json{{"node", name}, {"reclaim_at", reclaim_at}, {"notice_s", notice}}));
+    b.meta.push_back(node_meta(id));
+    spdlog::warn("event=spot_interruption node={} reclaim_at={} notice_s={} by={}", name, reclaim_at, notice, actor);
+    const int max_int = config.scheduler.pool_rules.spot_max_interruptions;
+    const std::string ns = std::to_string(notice) + " s notice";
+    for (int64_t jid : std::vector<int64_t>(placed_ids.begin(), placed_ids.end())) {
+      JobRecord& r = jobs.at(jid);
+      bool here = false;
+      for (const TaskPlacement& p : r.job.placement) here = here || p.node == id;
+      if (!here) continue;
+      ++r.job.spot_interruptions;
+      bool measured = false;
+      const int64_t cost = checkpoint_cost_s(r, &measured);
+      const std::string from = r.resume_from.empty() ? "no checkpoint yet: it starts over"
+                                                     : "resuming from the last periodic checkpoint at " + r.resume_from;
+      std::string path, why;
+      if (r.job.state == JobState::kCheckpointing) {
+        path = "checkpoint";
+        why = "already checkpointing; it must finish by the reclaim at " + std::to_string(reclaim_at);
+        if (r.job.evict_by < 0 || r.job.evict_by > reclaim_at) r.job.evict_by = reclaim_at;
+      } else if (r.spec.checkpoint.interval <= 0) {
+        path = "requeue";
+        why = "the job does not checkpoint: stopped now, " + from;
+      } else if (cost <= notice) {
+        path = "checkpoint";
+        why = "checkpoint fits in the " + ns + " (takes ~" + std::to_string(cost) + " s, " +
+              (measured ? "measured" : "its checkpoint.grace") + ")";
+      } else {
+        path = "requeue";
+        why = "checkpoint takes ~" + std::to_string(cost) + " s (" + (measured ? "measured" : "its checkpoint.grace") +
+              "), more than the " + ns + ": " + from;
+      }
+      Json d{{"node", name}, {"path", path}, {"reason", why}, {"interruptions", r.job.spot_interruptions},
+             {"reclaim_at", reclaim_at}};
+      out.push_back(Json{{"job", r.id}, {"path", path}, {"reason", why}});
+      m.spot_interruptions->inc({pool_name(cluster.node(id)), path});
+      const std::string text = "spot interruption of node " + name + ": " + why;
+      b.events.push_back(event(r.id, "spot_interrupted", actor, d));
+      if (path == "requeue") {
+        // A preemption by the provider (metrics, chargeback's preempted hours).
+        requeue(r, "preempted", text, b, false, Json{{"spot_interruption", true}});
+      } else {
+        if (r.job.state == JobState::kRunning)
+          request_checkpoint(r, reclaim_at, text, b);
+        else
+          b.jobs.push_back(row(r));
+      }
+      if (max_int > 0 && r.job.spot_interruptions == max_int)
+        b.events.push_back(event(r.id, "spot_avoided", "scheduler", Json{{"reason", spot_avoid_text(r.job.spot_interruptions)}}));
+    }
+    return out;
+  }
+
+  static std::string spot_avoid_text(int n) {
+    return "interrupted " + std::to_string(n) + (n == 1 ? " time" : " times") + " on spot: now prefers other pools";
+  }
+
+  // At its reclaim time an interrupted node is gone: NotReady (with agents) until its agent
+  // registers again; jobs still running there are lost (checkpointing ones hit their deadline).
+  void reclaim_due(WriteBatch& b, Time t) {
+    for (size_t i = 0; i < node_admin.size(); ++i) {
+      NodeAdmin& na = node_admin[i];
+      if (!na.interrupted || na.reclaimed || na.reclaim_at < 0 || t < na.reclaim_at) continue;
+      const NodeId id{uint32_t(i)};
+      const std::string& name = cluster.node(id).name;
+      na.reclaimed = true;
+      if (opt.agents_required && na.agent_ready) {
+        na.agent_ready = false;
+        release_stopped(id, nullptr, b);
+        refresh_schedulable(id);
+      }
+      dirty = true;
+      b.events.push_back(event(0, "node_not_ready", "scheduler",
+                               Json{{"node", name}, {"reason", "reclaimed by its spot pool (interruption notice)"}}));
+      b.meta.push_back(node_meta(id));
+      for (int64_t jid : std::vector<int64_t>(placed_ids.begin(), placed_ids.end())) {
+        JobRecord& r = jobs.at(jid);
+        if (r.job.state != JobState::kRunning) continue;
+        for (const TaskPlacement& p : r.job.placement)
+          if (p.node == id) {
+            lose(r, "node " + name + " was reclaimed by its spot pool", b);
+            break;
+          }
+      }
+    }
   }
 
   // The job, or nullptr after answering 404.
@@ -658,6 +814,7 @@ struct Controller::State {
       }
     }
     if (opt.agents_required) check_agents(b, wall);
+    reclaim_due(b, t);
     std::vector<int64_t> ids(placed_ids.begin(), placed_ids.end());
     for (int64_t id : ids) {
       JobRecord& r = jobs.at(id);
@@ -889,8 +1046,14 @@ Result<std::unique_ptr<Controller>> Controller::start(config::ClusterConfig cfg,
     if (key.rfind("node/", 0) == 0) {
       auto id = s.cluster.find_node(key.substr(5));
       if (!id.ok()) continue;
-      s.node_admin[id->value].state = v.value("state", "ready");
-      s.node_admin[id->value].reason = v.value("reason", "");
+      NodeAdmin& na = s.node_admin[id->value];
+      na.state = v.value("state", "ready");
+      na.reason = v.value("reason", "");
+      na.interrupted = v.value("interrupted", false);
+      na.reclaimed = v.value("reclaimed", false);
+      na.notice_cordon = v.value("notice_cordon", false);
+      na.reclaim_at = v.value("reclaim_at", int64_t(-1));
+      na.last_notice = v.value("last_notice", int64_t(-1));
     } else if (key.rfind("usage/", 0) == 0) {
       auto q = s.tree->find(key.substr(6));
       if (!q.ok()) continue;
@@ -1240,7 +1403,15 @@ Result<Json> Controller::show_job(const Principal& who, int64_t id) {
     if (Status st = s.may_read(who); !st.ok()) return st.error();
     const JobRecord* r = s.jobs.find(id);
     if (!r) return not_found("job " + std::to_string(id) + ": no such job");
-    return record_to_api(*r, s.cluster, r->pending ? &*r->pending : nullptr, true);
+    Json j = record_to_api(*r, s.cluster, r->pending ? &*r->pending : nullptr, true);
+    const int max_int = s.config.scheduler.pool_rules.spot_max_interruptions;
+    if (max_int > 0 && r->job.spot_interruptions >= max_int) {
+      const std::string avoid = State::spot_avoid_text(r->job.spot_interruptions);
+      j["spot_avoid"] = avoid;
+      if (r->job.state == JobState::kPending && j["pending"].is_object())
+        j["pending"]["reason"] = j["pending"]["reason"].get<std::string>() + "; " + avoid;
+    }
+    return j;
   });
   if (!j.ok()) return j;
   auto ev = store_->events_for_job(id);
@@ -1414,7 +1585,8 @@ Json node_json(const Controller::State& s, NodeId id) {
               {"agent_last_seen", na.last_seen >= 0 ? Json(na.last_seen) : Json(nullptr)},
               {"agent", s.opt.agents_required ? Json(na.agent_ready ? "ready" : na.registered ? "not-ready" : "unknown")
                                               : Json("none (agentless)")},
-              {"agent_address", na.address}, {"gpu_source", na.gpu_source}, {"gpus", gpus}};
+              {"agent_address", na.address}, {"gpu_source", na.gpu_source}, {"gpus", gpus},
+              {"reclaim_at", na.interrupted ? Json(na.reclaim_at) : Json(nullptr)}};
 }
 }  // namespace
 
@@ -1436,10 +1608,12 @@ Result<Json> Controller::node_op(const Principal& who, const std::string& node, 
       return;
     }
     NodeAdmin& na = s.node_admin[id->value];
+    na.notice_cordon = false;  // the admin's state from now on
     WriteBatch b;
     if (op == "resume") {
       na.state = "ready";
       na.reason.clear();
+
       s.refresh_schedulable(*id);
     } else {
       na.state = op == "cordon" ? "cordoned" : "draining";
@@ -1461,6 +1635,44 @@ Result<Json> Controller::node_op(const Principal& who, const std::string& node, 
     s.after_release(b);
     s.dirty = true;
     s.reply_when_durable(std::move(b), reply, node_json(s, *id));
+  })
+}
+
+Result<Json> Controller::node_interrupt(const Principal& who, const std::string& node, int64_t notice_s, int64_t reclaim_at) {
+  ASYNC_CALL({
+    if (who.role != Role::kAdmin) {
+      const std::string why = "only admins may report spot interruptions";
+      s.deny(who, "interrupt node " + node, why);
+      reply->set_value(permission_denied(why));
+      return;
+    }
+    auto id = s.cluster.find_node(node);
+    if (!id.ok()) {
+      reply->set_value(not_found("node " + node + ": no such node; `tessera nodes` lists them"));
+      return;
+    }
+    const Pool& pool = s.cluster.pool(s.cluster.node(*id).pool);
+    if (pool.kind != PoolKind::kSpot) {
+      reply->set_value(failed_precondition("node " + node + " is in pool " + pool.name + " (kind " + pool_kind_name(pool.kind) +
+                                           "): only spot nodes get interruption notices; use `tessera drain " + node +
+                                           "` to move work off it"));
+      return;
+    }
+    const Time t = s.now();
+    const Time reclaim = reclaim_at >= 0 ? reclaim_at : t + (notice_s >= 0 ? notice_s : pool.notice_s);
+    if (reclaim < t) {
+      reply->set_value(invalid_argument("reclaim_at: " + std::to_string(reclaim) + " is in the past (now is " +
+                                        std::to_string(t) + "); give a future time or notice_s"));
+      return;
+    }
+    NodeAdmin& na = s.node_admin[id->value];
+    WriteBatch b;
+    bool handled = false;
+    Json jobs = s.interrupt(*id, reclaim, who.user, b, &handled);
+    Json answer{{"node", node_json(s, *id)}, {"reclaim_at", na.reclaim_at}, {"notice_s", std::max<int64_t>(0, na.reclaim_at - t)},
+                {"jobs", jobs}};
+    if (!handled) answer["note"] = "node " + node + " already has an interruption notice (reclaim at " + std::to_string(na.reclaim_at) + ")";
+    s.reply_when_durable(std::move(b), reply, answer);
   })
 }
 
@@ -1618,6 +1830,19 @@ Result<Json> Controller::agent_register(const Principal& who, const Json& reg) {
     na.log_secret = reg.value("log_secret", "");
     na.agent_version = reg.value("version", "");
     na.gpu_source = inventory.value("source", "");
+    WriteBatch b;
+    if (na.interrupted && (na.reclaimed || s.now() >= na.reclaim_at)) {  // a replacement machine
+      na.interrupted = na.reclaimed = false;
+      na.reclaim_at = -1;
+      if (na.notice_cordon && na.state == "cordoned") {
+        na.state = "ready";
+        na.reason.clear();
+        b.events.push_back(s.event(0, "node_resume", "agent:" + node,
+                                   Json{{"node", node}, {"reason", "back after its spot interruption"}}));
+      }
+      na.notice_cordon = false;
+      b.meta.push_back(s.node_meta(*nid));
+    }
     s.refresh_schedulable(*nid);
     s.dirty = true;
     // The network position the agent was given should agree with the config (the config decides).
@@ -1632,7 +1857,6 @@ Result<Json> Controller::agent_register(const Principal& who, const Json& reg) {
                            " (config: " + path[l] + ")";
     Json answer{{"node", node}, {"heartbeat_interval_ms", s.opt.heartbeat_interval_ms},
                 {"agent_timeout_ms", s.opt.agent_timeout_ms}};
-    WriteBatch b;
     b.events.push_back(s.event(0, was_ready ? "node_registered" : "node_ready", "agent:" + node,
                                Json{{"node", node}, {"address", address}, {"gpus", gpu_list_text(n)},
                                     {"source", na.gpu_source}}));
@@ -1660,6 +1884,7 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& repor
     std::string checkpoint;
     bool answered_request = false;
     int master_port = 0;
+    int64_t saves = 0, cost_ms = -1;
   };
   std::vector<Reported> reported;
   if (report.contains("tasks")) {
@@ -1672,6 +1897,11 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& repor
         return invalid_argument(at + ": needs integer job, attempt and task, and a string state");
       Reported r{t["job"], t.value("attempt", int64_t(0)), t["task"], t["state"], t.value("exit_code", 0),
                  t.value("checkpoint", ""), t.value("checkpoint_requested", false), t.value("master_port", 0)};
+      for (const char* k : {"checkpoint_saves", "checkpoint_cost_ms"})
+        if (t.contains(k) && (!t[k].is_number_integer() || t[k].get<int64_t>() < 0))
+          return invalid_argument(at + "." + k + ": must be an integer >= 0");
+      r.saves = t.value("checkpoint_saves", int64_t(0));
+      r.cost_ms = t.value("checkpoint_cost_ms", int64_t(-1));
       static const std::set<std::string> states = {"starting", "running", "succeeded", "failed", "checkpointed", "stopped"};
       if (!states.count(r.state))
         return invalid_argument(at + ".state: unknown \"" + r.state +
@@ -1683,6 +1913,18 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& repor
   }
   const Json gpu_stats = report.contains("gpus") && report["gpus"].is_array() ? report["gpus"] : Json::array();
   const Json mig_report = report.contains("mig") && report["mig"].is_array() ? report["mig"] : Json::array();
+  // A spot interruption notice the agent found (--interruption-notice-file): when it was noticed
+  // and, when the notice said, the reclaim time (unix seconds).
+  int64_t notice_at = -1, notice_reclaim = -1;
+  if (report.contains("interruption_notice") && !report["interruption_notice"].is_null()) {
+    const Json& n = report["interruption_notice"];
+    if (!n.is_object()) return invalid_argument("interruption_notice: must be an object {noticed_at, reclaim_at}");
+    for (const char* k : {"noticed_at", "reclaim_at"})
+      if (n.contains(k) && !n[k].is_null() && (!n[k].is_number_integer() || n[k].get<int64_t>() < 0))
+        return invalid_argument(std::string("interruption_notice.") + k + ": must be unix seconds (an integer >= 0)");
+    notice_at = n.value("noticed_at", Json(nullptr)).is_number_integer() ? n["noticed_at"].get<int64_t>() : 0;
+    if (n.contains("reclaim_at") && n["reclaim_at"].is_number_integer()) notice_reclaim = n["reclaim_at"];
+  }
   ASYNC_CALL({
     auto nid = s.cluster.find_node(node);
     if (!nid.ok()) {
@@ -1693,6 +1935,11 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& repor
     if (s.opt.agents_required && !na.registered) {
       reply->set_value(failed_precondition("not_registered: node " + node +
                                            " has not registered with this controller (it restarted?); register first"));
+      return;
+    }
+    if (s.opt.agents_required && na.reclaimed) {
+      reply->set_value(failed_precondition("not_registered: node " + node + " was reclaimed by its spot pool at " +
+                                           std::to_string(na.reclaim_at) + "; its agent must register again"));
       return;
     }
     na.last_seen = s.now();
@@ -1713,6 +1960,21 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& repor
       b.events.push_back(s.event(0, "node_ready", "agent:" + node, Json{{"node", node}, {"reason", "heartbeats resumed"}}));
     }
     const int64_t beat = ++na.beats;
+    if (notice_at >= 0) {
+      const Pool& pool = s.cluster.pool(s.cluster.node(*nid).pool);
+      const Time reclaim = notice_reclaim >= 0 ? notice_reclaim : (notice_at > 0 ? notice_at : s.now()) + pool.notice_s;
+      if (pool.kind != PoolKind::kSpot) {
+        if (na.last_notice != reclaim) {
+          na.last_notice = reclaim;
+          b.events.push_back(s.event(0, "interruption_notice_ignored", "agent:" + node,
+                                     Json{{"node", node}, {"reason", "node is in pool " + pool.name + " (kind " +
+                                                                        pool_kind_name(pool.kind) + "), not spot"}}));
+        }
+      } else {
+        bool handled = false;
+        (void)s.interrupt(*nid, reclaim, "agent:" + node, b, &handled);
+      }
+    }
     Json stop = Json::array();
     std::set<std::pair<int64_t, int>> seen;
     std::set<int64_t> touched;
@@ -1733,6 +1995,13 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& repor
       if (rep.task == 0 && rep.master_port > 0 && r->master_port != rep.master_port) {
         r->master_port = rep.master_port;
         b.jobs.push_back(s.row(*r));
+      }
+      if (rep.saves > tr.saves) {  // a newly timed checkpoint: fold its cost in (mean with the previous)
+        tr.saves = rep.saves;
+        if (rep.cost_ms >= 0) {
+          r->checkpoint_cost_ms = r->checkpoint_cost_ms < 0 ? rep.cost_ms : (r->checkpoint_cost_ms + rep.cost_ms + 1) / 2;
+          b.jobs.push_back(s.row(*r));
+        }
       }
       if (rep.answered_request && !tr.answered_request && r->job.state == JobState::kCheckpointing) {
         tr.answered_request = true;
@@ -1836,6 +2105,10 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& repor
         a["master_port"] = r.master_port;
         a["resume_from"] = r.resume_from;
         a["restarts"] = r.restarts;
+        if (const int64_t every = s.spot_save_interval(r); every > 0) {
+          a["checkpoint_every_s"] = every;
+          a["checkpoint_anchor"] = r.job.started;  // the same save times on every node of the gang
+        }
         run.push_back(std::move(a));
         if (r.job.state == JobState::kCheckpointing) {
           // Once a task acknowledged a checkpoint, the others need not wait for theirs.

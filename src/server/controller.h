@@ -78,6 +78,9 @@ class Controller {
   Result<Json> nodes(const Principal& who);
   // op: "cordon", "drain" or "resume".
   Result<Json> node_op(const Principal& who, const std::string& node, const std::string& op, const std::string& reason);
+  // A spot interruption notice (admin): the node is reclaimed at reclaim_at, or notice_s from now,
+  // or (both < 0) after its pool's notice. Refused for nodes outside spot pools.
+  Result<Json> node_interrupt(const Principal& who, const std::string& node, int64_t notice_s, int64_t reclaim_at);
   // Agents: registration (inventory checked against the configured node), then heartbeats: a node's
   // report in, its desired state out (docs/api.md, "Agents").
   Result<Json> agent_register(const Principal& who, const Json& registration);

@@ -331,6 +331,28 @@ void HttpApi::routes() {
     send_result(res, c.node_op(*p, req.matches[1], req.matches[2], reason));
   });
 
+  s.Post(R"(/api/v1/nodes/([^/]+)/interruption)", [auth, &c](const httplib::Request& req, httplib::Response& res) {
+    auto p = auth(req, res);
+    if (!p) return;
+    auto body = json_body(req);
+    if (!body.ok()) return send_error(res, body.error());
+    int64_t v[2] = {-1, -1};
+    const char* keys[2] = {"notice_s", "reclaim_at"};
+    for (int i = 0; i < 2; ++i) {
+      if (!body->contains(keys[i])) continue;
+      const Json& x = (*body)[keys[i]];
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 || (i == 0 && x.get<int64_t>() > 86400))
+        return send_error(res, invalid_argument(std::string(keys[i]) + (i == 0 ? ": must be seconds 0..86400, e.g. {\"notice_s\": 120}"
+                                                                               : ": must be unix seconds, e.g. {\"reclaim_at\": 1767225600}")));
+      v[i] = x.get<int64_t>();
+    }
+    if (v[0] >= 0 && v[1] >= 0) return send_error(res, invalid_argument("notice_s, reclaim_at: give one of them, not both"));
+    for (auto it = body->begin(); it != body->end(); ++it)
+      if (it.key() != "notice_s" && it.key() != "reclaim_at")
+        return send_error(res, invalid_argument(it.key() + ": unknown field; expected notice_s or reclaim_at"));
+    send_result(res, c.node_interrupt(*p, req.matches[1], v[0], v[1]));
+  });
+
   s.Post("/api/v1/tokens", [auth, &c](const httplib::Request& req, httplib::Response& res) {
     auto p = auth(req, res);
     if (!p) return;

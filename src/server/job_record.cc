@@ -61,6 +61,8 @@ Json record_to_json(const JobRecord& r, const ClusterState& cluster) {
               {"resume_from", r.resume_from},
               {"master_port", r.master_port},
               {"last_nodes", r.last_nodes},
+              {"spot_interruptions", r.job.spot_interruptions},
+              {"checkpoint_cost_ms", r.checkpoint_cost_ms},
               {"placement", placement}};
 }
 
@@ -107,6 +109,8 @@ Result<JobRecord> record_from_json(const Json& j, const QueueTree& tree, const C
     r.resume_from = j.value("resume_from", "");
     r.master_port = j.value("master_port", 0);
     r.last_nodes = j.value("last_nodes", std::vector<std::string>{});
+    r.job.spot_interruptions = j.value("spot_interruptions", 0);
+    r.checkpoint_cost_ms = j.value("checkpoint_cost_ms", int64_t(-1));
     for (const Json& p : j.value("placement", Json::array())) {
       TaskPlacement tp;
       auto node = cluster.find_node(p.at("node"));
@@ -191,6 +195,8 @@ Json record_to_api(const JobRecord& r, const ClusterState& cluster, const Pendin
   j["restart_at"] = r.job.state == JobState::kPending && r.not_before >= 0 ? Json(r.not_before) : Json(nullptr);
   j["resume_from"] = r.resume_from.empty() ? Json(nullptr) : Json(r.resume_from);
   j["last_nodes"] = r.last_nodes;
+  j["spot_interruptions"] = r.job.spot_interruptions;
+  j["checkpoint_cost_ms"] = r.checkpoint_cost_ms >= 0 ? Json(r.checkpoint_cost_ms) : Json(nullptr);
   j["exit_code"] = r.job.state == JobState::kSucceeded || r.job.state == JobState::kFailed ? Json(r.exit_code) : Json(nullptr);
   if (pending)
     j["pending"] = Json{{"reason", pending->reason}, {"queue_position", pending->queue_position},

@@ -29,6 +29,7 @@ struct TaskRun {
   bool recovered = false;     // loaded after a controller restart and not yet confirmed by its agent
   std::string checkpoint;     // the last checkpoint path this task's agent acknowledged this attempt
   bool answered_request = false;  // that checkpoint answered the controller's request (not a periodic one)
+  int64_t saves = 0;          // checkpoints its agent timed (request to .ack), as last reported
 };
 
 struct JobRecord {
@@ -46,6 +47,7 @@ struct JobRecord {
   std::string resume_from;    // last acknowledged checkpoint (TESSERA_RESUME_FROM); empty = none
   int master_port = 0;        // rendezvous port on task 0's node, reported by its agent; 0 = not yet
   std::vector<std::string> last_nodes;  // node of each task in the latest attempt (kept after it ends: logs)
+  int64_t checkpoint_cost_ms = -1;  // measured request-to-.ack time (smoothed); -1 = not measured yet
   std::vector<TaskRun> tasks; // per placed task of the current attempt (not stored)
   // Measured use of the current attempt's GPUs, from agents' utilisation reports (not stored):
   // sums of utilisation% × milli-GPU × ms, and of milli-GPU × ms sampled.

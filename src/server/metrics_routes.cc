@@ -76,7 +76,7 @@ std::string route_pattern(std::string_view path) {
       return "/api/v1/jobs/{id}/" + std::string(seg[4]);
     return "other";
   }
-  if (top == "nodes" && n == 5 && (seg[4] == "cordon" || seg[4] == "drain" || seg[4] == "resume"))
+  if (top == "nodes" && n == 5 && (seg[4] == "cordon" || seg[4] == "drain" || seg[4] == "resume" || seg[4] == "interruption"))
     return "/api/v1/nodes/{node}/" + std::string(seg[4]);
   if (n == 4 && top == "admin" && (seg[3] == "backup" || seg[3] == "reload")) return "/api/v1/admin/" + std::string(seg[3]);
   if (n == 4 && top == "agent" && (seg[3] == "heartbeat" || seg[3] == "register")) return "/api/v1/agent/" + std::string(seg[3]);

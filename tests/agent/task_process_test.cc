@@ -324,7 +324,7 @@ TEST_F(TaskProcessTest, CheckpointRequestAndAckRoundTrip) {
   fs::path ck = dir_ / "ckpt" / "sub";
   const int64_t now = ::time(nullptr);
   ASSERT_TRUE(write_checkpoint_request(ck.string(), now, "preempted by job 7").ok());
-  EXPECT_EQ(slurp(ck / ".request"), std::to_string(now) + "\npreempted by job 7\n");
+  EXPECT_EQ(slurp(ck / ".request"), std::to_string(now) + "\npreempted by job 7\nstop\n");
   for (const auto& e : fs::directory_iterator(ck))  // no temporary file left behind
     EXPECT_EQ(e.path().filename(), ".request");
 
@@ -346,6 +346,24 @@ TEST_F(TaskProcessTest, CheckpointRequestAndAckRoundTrip) {
   EXPECT_FALSE(fs::exists(ck / ".request"));
   EXPECT_TRUE(fs::exists(ck / ".ack"));
   clear_checkpoint_request(ck.string());  // idempotent
+}
+
+TEST_F(TaskProcessTest, SaveRequestAndAnAckWrittenWithinTheSameSecond) {
+  fs::path ck = dir_ / "ckpt-save";
+  const int64_t now = ::time(nullptr);
+  ASSERT_TRUE(write_checkpoint_request(ck.string(), now, "periodic save on spot", "save").ok());
+  EXPECT_EQ(slurp(ck / ".request"), std::to_string(now) + "\nperiodic save on spot\nsave\n");
+  std::ofstream(ck / ".ack") << "/ckpt/a\n";
+  const AckStamp before = checkpoint_ack_stamp(ck.string());
+  EXPECT_NE(before, AckStamp{});
+  EXPECT_FALSE(read_checkpoint_ack_since(ck.string(), before).has_value());  // the old one
+  // A new .ack (the protocol's write-and-rename) counts even within the same second.
+  std::ofstream(ck / ".ack.tmp") << "/ckpt/b\n";
+  fs::rename(ck / ".ack.tmp", ck / ".ack");
+  EXPECT_EQ(read_checkpoint_ack_since(ck.string(), before).value_or(""), "/ckpt/b");
+  EXPECT_EQ(read_checkpoint_ack_since(ck.string(), AckStamp{}).value_or(""), "/ckpt/b");
+  fs::remove(ck / ".ack");
+  EXPECT_FALSE(read_checkpoint_ack_since(ck.string(), before).has_value());
 }
 
 TEST_F(TaskProcessTest, CgroupSupportOrAReason) {
