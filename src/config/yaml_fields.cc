@@ -10,6 +10,7 @@
 #include <set>
 
 #include "config/gpu_models.h"
+#include "core/cost.h"
 
 namespace tessera::config {
 namespace {
@@ -241,9 +242,46 @@ Status yaml_to_json(const YAML::Node& n, json& out, const std::string& at) {
   return to_json(n, out, 0, budget, at);
 }
 
+// `owned_cost: {server_capex, gpus_per_server, amortisation_months, provisioned_kw, average_draw_kw,
+// pue, electricity_per_kwh, colocation_per_kw_month, support_per_server_month,
+// maintenance_pct_per_year}` -> the owned pool's price per GPU-hour (core/cost.h owned_cost, at full
+// use: idle hours are the chargeback's idle share, not a higher rate). Money as price strings.
+Result<int64_t> parse_owned_cost(const YAML::Node& n, const std::string& at) {
+  if (!n.IsMap()) return invalid_argument(at + ": must be a map such as {server_capex: \"375000\", gpus_per_server: 8, ...}");
+  TESSERA_TRY(known_keys(n, at, {"server_capex", "gpus_per_server", "amortisation_months", "provisioned_kw",
+                                 "average_draw_kw", "pue", "electricity_per_kwh", "colocation_per_kw_month",
+                                 "support_per_server_month", "maintenance_pct_per_year"}));
+  cost::OwnedCostInputs in;
+  auto money = [&](const char* key, int64_t& out, bool required) -> Status {
+    const YAML::Node v = n[key];
+    if (!v) return required ? invalid_argument(at + "." + key + ": required") : Status();
+    auto m = v.IsScalar() ? parse_price_micro(v.Scalar()) : Result<int64_t>(invalid_argument("must be an amount"));
+    if (!m.ok()) return invalid_argument(at + "." + key + ": an amount such as \"375000\" or \"0.08\": " + m.error().message);
+    out = *m;
+    return {};
+  };
+  TESSERA_TRY(money("server_capex", in.server_capex, true));
+  TESSERA_TRY(money("electricity_per_kwh", in.electricity_per_kwh, false));
+  TESSERA_TRY(money("colocation_per_kw_month", in.colocation_per_kw_month, false));
+  TESSERA_TRY(money("support_per_server_month", in.support_per_server_month, false));
+  int64_t gpus = in.gpus_per_server, months = in.amortisation_months;
+  TESSERA_TRY(non_negative(n, "gpus_per_server", at, gpus));
+  TESSERA_TRY(non_negative(n, "amortisation_months", at, months));
+  in.gpus_per_server = int(std::min<int64_t>(gpus, 1 << 20));
+  in.amortisation_months = int(std::min<int64_t>(months, 1 << 20));
+  TESSERA_TRY(get(n, "provisioned_kw", at, in.provisioned_kw));
+  TESSERA_TRY(get(n, "average_draw_kw", at, in.average_draw_kw));
+  TESSERA_TRY(get(n, "pue", at, in.pue));
+  TESSERA_TRY(get(n, "maintenance_pct_per_year", at, in.maintenance_pct_per_year));
+  in.utilisation = 1.0;
+  auto c = cost::owned_cost(in);
+  if (!c.ok()) return invalid_argument(at + ": " + c.error().message);
+  return c->total_per_gpu_hour;
+}
+
 Result<Pool> parse_pool(const YAML::Node& n, const std::string& at) {
   TESSERA_TRY(known_keys(n, at, {"name", "kind", "price", "min_nodes", "max_nodes", "provisioning_delay",
-                                 "interruption_rate", "notice", "correlated", "interruption_trace"}));
+                                 "interruption_rate", "notice", "correlated", "interruption_trace", "owned_cost"}));
   Pool p;
   TESSERA_TRY(get(n, "name", at, p.name, true));
   if (p.name.empty()) return invalid_argument(at + ".name: must not be empty");
@@ -256,6 +294,13 @@ Result<Pool> parse_pool(const YAML::Node& n, const std::string& at) {
     if (!price.IsScalar()) return invalid_argument(at + ".price: must be a price per GPU-hour such as \"2.49\"");
     auto v = parse_price_micro(price.Scalar());
     if (!v.ok()) return invalid_argument(at + ".price: " + v.error().message);
+    p.price_micro_per_gpu_hour = *v;
+  }
+  if (const YAML::Node oc = n["owned_cost"]) {
+    if (p.kind != PoolKind::kOwned) return invalid_argument(at + ".owned_cost: only owned pools are priced from their hardware");
+    if (n["price"]) return invalid_argument(at + ".owned_cost: give either price or owned_cost, not both");
+    auto v = parse_owned_cost(oc, at + ".owned_cost");
+    if (!v.ok()) return v.error();
     p.price_micro_per_gpu_hour = *v;
   }
   int64_t min_nodes = 0, max_nodes = 0;

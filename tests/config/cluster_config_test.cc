@@ -303,6 +303,38 @@ nodes:
   EXPECT_EQ(none->autoscaling.consolidate_below_pct, 50);
 }
 
+TEST(ClusterConfig, OwnedPoolPricedFromItsHardware) {
+  // The cost reference's 8x H100 node: $375k over 36 months, 8 kW drawn at PUE 1.3 and $0.08/kWh,
+  // colocation on 10.2 kW at $196/kW-month, $2.5k support a month: $15,523 a server-month.
+  auto c = parse_cluster_config_yaml(R"(
+pools:
+  - name: dc1
+    kind: owned
+    owned_cost: {server_capex: "375000", gpus_per_server: 8, amortisation_months: 36, provisioned_kw: 10.2,
+                 average_draw_kw: 8, pue: 1.3, electricity_per_kwh: "0.08", colocation_per_kw_month: "196",
+                 support_per_server_month: "2500"}
+nodes:
+  - {name: h, gpu_model: H100-80GB-SXM, gpus: 8, pool: dc1}
+)");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  ASSERT_TRUE(c->pools[0].price_micro_per_gpu_hour.has_value());
+  EXPECT_NEAR(double(*c->pools[0].price_micro_per_gpu_hour), 15523.0 * 1e6 / (8 * 730), 1000);  // $2.658
+  const std::string nodes = "nodes: [{name: n, gpu_model: T4, gpus: 1}]\n";
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"pools: [{name: a, kind: reserved, owned_cost: {server_capex: '1'}}]\n", "pools[0].owned_cost: only owned pools"},
+      {"pools: [{name: a, kind: owned, price: '1', owned_cost: {server_capex: '1'}}]\n", "give either price or owned_cost"},
+      {"pools: [{name: a, kind: owned, owned_cost: {gpus_per_server: 8}}]\n", "pools[0].owned_cost.server_capex: required"},
+      {"pools: [{name: a, kind: owned, owned_cost: {server_capex: lots}}]\n", "pools[0].owned_cost.server_capex: an amount"},
+      {"pools: [{name: a, kind: owned, owned_cost: {server_capex: '1', pue: 0.5}}]\n", "pools[0].owned_cost: pue must be >= 1"},
+      {"pools: [{name: a, kind: owned, owned_cost: {server_capex: '1', watts: 3}}]\n", "pools[0].owned_cost.watts: unknown field"},
+  };
+  for (const auto& [text, want] : bad) {
+    auto r = parse_cluster_config_yaml(text + nodes);
+    const std::string got = r.ok() ? "(ok)" : r.error().message;
+    EXPECT_NE(got.find(want), std::string::npos) << got << "\nwanted: " << want;
+  }
+}
+
 TEST(ClusterConfig, NoPoolsMeansTheDefaultPool) {
   auto c = parse_cluster_config_yaml(kBase);
   ASSERT_TRUE(c.ok()) << c.error().message;
