@@ -650,6 +650,23 @@ struct Controller::State {
     return permission_denied("unknown role");
   }
 
+  // An admin-only operation on a node: its id, or nullopt after replying with the error (non-admin:
+  // denied and logged as `what`; unknown node: not found).
+  std::optional<NodeId> admin_node(const Principal& who, const std::string& node, const std::string& what,
+                                   const std::string& why, const Reply& reply) {
+    if (who.role != Role::kAdmin) {
+      deny(who, what, why);
+      reply->set_value(permission_denied(why));
+      return std::nullopt;
+    }
+    auto id = cluster.find_node(node);
+    if (!id.ok()) {
+      reply->set_value(not_found("node " + node + ": no such node; `tessera nodes` lists them"));
+      return std::nullopt;
+    }
+    return *id;
+  }
+
   void deny(const Principal& who, const std::string& what, const std::string& why) {
     spdlog::info("event=denied user={} role={} call=\"{}\" reason=\"{}\"", who.user, role_name(who.role), what, why);
     WriteBatch b;
@@ -1592,17 +1609,8 @@ Json node_json(const Controller::State& s, NodeId id) {
 
 Result<Json> Controller::node_op(const Principal& who, const std::string& node, const std::string& op, const std::string& reason) {
   ASYNC_CALL({
-    if (who.role != Role::kAdmin) {
-      const std::string why = "only admins may " + op + " nodes";
-      s.deny(who, op + " node " + node, why);
-      reply->set_value(permission_denied(why));
-      return;
-    }
-    auto id = s.cluster.find_node(node);
-    if (!id.ok()) {
-      reply->set_value(not_found("node " + node + ": no such node; `tessera nodes` lists them"));
-      return;
-    }
+    const std::optional<NodeId> id = s.admin_node(who, node, op + " node " + node, "only admins may " + op + " nodes", reply);
+    if (!id) return;
     if (op != "resume" && reason.empty()) {
       reply->set_value(invalid_argument("reason: required for " + op + " (say why, e.g. \"replacing a DIMM\")"));
       return;
@@ -1640,17 +1648,8 @@ Result<Json> Controller::node_op(const Principal& who, const std::string& node, 
 
 Result<Json> Controller::node_interrupt(const Principal& who, const std::string& node, int64_t notice_s, int64_t reclaim_at) {
   ASYNC_CALL({
-    if (who.role != Role::kAdmin) {
-      const std::string why = "only admins may report spot interruptions";
-      s.deny(who, "interrupt node " + node, why);
-      reply->set_value(permission_denied(why));
-      return;
-    }
-    auto id = s.cluster.find_node(node);
-    if (!id.ok()) {
-      reply->set_value(not_found("node " + node + ": no such node; `tessera nodes` lists them"));
-      return;
-    }
+    const std::optional<NodeId> id = s.admin_node(who, node, "interrupt node " + node, "only admins may report spot interruptions", reply);
+    if (!id) return;
     const Pool& pool = s.cluster.pool(s.cluster.node(*id).pool);
     if (pool.kind != PoolKind::kSpot) {
       reply->set_value(failed_precondition("node " + node + " is in pool " + pool.name + " (kind " + pool_kind_name(pool.kind) +

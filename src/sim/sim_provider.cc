@@ -162,16 +162,7 @@ Status SimProvider::release_node(NodeId node, int64_t now) {
 std::vector<ProviderEvent> SimProvider::poll(int64_t now) {
   std::vector<ProviderEvent> out;
   for (;;) {
-    // The earliest of: queued events, rate-process and trace reclaims.
-    std::optional<int64_t> t;
-    if (!queued_.empty()) t = queued_.begin()->first.first;
-    for (const PoolState& ps : pools_) {
-      if (ps.next_reclaim) t = t ? std::min(*t, *ps.next_reclaim) : *ps.next_reclaim;
-      if (ps.trace_next < ps.trace.size()) {
-        const int64_t tt = start_ + ps.trace[ps.trace_next].t;
-        t = t ? std::min(*t, tt) : tt;
-      }
-    }
+    const std::optional<int64_t> t = next_event_time();  // queued events, rate-process and trace reclaims
     if (!t || *t > now) break;
     bool did = false;
     for (size_t i = 0; i < pools_.size() && !did; ++i) {

@@ -235,6 +235,33 @@ Result<Workload> load_openb(const std::string& path) {
   return w;
 }
 
+// An inference service's replicas (team "inference", class production-inference, no checkpoints):
+// one up for `days` from a random moment in its first 10 minutes, and a second each day from about
+// 08:00 to 20:00 (diurnal peak). `shape` sets what each replica runs on.
+template <class Shape>
+void add_service_replicas(Workload& w, Rng& rng, const std::string& service, const std::string& kind, int64_t days,
+                          Shape shape) {
+  auto replica = [&](const std::string& name, Time arrival, Duration work) {
+    WorkloadJob j;
+    j.name = name;
+    j.team = "inference";
+    j.user = service;
+    j.priority_class = "production-inference";
+    j.kind = kind;
+    j.arrival = arrival;
+    j.work = work;
+    j.service = true;
+    j.gang.kind = JobKind::kInference;
+    j.gang.name = name;
+    j.gang.tasks = 1;
+    shape(j);
+    w.jobs.push_back(std::move(j));
+  };
+  replica(service + "-r0", Time(rng.uniform(600)), days * 86400);
+  for (int64_t d = 0; d < days; ++d)
+    replica(service + "-d" + std::to_string(d), d * 86400 + 8 * 3600 + Time(rng.uniform(1800)), 12 * 3600);
+}
+
 // ---- synthetic --------------------------------------------------------------------------------------
 
 struct SyntheticSpec {
@@ -312,19 +339,7 @@ Result<Workload> load_synthetic(const std::string& text) {
       }
     }
     const std::string base = std::string(m->name) + "-svc" + std::to_string(i);
-    auto replica = [&](const std::string& name, Time arrival, Duration work) {
-      WorkloadJob j;
-      j.name = name;
-      j.team = "inference";
-      j.user = base;
-      j.priority_class = "production-inference";
-      j.kind = m->name;
-      j.arrival = arrival;
-      j.work = work;
-      j.service = true;
-      j.gang.kind = JobKind::kInference;
-      j.gang.name = name;
-      j.gang.tasks = 1;
+    add_service_replicas(w, rng, base, m->name, s.days, [&](WorkloadJob& j) {
       if (*m->mig) {
         j.gang.task.mig_profile = m->mig;
         j.useful_milli_per_task = m->compute_sevenths * 1000 / 7;
@@ -333,11 +348,7 @@ Result<Workload> load_synthetic(const std::string& text) {
       }
       j.gang.task.cpu = MilliCpu(4000);
       j.gang.task.memory = MiB(32768);
-      w.jobs.push_back(std::move(j));
-    };
-    replica(base + "-r0", Time(rng.uniform(600)), horizon);
-    for (int64_t d = 0; d < s.days; ++d)
-      replica(base + "-d" + std::to_string(d), d * 86400 + 8 * 3600 + Time(rng.uniform(1800)), 12 * 3600);
+    });
     service_gpus_peak += 2.0 * (*m->mig ? double(m->compute_sevenths) / 7.0 : double(m->whole_gpus));
   }
 
@@ -414,27 +425,11 @@ Result<Workload> load_inference(const std::string& text) {
   w.source = "inference:" + text;
   for (int64_t i = 0; i < services; ++i) {
     const std::string base = "svc" + std::to_string(i);
-    auto replica = [&](const std::string& name, Time arrival, Duration work) {
-      WorkloadJob j;
-      j.name = name;
-      j.team = "inference";
-      j.user = base;
-      j.priority_class = "production-inference";
-      j.kind = "inference-" + std::to_string(gpus) + "gpu";
-      j.arrival = arrival;
-      j.work = work;
-      j.service = true;
-      j.gang.kind = JobKind::kInference;
-      j.gang.name = name;
-      j.gang.tasks = 1;
+    add_service_replicas(w, rng, base, "inference-" + std::to_string(gpus) + "gpu", days, [&](WorkloadJob& j) {
       j.gang.task.gpu_count = int(gpus);
       j.gang.task.cpu = MilliCpu(4000 * gpus);
       j.gang.task.memory = MiB(32768 * gpus);
-      w.jobs.push_back(std::move(j));
-    };
-    replica(base + "-r0", Time(rng.uniform(600)), days * 86400);
-    for (int64_t d = 0; d < days; ++d)
-      replica(base + "-d" + std::to_string(d), d * 86400 + 8 * 3600 + Time(rng.uniform(1800)), 12 * 3600);
+    });
   }
   finish(w);
   return w;
