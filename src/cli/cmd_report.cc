@@ -59,6 +59,7 @@ void emit(const std::string& verb, const ReportArgs& a, const std::string& text)
 }
 
 std::string cell(const json& row, const std::string& key) {
+  if (row.contains(key) && row[key].is_number_integer()) return row[key].dump();  // counts in totals
   return row.contains(key) && row[key].is_string() ? row[key].get<std::string>() : "-";
 }
 
@@ -97,6 +98,8 @@ void run(const std::string& what, const ReportArgs& a) {
         {"ALLOC GPU-H", "x_AllocatedGpuHours"}, {"USED GPU-H", "x_UsedGpuHours"},
         {"IDLE-ALLOC", "x_IdleAllocatedGpuHours"}, {"UNMEASURED", "x_UnmeasuredGpuHours"},
         {"PREEMPTED", "x_PreemptedGpuHours"}, {"LOST", "x_LostGpuHours"},
+        {"SPOT INTERRUPTED", "x_InterruptedGpuHours"}, {"INTERRUPTIONS", "x_Interruptions"},
+        {"INTERRUPTED COST", "x_InterruptedCost"},
         {"IDLE SHARE", "x_IdleShareGpuHours"}, {"COST " + j.value("currency", std::string()), "BilledCost"}};
     const size_t n_dims = t.headers.size();
     for (const auto& [h, k] : cols) t.headers.push_back(h), keys.push_back(k);
@@ -111,17 +114,19 @@ void run(const std::string& what, const ReportArgs& a) {
     std::vector<std::string> line(n_dims, "");
     if (n_dims > 0) line[0] = "TOTAL";
     for (const char* k : {"allocated_gpu_hours", "used_gpu_hours", "idle_allocated_gpu_hours", "unmeasured_gpu_hours",
-                          "preempted_gpu_hours", "lost_gpu_hours", "idle_share_gpu_hours", "billed_cost"})
+                          "preempted_gpu_hours", "lost_gpu_hours", "interrupted_gpu_hours", "interruptions",
+                          "interrupted_cost", "idle_share_gpu_hours", "billed_cost"})
       line.push_back(cell(tot, k));
     t.rows.push_back(line);
     head = "Chargeback " + cell(j, "charge_period_start") + " .. " + cell(j, "charge_period_end") +
            " (idle share: " + cell(j, "idle_share") + ")\n";
   } else {
     t.headers = {"GPU MODEL", "POOL", "GPUS", "CAPACITY GPU-H", "ALLOCATED", "IDLE", "RESERVED", "DOWN", "ALLOC %",
-                 "IDLE %", "RESERVED %", "DOWN %"};
+                 "IDLE %", "RESERVED %", "DOWN %", "SPOT INTERRUPTED", "INTERRUPTIONS"};
     const std::vector<std::string> keys = {"gpu_model", "pool", "gpus", "capacity_gpu_hours", "allocated_gpu_hours",
                                            "idle_gpu_hours", "reserved_gpu_hours", "down_gpu_hours", "allocated_pct",
-                                           "idle_pct", "reserved_pct", "down_pct"};
+                                           "idle_pct", "reserved_pct", "down_pct", "interrupted_gpu_hours",
+                                           "interruptions"};
     t.right_align.assign(t.headers.size(), true);
     t.right_align[0] = t.right_align[1] = false;
     std::vector<json> rows = j.value("rows", std::vector<json>());

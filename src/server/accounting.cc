@@ -31,6 +31,9 @@ struct Attempt {
   std::string end_kind;          // "" = still running at the end of the log
   std::optional<int64_t> util_bp;  // utilisation in basis points (0..10000), when measured
   std::vector<Piece> pieces;
+  std::vector<std::pair<int64_t, size_t>> notices;  // spot_interrupted events: (time, node index or npos)
+  // Ended because of a spot interruption: a notice arrived during it and it ended preempted or lost.
+  bool interrupted() const { return !notices.empty() && (end_kind == "preempted" || end_kind == "lost"); }
 };
 
 bool is_end_kind(const std::string& k) {
@@ -158,6 +161,9 @@ Amounts& Amounts::operator+=(const Amounts& o) {
   used += o.used;
   preempted += o.preempted;
   lost += o.lost;
+  interrupted += o.interrupted;
+  interruptions += o.interruptions;
+  interrupted_cost += o.interrupted_cost;
   idle_share += o.idle_share;
   allocated_cost += o.allocated_cost;
   idle_share_cost += o.idle_share_cost;
@@ -352,6 +358,14 @@ Result<Ledger> compute_ledger(const std::vector<EventRow>& events, const std::ma
       }
       open[e.job_id] = attempts.size();
       attempts.push_back(std::move(a));
+    } else if (e.kind == "spot_interrupted") {
+      auto it = open.find(e.job_id);
+      if (it == open.end()) continue;
+      size_t node = std::string::npos;
+      if (detail.is_object() && detail.contains("node") && detail["node"].is_string())
+        if (auto ni = node_index.find(detail["node"].get<std::string>()); ni != node_index.end() && nodes[ni->second].gm)
+          node = ni->second;
+      attempts[it->second].notices.push_back({e.time, node});
     } else if (is_end_kind(e.kind) || e.kind == "requeued") {
       // "requeued" alone ends an attempt the controller dropped at restart (its placement no longer
       // fit); after "preempted"/"lost" the attempt is already closed and it changes nothing.
@@ -368,9 +382,19 @@ Result<Ledger> compute_ledger(const std::vector<EventRow>& events, const std::ma
       alloc_delta[p.node].push_back({a.start, p.milli});
       alloc_delta[p.node].push_back({a.end, -p.milli});
     }
-    if (e <= s) continue;
     auto jt = jobs.find(a.job);
     JobInfo info = jt != jobs.end() ? jt->second : JobInfo{"(unknown)", "(unknown)", ""};
+    if (a.interrupted() && !a.pieces.empty()) {
+      // Each notice in the period counts once, in the (model, pool) of the reclaimed node.
+      for (const auto& [t, node] : a.notices) {
+        if (t < L.from || t >= L.to) continue;  // the requested period: a notice at now counts
+        const Piece& first = a.pieces.front();
+        const std::string& model = node != std::string::npos ? nodes[node].model : first.model;
+        const std::string& pool = node != std::string::npos ? nodes[node].pool : first.pool;
+        ++L.cells[Cell{team_of(info.queue), info.queue, info.project, info.user, model, pool}].interruptions;
+      }
+    }
+    if (e <= s) continue;
     std::map<std::pair<std::string, std::string>, int64_t> by_model;
     for (const Piece& p : a.pieces) by_model[{p.model, p.pool}] += p.milli;
     for (const auto& [mp, milli] : by_model) {
@@ -384,6 +408,7 @@ Result<Ledger> compute_ledger(const std::vector<EventRow>& events, const std::ma
       }
       if (a.end_kind == "preempted") am.preempted += ms;
       if (a.end_kind == "lost") am.lost += ms;
+      if (a.interrupted()) am.interrupted += ms;
     }
   }
 
@@ -470,7 +495,16 @@ Result<Ledger> compute_ledger(const std::vector<EventRow>& events, const std::ma
     if (auto pr = L.pool_rates_micro.find(c.pool); pr != L.pool_rates_micro.end()) rate = pr->second;
     am.allocated_cost = div_round_half_even(__int128(am.allocated) * rate, kMsPerGpuHour);
     am.idle_share_cost = div_round_half_even(__int128(am.idle_share) * rate, kMsPerGpuHour);
+    am.interrupted_cost = div_round_half_even(__int128(am.interrupted) * rate, kMsPerGpuHour);
   }
+  // Interruption losses per (model, pool) for the usage report.
+  for (ModelUsage& u : L.usage)
+    for (const auto& [c, am] : L.cells)
+      if (c.model == u.model && c.pool == u.pool) {
+        u.interrupted += am.interrupted;
+        u.interrupted_cost += am.interrupted_cost;
+        u.interruptions += am.interruptions;
+      }
   return L;
 }
 
@@ -498,7 +532,7 @@ const std::vector<std::string>& chargeback_columns() {
       "ConsumedQuantity", "ConsumedUnit", "PricingQuantity", "PricingUnit", "ListUnitPrice", "BilledCost",
       "EffectiveCost", "x_AllocatedGpuHours", "x_UsedGpuHours", "x_IdleAllocatedGpuHours", "x_UnmeasuredGpuHours",
       "x_PreemptedGpuHours", "x_LostGpuHours", "x_IdleShareGpuHours", "x_AllocatedCost", "x_IdleShareCost",
-      "x_IdleShareRule"};
+      "x_IdleShareRule", "x_InterruptedGpuHours", "x_InterruptedCost", "x_Interruptions"};
   return cols;
 }
 
@@ -523,7 +557,8 @@ std::vector<std::string> row_values(const Ledger& L, const std::vector<Dim>& by,
           unit_price, cost, cost, format_gpu_hours(a.allocated), format_gpu_hours(a.used),
           format_gpu_hours(a.measured - a.used), format_gpu_hours(a.allocated - a.measured),
           format_gpu_hours(a.preempted), format_gpu_hours(a.lost), format_gpu_hours(a.idle_share),
-          format_micro(a.allocated_cost), format_micro(a.idle_share_cost), config::idle_share_name(L.rule)};
+          format_micro(a.allocated_cost), format_micro(a.idle_share_cost), config::idle_share_name(L.rule),
+          format_gpu_hours(a.interrupted), format_micro(a.interrupted_cost), std::to_string(a.interruptions)};
 }
 
 ModelUsage usage_total(const Ledger& L) {
@@ -537,6 +572,9 @@ ModelUsage usage_total(const Ledger& L) {
     t.idle += u.idle;
     t.reserved += u.reserved;
     t.down += u.down;
+    t.interrupted += u.interrupted;
+    t.interrupted_cost += u.interrupted_cost;
+    t.interruptions += u.interruptions;
   }
   return t;
 }
@@ -553,7 +591,12 @@ Json cluster_json(const Ledger& L) {
               {"allocated_milli_gpu_seconds", t.allocated},
               {"idle_milli_gpu_seconds", t.idle},
               {"reserved_milli_gpu_seconds", t.reserved},
-              {"down_milli_gpu_seconds", t.down}};
+              {"down_milli_gpu_seconds", t.down},
+              {"interrupted_gpu_hours", format_gpu_hours(t.interrupted)},
+              {"interrupted_cost", format_micro(t.interrupted_cost)},
+              {"interruptions", t.interruptions},
+              {"interrupted_milli_gpu_seconds", t.interrupted},
+              {"interrupted_cost_micro", t.interrupted_cost}};
 }
 
 }  // namespace
@@ -603,12 +646,17 @@ Json chargeback_json(const Ledger& L, const Report& rep) {
                 {"preempted_gpu_hours", format_gpu_hours(t.preempted)},
                 {"lost_gpu_hours", format_gpu_hours(t.lost)},
                 {"idle_share_gpu_hours", format_gpu_hours(t.idle_share)},
+                {"interrupted_gpu_hours", format_gpu_hours(t.interrupted)},
+                {"interrupted_cost", format_micro(t.interrupted_cost)},
+                {"interruptions", t.interruptions},
                 {"allocated_cost", format_micro(t.allocated_cost)},
                 {"idle_share_cost", format_micro(t.idle_share_cost)},
                 {"billed_cost", format_micro(t.cost())},
                 {"allocated_milli_gpu_seconds", t.allocated},
                 {"idle_share_milli_gpu_seconds", t.idle_share},
-                {"cost_micro", t.cost()}}},
+                {"cost_micro", t.cost()},
+                {"interrupted_milli_gpu_seconds", t.interrupted},
+                {"interrupted_cost_micro", t.interrupted_cost}}},
               {"cluster", cluster_json(L)}};
   if (!L.pool_rates_micro.empty()) {  // only with priced pools: reports without pools are unchanged
     Json pool_rates = Json::object();
@@ -621,13 +669,15 @@ Json chargeback_json(const Ledger& L, const Report& rep) {
 namespace {
 const std::vector<std::string> kUsageColumns = {
     "period_start", "period_end", "gpu_model", "pool", "gpus", "capacity_gpu_hours", "allocated_gpu_hours",
-    "idle_gpu_hours", "reserved_gpu_hours", "down_gpu_hours", "allocated_pct", "idle_pct", "reserved_pct", "down_pct"};
+    "idle_gpu_hours", "reserved_gpu_hours", "down_gpu_hours", "allocated_pct", "idle_pct", "reserved_pct", "down_pct",
+    "interrupted_gpu_hours", "interrupted_cost", "interruptions"};
 
 std::vector<std::string> usage_values(const Ledger& L, const ModelUsage& u) {
   return {format_utc(L.start), format_utc(L.end), u.model, u.pool, std::to_string(u.gpus),
           format_gpu_hours(u.capacity), format_gpu_hours(u.allocated), format_gpu_hours(u.idle),
           format_gpu_hours(u.reserved), format_gpu_hours(u.down), pct(u.allocated, u.capacity), pct(u.idle, u.capacity),
-          pct(u.reserved, u.capacity), pct(u.down, u.capacity)};
+          pct(u.reserved, u.capacity), pct(u.down, u.capacity), format_gpu_hours(u.interrupted),
+          format_micro(u.interrupted_cost), std::to_string(u.interruptions)};
 }
 
 }  // namespace

@@ -57,9 +57,14 @@ struct Amounts {
   int64_t used = 0;        // measured × utilisation (rounded half-even per attempt)
   int64_t preempted = 0;   // allocated time of attempts that ended "preempted"
   int64_t lost = 0;        // allocated time of attempts that ended "lost"
+  // allocated time of attempts ended ("preempted" or "lost") after a spot_interrupted event for the
+  // job: part of preempted + lost, not in addition to it
+  int64_t interrupted = 0;
+  int64_t interruptions = 0;    // spot_interrupted events behind `interrupted` (a count, not ms)
   int64_t idle_share = 0;  // share of the unallocated (idle + reserved) pool
   int64_t allocated_cost = 0;   // micro-units: allocated × rate, rounded half-even per cell
   int64_t idle_share_cost = 0;  // micro-units: idle_share × rate, rounded half-even per cell
+  int64_t interrupted_cost = 0; // micro-units: interrupted × rate (part of allocated_cost, not added to cost())
   int64_t cost() const { return allocated_cost + idle_share_cost; }
   Amounts& operator+=(const Amounts& o);
 };
@@ -68,6 +73,7 @@ struct ModelUsage {            // one (GPU model, pool) of the cluster over the 
   std::string model, pool;
   int64_t gpus = 0;
   int64_t capacity = 0, allocated = 0, idle = 0, reserved = 0, down = 0;
+  int64_t interrupted = 0, interrupted_cost = 0, interruptions = 0;  // sums of the cells' (Amounts)
 };
 
 struct Request {
@@ -82,7 +88,7 @@ struct Ledger {
   int64_t start = 0, end = 0;                 // effective (start <= end)
   std::string currency;
   config::IdleShare rule = config::IdleShare::kProportional;
-  std::map<Cell, Amounts> cells;              // accounts with any allocation or idle share
+  std::map<Cell, Amounts> cells;              // accounts with any allocation, idle share or interruption
   std::vector<ModelUsage> usage;              // by (model, pool)
   std::map<std::string, int64_t> rates_micro; // model -> micro per GPU-hour (configured ones)
   // pool -> micro per GPU-hour for pools with a price: their hours are charged at it, not the model rate

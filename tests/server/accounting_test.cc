@@ -139,6 +139,144 @@ chargeback:
   EXPECT_EQ(j["pool_rates"]["spot-a"], "0.950000");
 }
 
+// Spot interruptions (docs/chargeback.md): an attempt ended preempted or lost after a spot_interrupted
+// event for its job counts in `interrupted` (and in preempted/lost as before), costed at the hours' own
+// price; the notice counts once, in the reclaimed node's pool. Ordinary preemptions and notices the job
+// outlived are not interruptions.
+TEST(Accounting, SpotInterruptionsPerTeam) {
+  auto c = config::parse_cluster_config_yaml(R"(
+levels: [leaf]
+pools:
+  - {name: spot-a, kind: spot, price: "0.95", notice: 120}
+nodes:
+  - {name: h, gpu_model: H100-80GB-SXM, gpus: 8, cpu: 256000, memory: 2097152, path: [leaf-0]}
+  - {name: s, gpu_model: H100-80GB-SXM, gpus: 8, cpu: 256000, memory: 2097152, path: [leaf-0], pool: spot-a}
+  - {name: s2, gpu_model: H100-80GB-SXM, gpus: 8, cpu: 256000, memory: 2097152, path: [leaf-0], pool: spot-a}
+queues:
+  - {name: research}
+  - {name: vision, parent: research}
+  - {name: nlp, parent: research}
+  - {name: prod}
+chargeback:
+  rates: {H100-80GB-SXM: "2.49"}
+  idle_share: none
+)");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  Log log;
+  log.jobs = {{1, {"vision", "alice", "p"}}, {2, {"prod", "bob", "p"}}, {3, {"prod", "carol", "p"}},
+              {4, {"prod", "dave", "p"}}, {5, {"nlp", "erin", "p"}}};
+  auto notice = [&](int64_t job, int64_t t, const std::string& node, const std::string& path) {
+    log.add(job, t, "spot_interrupted", Json{{"node", node}, {"path", path}, {"reason", "test"}, {"interruptions", 1}});
+  };
+  log.add(0, T0, "audit");
+  // 1 (research): 2 spot GPUs for an hour, the notice requeues it at once; then an hour on h, succeeded.
+  log.start(1, T0, Json::array({Log::task("s", {0, 1}, 1000)}));
+  notice(1, T0 + 3600, "s", "requeue");
+  log.add(1, T0 + 3600, "preempted", Json{{"reason", "spot interruption"}, {"spot_interruption", true}});
+  log.add(1, T0 + 3600, "requeued");
+  log.start(1, T0 + 4000, Json::array({Log::task("h", {0}, 1000)}));
+  log.end(1, T0 + 7600, "succeeded");
+  // 2 (prod): asked to checkpoint by the notice, stopped (preempted) 60 s later: 1860 s of one spot GPU.
+  log.start(2, T0, Json::array({Log::task("s2", {0}, 1000)}));
+  notice(2, T0 + 1800, "s2", "checkpoint");
+  log.add(2, T0 + 1800, "checkpoint_requested", Json{{"reason", "spot interruption"}, {"evict_by", T0 + 1920}});
+  log.end(2, T0 + 1860, "preempted");
+  // 3 (prod): an ordinary preemption, not an interruption.
+  log.start(3, T0, Json::array({Log::task("h", {1}, 1000)}));
+  log.end(3, T0 + 3600, "preempted");
+  // 4 (prod): noticed, but it finished before the reclaim: nothing lost.
+  log.start(4, T0, Json::array({Log::task("s2", {1}, 1000)}));
+  notice(4, T0 + 500, "s2", "checkpoint");
+  log.end(4, T0 + 600, "succeeded");
+  // 5 (research): a gang on h and s, lost when s was reclaimed: both halves were interrupted work.
+  log.start(5, T0 + 1000, Json::array({Log::task("h", {2}, 1000), Log::task("s", {2}, 1000)}));
+  notice(5, T0 + 2800, "s", "checkpoint");
+  log.end(5, T0 + 2800, "lost");
+
+  auto l = compute_ledger(log.events, log.jobs, *c, {T0, T1, 0});
+  ASSERT_TRUE(l.ok()) << l.error().message;
+  const Report r = aggregate(*l, {Dim::kUser, Dim::kPool});
+  // alice: interrupted and preempted alike; at the spot price 0.95: 2 GPU-h = 1.90.
+  EXPECT_EQ(sum_row(r, {"alice", "spot-a"}, &Amounts::interrupted), 2000 * 3600);
+  EXPECT_EQ(sum_row(r, {"alice", "spot-a"}, &Amounts::preempted), 2000 * 3600);
+  EXPECT_EQ(sum_row(r, {"alice", "spot-a"}, &Amounts::interrupted_cost), 1900000);
+  EXPECT_EQ(sum_row(r, {"alice", "spot-a"}, &Amounts::interruptions), 1);
+  EXPECT_EQ(sum_row(r, {"alice", "default"}, &Amounts::interrupted), 0) << "the later attempt succeeded";
+  // bob: the checkpoint path; 1860 s × 0.95 / 3600 = 0.490833.33 -> 490833.
+  EXPECT_EQ(sum_row(r, {"bob", "spot-a"}, &Amounts::interrupted), 1000 * 1860);
+  EXPECT_EQ(sum_row(r, {"bob", "spot-a"}, &Amounts::interrupted_cost), 490833);
+  // carol: preempted only.
+  EXPECT_EQ(sum_row(r, {"carol", "default"}, &Amounts::preempted), 1000 * 3600);
+  EXPECT_EQ(sum_row(r, {"carol", "default"}, &Amounts::interrupted), 0);
+  EXPECT_EQ(sum_row(r, {"carol", "default"}, &Amounts::interruptions), 0);
+  // dave outlived the notice.
+  EXPECT_EQ(sum_row(r, {"dave", "spot-a"}, &Amounts::interrupted), 0);
+  EXPECT_EQ(sum_row(r, {"dave", "spot-a"}, &Amounts::interruptions), 0);
+  // erin: each half at its own price (h: the model rate 2.49, s: 0.95); the notice counts in spot-a.
+  EXPECT_EQ(sum_row(r, {"erin", "default"}, &Amounts::interrupted), 1000 * 1800);
+  EXPECT_EQ(sum_row(r, {"erin", "default"}, &Amounts::lost), 1000 * 1800);
+  EXPECT_EQ(sum_row(r, {"erin", "default"}, &Amounts::interrupted_cost), 1245000);
+  EXPECT_EQ(sum_row(r, {"erin", "default"}, &Amounts::interruptions), 0);
+  EXPECT_EQ(sum_row(r, {"erin", "spot-a"}, &Amounts::interrupted_cost), 475000);
+  EXPECT_EQ(sum_row(r, {"erin", "spot-a"}, &Amounts::interruptions), 1);
+
+  // Two teams kept apart.
+  const Report teams = aggregate(*l, {Dim::kTeam});
+  ASSERT_EQ(teams.rows.size(), 2u);
+  const Amounts& prod = teams.rows[0].amounts;
+  const Amounts& research = teams.rows[1].amounts;
+  EXPECT_EQ(teams.rows[0].key, std::vector<std::string>{"prod"});
+  EXPECT_EQ(prod.interrupted, 1000 * 1860);
+  EXPECT_EQ(prod.preempted, 1000 * 1860 + 1000 * 3600);
+  EXPECT_EQ(prod.interruptions, 1);
+  EXPECT_EQ(prod.interrupted_cost, 490833);
+  EXPECT_EQ(research.interrupted, 2000 * 3600 + 2 * 1000 * 1800);
+  EXPECT_EQ(research.interrupted, research.preempted + research.lost) << "all research's preemptions were spot's";
+  EXPECT_EQ(research.interruptions, 2);
+  EXPECT_EQ(research.interrupted_cost, 1900000 + 1245000 + 475000);
+
+  // The outputs: CSV/JSON rows, totals, cluster and the usage report per (model, pool).
+  const Json j = chargeback_json(*l, teams);
+  EXPECT_EQ(j["rows"][0]["x_InterruptedGpuHours"], "0.516667");
+  EXPECT_EQ(j["rows"][0]["x_InterruptedCost"], "0.490833");
+  EXPECT_EQ(j["rows"][0]["x_Interruptions"], "1");
+  EXPECT_EQ(j["rows"][1]["x_InterruptedGpuHours"], "3.000000");
+  EXPECT_EQ(j["rows"][1]["x_Interruptions"], "2");
+  EXPECT_EQ(j["totals"]["interrupted_milli_gpu_seconds"], 1000 * 1860 + 2000 * 3600 + 2 * 1000 * 1800);
+  EXPECT_EQ(j["totals"]["interrupted_cost"], "4.110833");
+  EXPECT_EQ(j["totals"]["interrupted_cost_micro"], 4110833);
+  EXPECT_EQ(j["totals"]["interruptions"], 3);
+  EXPECT_EQ(j["cluster"]["interruptions"], 3);
+  const std::string csv = chargeback_csv(*l, teams);
+  EXPECT_NE(csv.find(",x_InterruptedGpuHours,x_InterruptedCost,x_Interruptions\r\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",none,3.000000,3.620000,2\r\n"), std::string::npos) << csv;
+  const Json u = usage_json(*l);
+  ASSERT_EQ(u["rows"].size(), 2u);
+  EXPECT_EQ(u["rows"][1]["pool"], "spot-a");
+  EXPECT_EQ(u["rows"][1]["interruptions"], "3");
+  EXPECT_EQ(u["rows"][1]["interrupted_gpu_hours"], "3.016667");  // 2 + 0.516667 + 0.5 spot GPU-h
+  EXPECT_EQ(u["rows"][0]["interrupted_gpu_hours"], "0.500000");   // erin's half on h
+  EXPECT_EQ(u["totals"]["interruptions"], "3");
+
+  // Read at T0 + 1830 (the log as it was then): bob is noticed but still checkpointing, so not counted yet.
+  std::vector<EventRow> then;
+  for (const EventRow& ev : log.events)
+    if (ev.time <= T0 + 1830) then.push_back(ev);
+  auto early = compute_ledger(then, log.jobs, *c, {T0, T1, T0 + 1830});
+  ASSERT_TRUE(early.ok());
+  const Report e = aggregate(*early, {Dim::kUser});
+  EXPECT_EQ(sum_row(e, {"bob"}, &Amounts::allocated), 1000 * 1830);
+  EXPECT_EQ(sum_row(e, {"bob"}, &Amounts::interrupted), 0);
+  EXPECT_EQ(sum_row(e, {"bob"}, &Amounts::interruptions), 0);
+  // A period that ends before a notice: the hours before it count, the notice in the period it came.
+  auto before = compute_ledger(log.events, log.jobs, *c, {T0, T0 + 1830, 0});
+  ASSERT_TRUE(before.ok());
+  const Report b = aggregate(*before, {Dim::kUser});
+  EXPECT_EQ(sum_row(b, {"alice"}, &Amounts::interrupted), 2000 * 1830);
+  EXPECT_EQ(sum_row(b, {"alice"}, &Amounts::interruptions), 0);
+  EXPECT_EQ(sum_row(b, {"bob"}, &Amounts::interruptions), 1);
+}
+
 TEST(Accounting, AttemptsAreClippedToThePeriodAndToNow) {
   Log log;
   log.jobs = {{1, {"vision", "alice", ""}}, {2, {"nlp", "bob", ""}}, {3, {"prod", "carol", ""}}};
@@ -275,7 +413,7 @@ TEST(Accounting, DownAndReservedTime) {
   EXPECT_EQ(charged, a100.capacity + h100.capacity - a100.down - h100.down);
   // The usage report in CSV.
   const std::string csv = usage_csv(*l);
-  EXPECT_NE(csv.find("A100-80GB,default,4,96.000000,42.000000,53.000000,0.000000,1.000000,43.75,55.21,0.00,1.04\r\n"),
+  EXPECT_NE(csv.find("A100-80GB,default,4,96.000000,42.000000,53.000000,0.000000,1.000000,43.75,55.21,0.00,1.04,0.000000,0.000000,0\r\n"),
             std::string::npos) << csv;
   // A node that first shows up with node_ready was NotReady before it.
   Log late = a100_day();

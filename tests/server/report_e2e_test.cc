@@ -225,3 +225,70 @@ TEST(ReportReload, NewRatesApplyAfterSighup) {
 
 }  // namespace
 }  // namespace tessera::testing
+
+namespace tessera::testing {
+namespace {
+
+// A spot interruption through the routes: the interrupted attempt's hours, cost at the pool's price
+// (spot_cluster.yaml: spot-a at 0.95, no model rates) and the count, in the chargeback and usage JSON.
+TEST(ReportSpot, InterruptedHoursAndCountInTheRoutes) {
+  ServerProcess server(TESSERA_SOURCE_DIR "/tests/server/data/spot_cluster.yaml");
+  std::string out;
+  ASSERT_TRUE(server.start(&out)) << out;
+  const std::string admin = server.admin_token();
+  // checkpoint.grace 600 > the 10 s notice: requeued at once (a preemption by the provider).
+  auto sub = server.post("/api/v1/jobs", admin,
+                         Json{{"name", "t"}, {"queue", "default"}, {"resources", {{"gpus", 8}}}, {"command", {"sleep", "60"}},
+                              {"spot", "preferred"}, {"checkpoint", {{"interval", 3600}, {"grace", 600}}}});
+  ASSERT_EQ(sub.status, 201) << sub.raw;
+  const std::string id = std::to_string(sub.body["id"].get<int64_t>());
+  std::string node;
+  ASSERT_TRUE(eventually([&] {
+    auto j = server.get("/api/v1/jobs/" + id, admin).body;
+    if (j.value("state", "") != "running") return false;
+    node = j["placement"][0]["node"];
+    return true;
+  }));
+  ASSERT_EQ(node.rfind("spot-", 0), 0u) << node;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // some GPU-seconds to lose
+  auto n = server.post("/api/v1/nodes/" + node + "/interruption", admin, Json{{"notice_s", 10}});
+  ASSERT_EQ(n.status, 200) << n.raw;
+
+  const time_t t0 = time(nullptr) - 86400, t1 = t0 + 2 * 86400;  // yesterday to tomorrow (UTC)
+  char from[16], to[16];
+  struct tm tm {};
+  gmtime_r(&t0, &tm);
+  strftime(from, sizeof from, "%Y-%m-%d", &tm);
+  gmtime_r(&t1, &tm);
+  strftime(to, sizeof to, "%Y-%m-%d", &tm);
+  const std::string period = std::string("from=") + from + "&to=" + to;
+  auto r = server.get("/api/v1/reports/chargeback?" + period + "&by=team,pool", admin);
+  ASSERT_EQ(r.status, 200) << r.raw;
+  const Json& tot = r.body["totals"];
+  EXPECT_EQ(tot["interruptions"], 1) << tot.dump();
+  const int64_t ms = tot["interrupted_milli_gpu_seconds"].get<int64_t>();
+  EXPECT_GE(ms, 8 * 1000 * 1) << "8 GPUs for at least a second";
+  EXPECT_EQ(tot["interrupted_gpu_hours"], tot["preempted_gpu_hours"]) << "the only preemption was the interruption";
+  EXPECT_EQ(tot["interrupted_cost_micro"], server::accounting::div_round_half_even(__int128(ms) * 950000, 3600000));
+  bool seen = false;
+  for (const Json& row : r.body["rows"])
+    if (row["x_Pool"] == "spot-a" && row["x_Team"] == "default") {
+      seen = true;
+      EXPECT_EQ(row["x_Interruptions"], "1") << row.dump();
+      EXPECT_EQ(row["x_InterruptedGpuHours"], tot["interrupted_gpu_hours"]) << row.dump();
+      EXPECT_EQ(row["x_InterruptedCost"], tot["interrupted_cost"]) << row.dump();
+    }
+  EXPECT_TRUE(seen) << r.raw;
+  EXPECT_EQ(r.body["cluster"]["interruptions"], 1);
+  auto u = server.get("/api/v1/reports/usage?" + period, admin);
+  ASSERT_EQ(u.status, 200) << u.raw;
+  EXPECT_EQ(u.body["totals"]["interruptions"], "1") << u.raw;
+  EXPECT_EQ(u.body["totals"]["interrupted_gpu_hours"], tot["interrupted_gpu_hours"]) << u.raw;
+  const CliResult table = run_cli({"report", "chargeback", "--server", "http://127.0.0.1:" + std::to_string(server.port()),
+                                   "--token", admin, "--from", from, "--to", to, "--by", "team,pool"});
+  ASSERT_EQ(table.status, 0) << table.err;
+  EXPECT_NE(table.out.find("INTERRUPTIONS"), std::string::npos) << table.out;
+}
+
+}  // namespace
+}  // namespace tessera::testing
