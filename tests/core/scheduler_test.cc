@@ -355,6 +355,22 @@ TEST_F(SchedulerTest, HigherTierBorrowerDoesNotRetakeWhatAnOwnerIsOwed) {
   EXPECT_NE(info(d, 2)->reason.find("queue owner is owed"), std::string::npos) << info(d, 2)->reason;
 }
 
+// Free GPUs are owed only to waiting jobs that could use them: an owner below its guarantee whose
+// only waiting job is a gang bigger than the free GPUs does not keep a borrower off them (it keeps
+// its reservation). HigherTierBorrowerDoesNotRetakeWhatAnOwnerIsOwed is the other side.
+TEST_F(SchedulerTest, FreeGpusTheOwnersJobsCannotUseAreLent) {
+  make_cluster(3, 8);
+  make_queues({{"owner", "", {{"H100-80GB-SXM", 8000}}, {}, 1}, {"borrower", "", {}, {}, 1}});
+  running(1, "borrower", "research", 1, 8, kNow - 1000);
+  running(2, "borrower", "research", 1, 4, kNow - 1000);  // free: 4 on n1, 8 on n2
+  pending(3, "owner", "research", 2, 8, 0);               // 16 GPUs: more than its guarantee, no reclaim
+  pending(4, "borrower", "research", 1, 8, 1).expected_runtime = 600;
+  Decisions d = cycle();
+  EXPECT_EQ(started(d), (std::vector<uint32_t>{4})) << (info(d, 4) ? info(d, 4)->reason : "");
+  EXPECT_TRUE(d.preempt.empty());
+  ASSERT_NE(info(d, 3), nullptr);
+}
+
 // Two preemptors in one cycle: the second uses what the first one's victim leaves over (a 16-GPU
 // gang for an 8-GPU job) instead of preempting another gang.
 TEST_F(SchedulerTest, SecondPreemptorUsesTheFirstVictimsLeftover) {

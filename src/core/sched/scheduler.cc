@@ -349,11 +349,18 @@ class Cycle {
   // Per class: what leaves below their guarantee (with demand) are owed under fs_ (takes_owed),
   // filled on first use and kept current as jobs start.
   mutable std::map<std::string, int64_t> owed_sum_;
-  static int64_t leaf_owed(const FairShare& fs, const Queue& q, const std::string& c) {
+  // Owed to a leaf: what it lacks of its guarantee for its demand, but no more than its waiting jobs
+  // could use of the free GPUs as the cycle began (usable_pending_): free GPUs held for a gang that
+  // cannot fit in them would stay idle (its backfill reservation holds what it needs).
+  int64_t leaf_owed(const FairShare& fs, const Queue& q, const std::string& c) const {
     const int64_t g = get_or(q.guaranteed, c);
     if (!q.leaf() || g <= 0) return 0;
-    return std::max<int64_t>(0, std::min(g, fs.demand(q.id, c)) - fs.allocated(q.id, c));
+    const int64_t gap = std::min(g, fs.demand(q.id, c)) - fs.allocated(q.id, c);
+    const int64_t usable = q.id.value < usable_pending_.size() ? get_or(usable_pending_[q.id.value], c) : 0;
+    return std::max<int64_t>(0, std::min(gap, usable));
   }
+  std::vector<ClassAmounts> usable_pending_;  // per leaf: pending jobs that fit the free GPUs now
+  bool fits_free_now(const Entry& e) const;
   bool claims_ok_ = true;
   bool claims_active_ = false;           // find_victims: the working copy is in that state now
   std::vector<TaskPlacement> last_fit_;  // find_victims: where the job fit in the last successful trial
@@ -484,6 +491,16 @@ Decisions Cycle::run() {
       if (const std::string* c = accounted_class(g.model)) capacity_[*c] += 1000;
     }
   fs_.emplace(FairShare::compute(tree_, capacity_, load));
+  if (cfg_.reclaim) {
+    usable_pending_.assign(tree_.size(), {});
+    for (const Entry& e : entries_) {
+      if (e.running || e.milli <= 0 || !fits_free_now(e)) continue;
+      ClassAmounts& u = usable_pending_[e.job->queue.value];
+      for (auto& [c, v] : amounts(e)) u[c] += v;
+      if (e.cls == kAnyClass)
+        for (const std::string& c : path_guaranteed(e.job->queue)) u[c] += e.milli;
+    }
+  }
 
   // Phase two of preemption: jobs asked to checkpoint whose grace has expired are evicted now.
   for (const Entry& e : entries_) {
@@ -933,6 +950,22 @@ bool Cycle::below_guarantee_after(const Entry& e, std::vector<std::string>& clas
     if (usable && fs_->allocated(q.id, c) + e.milli <= g) classes.push_back(c);
   }
   return !classes.empty();
+}
+
+// Could the pending job start on the free GPUs as they are (ignoring other jobs)? MIG requests count
+// as able (the MIG planner turns idle GPUs into the slices they need); whole-GPU and shared tasks
+// when the nodes they fit on hold enough of them.
+bool Cycle::fits_free_now(const Entry& e) const {
+  const Gang g = gang_of(e);
+  const TaskRequest& t = g.task;
+  if (t.mig()) return true;
+  int64_t tasks = 0;
+  for (const Node& n : work_.nodes()) {
+    if (check_fit(n, t) != Misfit::kFits) continue;
+    tasks += t.whole_gpus() ? std::max<int64_t>(1, n.free_gpu_milli / (int64_t(t.gpu_count) * 1000)) : 1;
+    if (tasks >= g.required_tasks()) return true;
+  }
+  return false;
 }
 
 // A job whose start makes its queue (or an ancestor) borrow in a class may use only the free GPUs of
