@@ -126,6 +126,12 @@ AutoscalePlan plan_autoscaling(const AutoscaleInput& in) {
   return plan;
 }
 
+bool under_used(const Node& n, int below_pct) {
+  const int64_t cap = int64_t(n.gpus.size()) * 1000;
+  const int64_t used = cap - n.free_gpu_milli;
+  return cap > 0 && used > 0 && used * 100 <= cap * below_pct;
+}
+
 std::optional<Consolidation> plan_consolidation(const ClusterState& cluster, const std::vector<NodeId>& elastic,
                                                 const std::vector<MovableJob>& running, const AutoscaleConfig& config,
                                                 int64_t now) {
@@ -152,7 +158,7 @@ std::optional<Consolidation> plan_consolidation(const ClusterState& cluster, con
     const Node& n = cluster.node(id);
     const int64_t cap = int64_t(n.gpus.size()) * 1000;
     const int64_t used = cap - n.free_gpu_milli;
-    if (!n.schedulable || cap == 0 || used <= 0 || pinned[id] || used * 100 > cap * config.consolidate_below_pct) continue;
+    if (!n.schedulable || pinned[id] || !under_used(n, config.consolidate_below_pct)) continue;
     int64_t listed = 0;  // every GPU in use must belong to a listed job
     for (const MovableJob* j : on[id])
       for (const TaskPlacement& p : j->placement)

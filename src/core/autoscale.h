@@ -110,6 +110,9 @@ struct Consolidation {
   std::vector<JobId> jobs;  // to checkpoint and move, in id order
   std::string reason;
 };
+// Some of the node's GPUs are in use, but at most below_pct percent of them.
+bool under_used(const Node& n, int below_pct);
+
 // At most one elastic node to empty this round: among `elastic` nodes (up and schedulable) used at
 // most consolidate_below_pct, the least used (then lowest id) whose jobs all fit elsewhere, placed
 // one by one (job id order) on a scratch copy of the cluster without that node, on pools that cost

@@ -59,6 +59,7 @@ Result<std::unique_ptr<SimProvider>> SimProvider::create(const ClusterState& clu
     s.elastic = elastic && elastic_kind(n.pool_kind);
     const bool starts_up = !s.elastic || up_per_pool[n.pool.value] < p->pools_[n.pool.value].def.min_nodes;
     p->slots_.push_back(s);
+    ++p->pools_[n.pool.value].in_state[int(State::kDown)];
     if (starts_up) {
       ++up_per_pool[n.pool.value];
       p->set_state(p->slots_.back(), State::kUp, start);
@@ -75,19 +76,9 @@ void SimProvider::set_state(Slot& s, State st, int64_t now) {
     pools_[s.pool.value].billed_done += (now - s.billed_since) * s.gpus;
     s.billed_since = -1;
   }
+  --pools_[s.pool.value].in_state[int(s.state)];
+  ++pools_[s.pool.value].in_state[int(st)];
   s.state = st;
-}
-
-int SimProvider::running(PoolId p) const {
-  int n = 0;
-  for (const Slot& s : slots_) n += s.pool == p && (s.state == State::kUp || s.state == State::kNotice);
-  return n;
-}
-
-int SimProvider::provisioning(PoolId p) const {
-  int n = 0;
-  for (const Slot& s : slots_) n += s.pool == p && s.state == State::kProvisioning;
-  return n;
 }
 
 int64_t SimProvider::billed_gpu_seconds(PoolId p, int64_t now) const {
@@ -100,8 +91,7 @@ int64_t SimProvider::billed_gpu_seconds(PoolId p, int64_t now) const {
 void SimProvider::resample(PoolId p, int64_t now) {
   PoolState& ps = pools_[p.value];
   if (!ps.trace.empty() || ps.per_node_rate_s <= 0) return;
-  int up = 0;
-  for (const Slot& s : slots_) up += s.pool == p && s.state == State::kUp;
+  const int up = count(p, State::kUp);
   if (up == 0) {
     ps.next_reclaim.reset();
     return;
@@ -168,8 +158,7 @@ std::vector<ProviderEvent> SimProvider::poll(int64_t now) {
     for (size_t i = 0; i < pools_.size() && !did; ++i) {
       PoolState& ps = pools_[i];
       if (ps.next_reclaim && *ps.next_reclaim == *t) {
-        int up = 0;
-        for (const Slot& s : slots_) up += s.pool.value == i && s.state == State::kUp;
+        const int up = count(PoolId(uint32_t(i)), State::kUp);
         const int batch = std::max(1, int(std::ceil(double(ps.def.correlated_pct) * up / 100.0)));
         interrupt(PoolId(uint32_t(i)), batch, *t);
         resample(PoolId(uint32_t(i)), *t);

@@ -41,8 +41,8 @@ class SimProvider : public Provider {
   bool up(NodeId n) const { return slots_[n.value].state == State::kUp || slots_[n.value].state == State::kNotice; }
   bool elastic(NodeId n) const { return slots_[n.value].elastic; }
   // Nodes of the pool that are up (or under notice) / being provisioned.
-  int running(PoolId p) const;
-  int provisioning(PoolId p) const;
+  int running(PoolId p) const { return count(p, State::kUp) + count(p, State::kNotice); }
+  int provisioning(PoolId p) const { return count(p, State::kProvisioning); }
   // GPU-seconds billed so far in the pool (elastic pools: request to release; others: since start).
   int64_t billed_gpu_seconds(PoolId p, int64_t now) const;
   int64_t reclaims() const { return reclaims_; }
@@ -64,9 +64,11 @@ class SimProvider : public Provider {
     std::vector<TraceReclaim> trace;     // replayed instead of the rate when non-empty
     size_t trace_next = 0;
     int64_t billed_done = 0;             // GPU-seconds of finished billing periods
+    int in_state[4] = {0, 0, 0, 0};      // slots per State (kept by set_state)
   };
   SimProvider(const ClusterState& c, uint64_t seed) : cluster_(&c), rng_(seed) {}
   void set_state(Slot& s, State st, int64_t now);
+  int count(PoolId p, State st) const { return pools_[p.value].in_state[int(st)]; }
   void resample(PoolId p, int64_t now);  // next rate-process interruption from now
   void interrupt(PoolId p, int count, int64_t now);
   double unit() { return (double(rng_.uniform(1u << 30)) + 0.5) / double(1u << 30); }

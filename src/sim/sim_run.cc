@@ -119,6 +119,14 @@ class Simulation {
   void provider_event(const ProviderEvent& e, Time t);
   void autoscale(Time t, const Decisions& d);
   void consolidate(Time t);
+  std::vector<uint32_t> jobs_on(NodeId n) const;  // active jobs with a task on n (ascending id)
+  // A node failed or was reclaimed at t: its jobs stop and keep only their last checkpoint.
+  void lose_jobs_on(NodeId n, Time t);
+  // Time to a node's next failure: exponential with mean --mtbf.
+  Time failure_gap() {
+    const double u = (double(rng_.uniform(1u << 30)) + 0.5) / double(1u << 30);
+    return Time(-std::log(u) * double(opt_.node_mtbf));
+  }
   // A node is in service when the provider has it up and it has not failed.
   void refresh_node(NodeId n) {
     const bool in = provider_->up(n) && !failed_[n.value];
@@ -308,8 +316,7 @@ Status Simulation::build() {
     if (!provider_->up(n.id)) refresh_node(n.id);
   if (opt_.node_mtbf > 0)
     for (const Node& n : cluster_.nodes()) {
-      const double u = (double(rng_.uniform(1u << 30)) + 0.5) / double(1u << 30);
-      push(first_arrival_ + Time(-std::log(u) * double(opt_.node_mtbf)), Ev::kFail, n.id.value);
+      push(first_arrival_ + failure_gap(), Ev::kFail, n.id.value);
     }
   return {};
 }
@@ -562,18 +569,29 @@ void Simulation::cycle(Time t) {
   if (autoscale_) autoscale(t, d);
 }
 
+std::vector<uint32_t> Simulation::jobs_on(NodeId n) const {
+  std::vector<uint32_t> v;
+  for (uint32_t id : active_)
+    for (const TaskPlacement& p : jobs_[id].job.placement)
+      if (p.node == n) {
+        v.push_back(id);
+        break;
+      }
+  return v;
+}
+
+void Simulation::lose_jobs_on(NodeId n, Time t) {
+  for (uint32_t id : jobs_on(n)) {
+    SimJob& j = jobs_[id];
+    const bool running = j.job.state != JobState::kPending;
+    j.saving = false;
+    end_run(j, t, false, true);
+    if (!running) --j.job.preemptions;  // a partially bound gang just loses its pods
+  }
+}
+
 void Simulation::provider_event(const ProviderEvent& e, Time t) {
   const NodeId n = e.node;
-  auto jobs_on = [&] {
-    std::vector<uint32_t> v;
-    for (uint32_t id : active_)
-      for (const TaskPlacement& p : jobs_[id].job.placement)
-        if (p.node == n) {
-          v.push_back(id);
-          break;
-        }
-    return v;
-  };
   switch (e.kind) {
     case ProviderEventKind::kNodeReady:
       cordoned_[n.value] = false;
@@ -587,7 +605,7 @@ void Simulation::provider_event(const ProviderEvent& e, Time t) {
       ++rep_.metrics.spot_reclaims;
       cordoned_[n.value] = true;
       refresh_node(n);
-      for (uint32_t id : jobs_on()) {
+      for (uint32_t id : jobs_on(n)) {
         SimJob& j = jobs_[id];
         if (j.job.state == JobState::kPending) continue;
         if (!j.interrupted) ++j.job.spot_interruptions, ++rep_.metrics.job_interruptions;
@@ -603,13 +621,7 @@ void Simulation::provider_event(const ProviderEvent& e, Time t) {
       break;
     }
     case ProviderEventKind::kNodeReclaimed:
-      for (uint32_t id : jobs_on()) {
-        SimJob& j = jobs_[id];
-        const bool running = j.job.state != JobState::kPending;
-        j.saving = false;
-        end_run(j, t, false, true);
-        if (!running) --j.job.preemptions;
-      }
+      lose_jobs_on(n, t);
       refresh_node(n);
       idle_since_[n.value] = -1;
       break;
@@ -643,11 +655,7 @@ void Simulation::consolidate(Time t) {
   if (!c) {
     // Come back while some elastic node is under-used (its jobs may become movable).
     bool under = false;
-    for (NodeId id : elastic) {
-      const Node& n = cluster_.node(id);
-      const int64_t cap = int64_t(n.gpus.size()) * 1000, used = cap - n.free_gpu_milli;
-      under = under || (used > 0 && used * 100 <= cap * setup_.autoscaling.consolidate_below_pct);
-    }
+    for (NodeId id : elastic) under = under || under_used(cluster_.node(id), setup_.autoscaling.consolidate_below_pct);
     if (under && !scale_tick_pending_) {
       scale_tick_pending_ = true;
       push(next_consolidation_, Ev::kTick, 1);
@@ -808,21 +816,11 @@ Result<SimReport> Simulation::run() {
         case Ev::kFail: {
           const NodeId n(e.id);
           if (!provider_->up(n)) {  // not running now: nothing to fail; try again later
-            const double u = (double(rng_.uniform(1u << 30)) + 0.5) / double(1u << 30);
-            push(t + Time(-std::log(u) * double(opt_.node_mtbf)) + 1, Ev::kFail, e.id);
+            push(t + failure_gap() + 1, Ev::kFail, e.id);
             break;
           }
           ++rep_.metrics.failures;
-          for (uint32_t id : std::vector<uint32_t>(active_.begin(), active_.end())) {
-            SimJob& j = jobs_[id];
-            bool on = false;
-            for (const TaskPlacement& p : j.job.placement) on = on || p.node == n;
-            if (!on) continue;
-            const bool running = j.job.state != JobState::kPending;
-            j.saving = false;
-            end_run(j, t, false, true);
-            if (!running) --j.job.preemptions;  // a partially bound gang just loses its pods
-          }
+          lose_jobs_on(n, t);
           failed_[n.value] = true;
           refresh_node(n);
           push(t + opt_.node_repair, Ev::kRepair, e.id);
@@ -833,8 +831,7 @@ Result<SimReport> Simulation::run() {
           const NodeId n(e.id);
           failed_[n.value] = false;
           refresh_node(n);
-          const double u = (double(rng_.uniform(1u << 30)) + 0.5) / double(1u << 30);
-          push(t + Time(-std::log(u) * double(opt_.node_mtbf)) + 1, Ev::kFail, e.id);
+          push(t + failure_gap() + 1, Ev::kFail, e.id);
           dirty_ = true;
           break;
         }
