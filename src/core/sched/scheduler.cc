@@ -494,7 +494,13 @@ Decisions Cycle::run() {
   if (cfg_.reclaim) {
     usable_pending_.assign(tree_.size(), {});
     for (const Entry& e : entries_) {
-      if (e.running || e.milli <= 0 || !fits_free_now(e)) continue;
+      if (e.running || e.milli <= 0) continue;
+      // Only a leaf short of its guarantee can be owed anything: skip the fit check elsewhere.
+      const Queue& q = tree_.queue(e.job->queue);
+      bool short_of_guarantee = false;
+      for (auto& [c, g] : q.guaranteed)
+        short_of_guarantee = short_of_guarantee || fs_->allocated(q.id, c) < std::min(g, fs_->demand(q.id, c));
+      if (!short_of_guarantee || !fits_free_now(e)) continue;
       ClassAmounts& u = usable_pending_[e.job->queue.value];
       for (auto& [c, v] : amounts(e)) u[c] += v;
       if (e.cls == kAnyClass)
