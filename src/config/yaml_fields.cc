@@ -80,7 +80,7 @@ Status parse_config(const YAML::Node& c, SchedulerConfig& cfg) {
   const std::string at = "config";
   TESSERA_TRY(known_keys(c, at, {"preset", "order", "strict_order", "preemption", "reclaim", "backfill", "default_runtime",
                                  "dynamic_mig", "mig", "usage_half_life", "reclaim_grace", "preemption_protection",
-                                 "max_preemptions_per_cycle"}));
+                                 "max_preemptions_per_cycle", "topology_wait", "in_queue_las"}));
   if (c["preset"]) {
     std::string name;
     TESSERA_TRY(get(c, "preset", at, name));
@@ -111,6 +111,8 @@ Status parse_config(const YAML::Node& c, SchedulerConfig& cfg) {
   TESSERA_TRY(non_negative(c, "default_runtime", at, cfg.default_runtime));
   TESSERA_TRY(non_negative(c, "reclaim_grace", at, cfg.reclaim_grace));
   TESSERA_TRY(non_negative(c, "preemption_protection", at, cfg.preemption_protection));
+  TESSERA_TRY(non_negative(c, "topology_wait", at, cfg.topology_wait));
+  TESSERA_TRY(get(c, "in_queue_las", at, cfg.in_queue_las));
   if (c["usage_half_life"]) {
     TESSERA_TRY(get(c, "usage_half_life", at, cfg.usage_half_life));
     if (cfg.usage_half_life <= 0) return invalid_argument(at + ".usage_half_life: must be > 0 seconds");

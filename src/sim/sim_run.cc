@@ -77,6 +77,8 @@ struct SimJob {
   Job job;
   bool arrived = false, finished = false;
   Time first_start = -1, finish = -1;
+  Time queued_since = -1;   // waiting (first time or after a stop) since then; -1 while running
+  double queued_s = 0;      // time spent waiting so far, first wait and waits after stops
   double done = 0;          // work done and safe (seconds of well-placed running)
   Time run_start = -1;      // current run: when it got its GPUs
   Time progress_from = -1;  // current run: when work starts advancing (after the restart cost)
@@ -196,6 +198,10 @@ class Simulation {
   double alloc_int_ = 0, useful_int_ = 0, cap_int_ = 0, jain_int_ = 0, jain_time_ = 0, frag_int_ = 0, frag_time_ = 0;
   std::vector<int64_t> team_alloc_, team_pending_milli_;
   std::vector<Time> below_since_;
+  // Per team: the smallest waiting job's GPU milli (0: none waiting), and since when a waiting job
+  // fits within the team's unused guarantee (-1: not now).
+  std::vector<int64_t> team_min_pending_milli_;
+  std::vector<Time> unmet_since_;
   SimReport rep_;
   double lost_gpu_s_ = 0, lost_interrupt_gpu_s_ = 0;
   // Capacity pools and the simulated provider.
@@ -264,6 +270,8 @@ Status Simulation::build() {
   team_alloc_.assign(teams_.size(), 0);
   team_pending_milli_.assign(teams_.size(), 0);
   below_since_.assign(teams_.size(), -1);
+  team_min_pending_milli_.assign(teams_.size(), 0);
+  unmet_since_.assign(teams_.size(), -1);
   usage_.assign(tree_.size(), 0);
 
   jobs_.resize(wl_.jobs.size());
@@ -351,6 +359,8 @@ void Simulation::start_run(SimJob& j, Time t) {
   j.job.started = t;
   j.progress_from = t + (j.job.preemptions > 0 || j.done > 0 ? j.job.checkpoint.restart_cost : 0);
   if (j.first_start < 0) j.first_start = t;
+  if (j.queued_since >= 0) j.queued_s += double(t - j.queued_since);
+  j.queued_since = -1;
   if (j.job.checkpoint.interval > 0) j.job.checkpoint.last = t;
   j.gpus_milli = 0;
   j.useful_milli = 0;
@@ -411,6 +421,7 @@ void Simulation::end_run(SimJob& j, Time t, bool finished, bool failed) {
   }
   if (interrupted) lost_interrupt_gpu_s_ += lost_gpu_s_ - lost_before;
   j.job.state = JobState::kPending;
+  j.queued_since = t;
   j.job.last_preempted = t;
   j.job.evict_by = -1;
   ++j.job.preemptions;
@@ -511,7 +522,6 @@ void Simulation::cycle(Time t) {
   snap.mig_last_changed = mig_changed_;
   snap.runtimes = &history_;
   Decisions d = k8s_mode_ ? k8s_->cycle(snap) : sched_->cycle(snap, t);
-
   for (const PreemptDecision& p : d.preempt) {
     SimJob& v = jobs_[p.victim.value];
     if (v.job.state == JobState::kRunning && p.phase == PreemptPhase::kRequestCheckpoint && v.job.checkpoint.interval > 0) {
@@ -553,6 +563,7 @@ void Simulation::cycle(Time t) {
   }
   // Pending demand per team (for fairness and guarantees).
   std::fill(team_pending_milli_.begin(), team_pending_milli_.end(), 0);
+  std::fill(team_min_pending_milli_.begin(), team_min_pending_milli_.end(), 0);
   bool waiting = false;
   for (uint32_t id : active_) {
     const SimJob& j = jobs_[id];
@@ -560,7 +571,10 @@ void Simulation::cycle(Time t) {
     waiting = true;
     const TaskRequest& tr = j.job.gang.task;
     const int64_t per = tr.mig() ? 1000 / 7 : (tr.gpu_count > 0 ? int64_t(tr.gpu_count) * tr.milli_per_gpu.v : 0);
-    team_pending_milli_[team_of_[id]] += per * j.job.gang.tasks;
+    const int64_t need = per * j.job.gang.tasks;
+    team_pending_milli_[team_of_[id]] += need;
+    int64_t& least = team_min_pending_milli_[team_of_[id]];
+    if (need > 0 && (least == 0 || need < least)) least = need;
   }
   if (waiting && !tick_pending_) {
     tick_pending_ = true;
@@ -793,6 +807,7 @@ Result<SimReport> Simulation::run() {
         case Ev::kArrive: {
           SimJob& j = jobs_[e.id];
           j.arrived = true;
+          j.queued_since = t;
           active_.insert(e.id);
           dirty_ = true;
           break;
@@ -865,22 +880,42 @@ Result<SimReport> Simulation::run() {
         rep_.metrics.max_below_guarantee_s = std::max(rep_.metrics.max_below_guarantee_s, double(t - below_since_[i]));
         below_since_[i] = -1;
       }
+      // Owed and not given: a waiting job would fit within the team's unused guarantee.
+      const bool unmet = team_guarantee_[i] > 0 && team_min_pending_milli_[i] > 0 &&
+                         team_alloc_[i] + team_min_pending_milli_[i] <= team_guarantee_[i];
+      if (unmet && unmet_since_[i] < 0) unmet_since_[i] = t;
+      if (!unmet && unmet_since_[i] >= 0) {
+        rep_.metrics.guarantee_unmet_s += double(t - unmet_since_[i]);
+        rep_.metrics.max_guarantee_unmet_s = std::max(rep_.metrics.max_guarantee_unmet_s, double(t - unmet_since_[i]));
+        unmet_since_[i] = -1;
+      }
     }
   }
   const Time end = last_t_;
-  for (size_t i = 0; i < teams_.size(); ++i)
+  for (size_t i = 0; i < teams_.size(); ++i) {
     if (below_since_[i] >= 0) {
       rep_.metrics.below_guarantee_s += double(end - below_since_[i]);
       rep_.metrics.max_below_guarantee_s = std::max(rep_.metrics.max_below_guarantee_s, double(end - below_since_[i]));
     }
+    if (unmet_since_[i] >= 0) {
+      rep_.metrics.guarantee_unmet_s += double(end - unmet_since_[i]);
+      rep_.metrics.max_guarantee_unmet_s = std::max(rep_.metrics.max_guarantee_unmet_s, double(end - unmet_since_[i]));
+    }
+  }
   sample(end);
 
   SimMetrics& m = rep_.metrics;
-  std::vector<double> jct, wait, batch_jct, batch_wait;
+  std::vector<double> jct, wait, queued, batch_jct, batch_wait;
   Time last_finish = first_arrival_;
   for (const SimJob& j : jobs_) {
-    if (j.first_start >= 0) wait.push_back(double(j.first_start - j.spec->arrival));
-    if (j.first_start >= 0 && !j.spec->service) batch_wait.push_back(double(j.first_start - j.spec->arrival));
+    if (!j.arrived) continue;
+    // A job still waiting at the end counts the time it has waited so far (a lower bound), so a
+    // policy that never starts a job does not look faster than one that starts it late.
+    const Time started = j.first_start >= 0 ? j.first_start : end;
+    wait.push_back(double(started - j.spec->arrival));
+    if (!j.spec->service) batch_wait.push_back(double(started - j.spec->arrival));
+    if (j.first_start < 0) ++m.unstarted;
+    queued.push_back(j.queued_s + (j.queued_since >= 0 ? double(end - j.queued_since) : 0.0));
     if (!j.finished) continue;
     jct.push_back(double(j.finish - j.spec->arrival));
     if (!j.spec->service) batch_jct.push_back(double(j.finish - j.spec->arrival));
@@ -904,6 +939,9 @@ Result<SimReport> Simulation::run() {
   m.jct_p99_s = percentile(jct, 0.99);
   m.wait_mean_s = mean(wait);
   m.wait_p99_s = percentile(wait, 0.99);
+  std::sort(queued.begin(), queued.end());
+  m.queued_mean_s = mean(queued);
+  m.queued_p99_s = percentile(queued, 0.99);
   m.makespan_s = double(last_finish - first_arrival_);
   m.allocation_pct = cap_int_ > 0 ? alloc_int_ * 100.0 / cap_int_ : 0;
   m.effective_util_pct = cap_int_ > 0 ? useful_int_ * 100.0 / cap_int_ : 0;

@@ -57,13 +57,21 @@ struct SimMetrics {
   std::string policy;
   int64_t jobs = 0, finished = 0, unfinished = 0;
   double jct_mean_s = 0, jct_p50_s = 0, jct_p99_s = 0;
+  // Arrival to first start; a job not started by the end counts the time it has waited so far.
   double wait_mean_s = 0, wait_p99_s = 0;
+  // Queueing delay: all the time a job spent waiting, before its first start and after every stop
+  // (preemption, failure, spot reclaim), up to its finish or the end of the run.
+  double queued_mean_s = 0, queued_p99_s = 0;
+  int64_t unstarted = 0;           // arrived jobs that never started
   double makespan_s = 0;
   double allocation_pct = 0;       // time-average allocated / healthy capacity
   double effective_util_pct = 0;   // time-average useful work / capacity
   double jain_fairness = 0;        // time-average Jain index over teams with demand (share vs entitlement)
   double below_guarantee_s = 0;    // team-seconds below guarantee with demand pending (summed over teams)
   double max_below_guarantee_s = 0;  // longest single stretch of one team below its guarantee with demand
+  // Guarantee owed and not given: team-seconds (and the longest stretch of one team) during which a
+  // waiting job of the team would fit within the team's unused guarantee.
+  double guarantee_unmet_s = 0, max_guarantee_unmet_s = 0;
   int64_t preemptions = 0, failures = 0, mig_reconfigurations = 0;
   double lost_gpu_hours = 0;       // work lost to preemption and failures, in GPU-hours
   double jobs_per_hour = 0;        // finished jobs per hour of makespan

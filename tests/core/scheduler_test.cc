@@ -386,6 +386,57 @@ TEST_F(SchedulerTest, SecondPreemptorUsesTheFirstVictimsLeftover) {
   EXPECT_TRUE(d.start.empty());
 }
 
+TEST_F(SchedulerTest, ReclaimForAMultiGpuTaskTakesVictimsNodeByNode) {
+  make_cluster(2, 4);
+  make_queues({{"a", "", {{"any", 4000}}, {}, 1}, {"b", "", {}, {}, 1}});
+  config.max_preemptions_per_cycle = 4;
+  // Borrower b's 1-GPU jobs: odd ids on n0, even ids on n1; the lower the id, the less work lost.
+  for (int i : {1, 3, 5, 7}) running(i, "b", "research", 1, 1, kNow - 100 * i);
+  for (int i : {2, 4, 6, 8}) running(i, "b", "research", 1, 1, kNow - 100 * i);
+  pending(9, "a", "research", 1, 4, 0);  // four GPUs on one node
+  Decisions d = cycle();
+  EXPECT_EQ(victims(d), (std::set<uint32_t>{1, 3, 5, 7}))
+      << "n0 loses the least in all; the four cheapest jobs overall (1-4) would free no node";
+}
+
+TEST_F(SchedulerTest, ReclaimBeyondTheCycleBudgetPreemptsTheRestInLaterCycles) {
+  make_cluster(1, 4);
+  make_queues({{"a", "", {{"any", 4000}}, {}, 1}, {"b", "", {}, {}, 1}});
+  config.max_preemptions_per_cycle = 1;
+  for (int i = 1; i <= 4; ++i) running(i, "b", "research", 1, 1, kNow - 1000 * i);
+  pending(5, "a", "research", 1, 4, 0);
+  Decisions d = cycle();
+  ASSERT_EQ(d.preempt.size(), 1u);
+  EXPECT_EQ(d.preempt[0].victim.value, 1u);
+  EXPECT_EQ(info(d, 5)->reason,
+            "waiting for 1 preempted job to checkpoint and exit; 3 more to be preempted in later cycles "
+            "(max_preemptions_per_cycle)");
+  jobs[0].state = JobState::kCheckpointing;  // the first victim is on its way out
+  d = cycle(kNow + 10);
+  ASSERT_EQ(d.preempt.size(), 1u);
+  EXPECT_EQ(d.preempt[0].victim.value, 2u) << "the next one; the leaving one counts first";
+  EXPECT_NE(info(d, 5)->reason.find("2 more to be preempted"), std::string::npos) << info(d, 5)->reason;
+
+  config.max_preemptions_per_cycle = 1;
+  jobs[0].state = JobState::kRunning;
+  jobs[4].queue = q("b");  // not an owner: priority preemption keeps the strict budget (none here)
+  EXPECT_TRUE(cycle().preempt.empty());
+}
+
+TEST_F(SchedulerTest, AnOwnersGuaranteeComesBeforeABorrowersReservation) {
+  make_cluster(2, 4);
+  make_queues({{"a", "", {{"any", 4000}}, {}, 1}, {"b", "", {}, {}, 1}, {"c", "", {}, {}, 1}});
+  running(1, "c", "production-training", 1, 2, kNow - 100).expected_runtime = 3700;  // n0, 2 free
+  for (int i = 2; i <= 5; ++i) running(i, "b", "production-training", 1, 1, kNow - 100 * i);  // n1 full
+  pending(6, "c", "production-training", 1, 4, 0);  // borrower c reserves n0 from kNow + 3600
+  pending(7, "a", "research", 1, 1, 10);            // owed, fits now only on the reserved n0
+  pending(8, "b", "research", 1, 1, 20);            // a borrower too: keeps off the reservation
+  Decisions d = cycle();
+  EXPECT_EQ(started(d), (std::vector<uint32_t>{7}));
+  EXPECT_TRUE(d.preempt.empty());
+  EXPECT_NE(info(d, 8)->reason.find("backfill: would delay"), std::string::npos) << info(d, 8)->reason;
+}
+
 TEST_F(SchedulerTest, ReclaimNeverTakesAQueueBelowItsGuarantee) {
   make_cluster(2, 2);
   make_queues({{"a", "", {{"any", 2000}}, {}, 1}, {"b", "", {{"any", 2000}}, {}, 1}});
@@ -620,6 +671,69 @@ TEST_F(SchedulerTest, LeastAttainedServicePreemptsTheLongestServed) {
   EXPECT_EQ(d.preempt[0].victim.value, 1u);
   jobs[0].attained_gpu_s = 0;  // same level: FIFO inside it, no preemption
   EXPECT_TRUE(cycle().preempt.empty());
+}
+
+TEST_F(SchedulerTest, InQueueLeastAttainedOrdersAndPreemptsOnlyInsideTheQueue) {
+  make_cluster(1, 8);
+  make_queues({{"a", "", {}, {}, 1}, {"b", "", {}, {}, 1}});
+  running(1, "a", "research", 1, 4, kNow - 100000).attained_gpu_s = 400000;  // past every threshold
+  running(2, "b", "research", 1, 4, kNow - 100000).attained_gpu_s = 400000;  // another team's
+  pending(3, "a", "research", 1, 4, kNow - 10);                              // new: level 0
+  config.in_queue_las = true;
+  Decisions d = cycle();
+  ASSERT_EQ(d.preempt.size(), 1u);
+  EXPECT_EQ(d.preempt[0].victim.value, 1u) << "only its own queue's long-served job gives way";
+  EXPECT_EQ(d.preempt[0].reason,
+            "least attained service: job job-3 of the same queue has run less and needs 4 GPUs");
+
+  config.in_queue_las = false;
+  EXPECT_TRUE(cycle().preempt.empty()) << "off: equal classes of one queue never preempt";
+
+  config.in_queue_las = true;
+  jobs[0].started = kNow - 60;  // research's 10 min minimum runtime protects it
+  EXPECT_TRUE(cycle().preempt.empty());
+  jobs[0].started = kNow - 100000;
+  jobs[0].attained_gpu_s = 100;  // same level as the waiting job: no preemption
+  EXPECT_TRUE(cycle().preempt.empty());
+}
+
+TEST_F(SchedulerTest, InQueueLeastAttainedStartsTheLeastServedFirst) {
+  make_cluster(1, 4);
+  make_queues({{"a", "", {}, {}, 1}});
+  pending(1, "a", "research", 1, 4, 0).attained_gpu_s = 50000;  // older, preempted after long service
+  pending(2, "a", "research", 1, 4, 100);
+  config.in_queue_las = true;
+  EXPECT_EQ(started(cycle()), (std::vector<uint32_t>{2}));
+  config.in_queue_las = false;
+  EXPECT_EQ(started(cycle()), (std::vector<uint32_t>{1})) << "off: by submission";
+}
+
+TEST_F(SchedulerTest, TopologyWaitHoldsASpreadableGangForOneNodeThenSpreadsIt) {
+  make_cluster(2, 4);
+  make_queues({{"a", "", {}, {}, 1}});
+  running(1, "a", "research", 1, 3, kNow - 100);  // n0: 1 GPU free
+  running(2, "a", "research", 1, 3, kNow - 100);  // n1: 1 GPU free
+  // Two 1-GPU tasks that prefer one node: no node has two free GPUs, spread over both they fit.
+  Job& j = pending(3, "a", "research", 2, 1, kNow - 600);
+  j.gang.topology = {TopologyMode::kPreferred, "node"};
+  EXPECT_EQ(started(cycle()), (std::vector<uint32_t>{3})) << "no wait configured: spread at once";
+
+  config.topology_wait = 3600;
+  Decisions d = cycle();
+  EXPECT_TRUE(d.start.empty()) << "10 minutes into an hour's wait: holds out for one node";
+  ASSERT_NE(info(d, 3), nullptr);
+  EXPECT_NE(info(d, 3)->reason.find("holds out for one node (config.topology_wait 1h"), std::string::npos)
+      << info(d, 3)->reason;
+
+  jobs.back().submitted = kNow - 3600;
+  d = cycle();
+  ASSERT_EQ(started(d), (std::vector<uint32_t>{3})) << "the wait is over: spread";
+  std::set<uint32_t> nodes;
+  for (const TaskPlacement& p : d.start[0].placement) nodes.insert(p.node.value);
+  EXPECT_EQ(nodes.size(), 2u);
+
+  jobs.back().last_preempted = kNow - 60;  // a stopped job waits afresh
+  EXPECT_TRUE(cycle().start.empty());
 }
 
 TEST_F(SchedulerTest, DrfServesTheLowestDominantShare) {

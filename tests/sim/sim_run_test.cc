@@ -161,6 +161,41 @@ TEST(SimRun, FairnessAndGuaranteesAreMeasured) {
   EXPECT_LT(f->metrics.jain_fairness, t->metrics.jain_fairness);
 }
 
+TEST(SimRun, GuaranteeUnmetCountsOnlyWaitingJobsThatFitTheUnusedGuarantee) {
+  // b holds 3 of its 4 guaranteed GPUs; its waiting 4-GPU job would exceed the guarantee: b is below
+  // its guarantee with demand, but owed nothing. Its 1-GPU job (t=2000) is owed, and reclaimed.
+  SimCluster c = make_cluster(1, 8, {{"a", "", {}, {}, 1}, {"b", "", {{"any", 4000}}, {}, 1}});
+  std::vector<WorkloadJob> jobs{job("b-run", 0, 1, 3, 100000, "b")};
+  for (int i = 0; i < 5; ++i) jobs.push_back(job("a" + std::to_string(i), 10, 1, 1, 100000, "a"));
+  jobs.push_back(job("b-big", 100, 1, 4, 1000, "b"));
+  jobs.push_back(job("b-small", 2000, 1, 1, 1000, "b"));
+  SimRunOptions o;
+  o.horizon = 5000;
+  auto r = run_simulation(c, workload(jobs), o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_GE(r->metrics.max_below_guarantee_s, 1900) << "below its guarantee with b-big waiting from t=100";
+  EXPECT_GT(r->metrics.guarantee_unmet_s, 0) << "b-small was owed for a while";
+  EXPECT_LE(r->metrics.max_guarantee_unmet_s, 300 + 60) << "and got its GPU back within the grace";
+}
+
+TEST(SimRun, WaitCountsJobsNeverStartedAndQueueingCountsWaitsAfterPreemption) {
+  SimCluster c = make_cluster(1, 8);
+  WorkloadJob victim = job("victim", 0, 1, 8, 10000);
+  victim.priority_class = "preemptible";
+  victim.checkpoint.interval = 600;
+  WorkloadJob urgent = job("urgent", 1000, 1, 8, 2000);
+  urgent.priority_class = "production-training";
+  WorkloadJob never = job("never", 1500, 1, 16, 100);  // 16 GPUs on an 8-GPU cluster: never starts
+  SimRunOptions o;
+  o.horizon = 20000;
+  auto r = run_simulation(c, workload({victim, urgent, never}), o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->metrics.unstarted, 1);
+  EXPECT_GE(r->metrics.wait_p99_s, 18000) << "the job never started counts its wait so far (to the last event)";
+  // The victim waited after its preemption (from ~1060 until urgent left at ~3060+): queued counts it.
+  EXPECT_GT(r->metrics.queued_mean_s, r->metrics.wait_mean_s);
+}
+
 TEST(SimRun, DynamicMigServesSlicesOnWholeGpusAfterTheReconfigureCost) {
   // One node of 8 whole A100-80GB; 14 inference services of 2g.20gb (2 of 7 compute each). Tessera
   // lays out MIG on idle GPUs (out of service for reconfigure_cost) and packs 3 per GPU; k8s-default

@@ -33,7 +33,9 @@
 #include "core/placement/fit.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <deque>
+#include <map>
 #include <cassert>
 #include <cctype>
 #include <cmath>
@@ -82,6 +84,7 @@ struct Entry {
   bool no_room = false;  // pending: the engine found no room now and no preemption helps
   bool short_of_room = false;  // pending for lack of room (now or on any node), not for a rule or order
   int64_t prio = 0;      // order and preemption rank: class value (x16), plus the LAS level bonus
+  int las = 0;           // attained-service level: 0 below the first threshold, then 1, 2, ...
   uint32_t user = 0;     // dense user index
   int start_index = -1;  // index in Decisions::start when started this cycle
   Time end = 0;          // running or started: when it is expected to free its resources
@@ -190,7 +193,7 @@ class Cycle {
   Cycle(const SchedulerConfig& cfg, const ScoringPolicy& policy, const Snapshot& snap, Time now)
       : cfg_(cfg), policy_(policy), snap_(snap), tree_(*snap.queues), now_(now), work_(*snap.cluster),
         engine_(policy, options()), trial_(policy, trial_options()) {
-    if (cfg_.elastic_capacity)
+    if (cfg_.elastic_capacity || cfg_.topology_wait > 0)
       for (const Node& n : work_.nodes()) max_node_gpus_ = std::max<int64_t>(max_node_gpus_, int64_t(n.gpus.size()));
   }
 
@@ -275,6 +278,7 @@ class Cycle {
     size_t entry = 0;
     Time start = 0;
     std::set<uint32_t> nodes;  // node ids the reserved placement uses
+    bool owed = false;         // the holder would start within its queue's guarantee
   };
   void no_room(Entry& e, const Gang& gang);
   void reserve(Entry& e, const Gang& gang);
@@ -305,7 +309,9 @@ class Cycle {
   const QueueTree& tree_;
   Time now_;
   ClusterState work_;
-  int64_t max_node_gpus_ = 0;  // GPUs of the largest node (SchedulerConfig::elastic_capacity)
+  bool off_reservation_ = false;  // a victim search with the reserved nodes blocked
+  bool partial_ = false;  // the last victim search preempted only part of what the fit needs
+  int64_t max_node_gpus_ = 0;  // GPUs of the largest node (elastic_capacity, topology_wait)
   PlacementEngine engine_;
   PlacementEngine trial_;  // for preemption trials: no failure explanations (they cost full scans)
   std::optional<FairShare> fs_;
@@ -394,9 +400,12 @@ Gang Cycle::gang_of(const Entry& e) const {
   g.queue = e.job->queue;
   g.priority = e.pc->value;
   apply_job_pool_rules(g, *e.job, cfg_.pool_rules, now_);
-  if (cfg_.elastic_capacity && g.topology.mode == TopologyMode::kPreferred && g.topology.level == "node" &&
-      int64_t(g.tasks) * g.task.gpu_count <= max_node_gpus_)
-    g.topology.mode = TopologyMode::kRequired;
+  if (g.topology.mode == TopologyMode::kPreferred && g.topology.level == "node" &&
+      int64_t(g.tasks) * g.task.gpu_count <= max_node_gpus_) {
+    // Waiting since its submission or its last stop (a preempted job waits afresh).
+    const Time since = std::max(e.job->submitted, e.job->last_preempted);
+    if (cfg_.elastic_capacity || now_ - since < cfg_.topology_wait) g.topology.mode = TopologyMode::kRequired;
+  }
   return g;
 }
 
@@ -420,12 +429,9 @@ bool Cycle::validate(Entry& e) {
     return false;
   }
   e.prio = int64_t(e.pc->value) * 16;
-  if (cfg_.order == JobOrder::kLeastAttained) {  // fewer GPU-seconds attained: a higher level
-    int level = 0;
-    while (level < int(cfg_.las_thresholds_gpu_s.size()) && j.attained_gpu_s >= cfg_.las_thresholds_gpu_s[size_t(level)])
-      ++level;
-    e.prio += 15 - std::min(level, 15);
-  }
+  while (e.las < int(cfg_.las_thresholds_gpu_s.size()) && j.attained_gpu_s >= cfg_.las_thresholds_gpu_s[size_t(e.las)])
+    ++e.las;
+  if (cfg_.order == JobOrder::kLeastAttained) e.prio += 15 - std::min(e.las, 15);  // fewer GPU-seconds first
   e.cls = request_class(j.gang.task);
   e.milli = e.running && !j.placement.empty() ? placement_milli(j.placement) : request_milli(j.gang);
   if (e.running) {
@@ -569,6 +575,7 @@ void Cycle::order_and_place() {
     const Entry& x = entries_[a];
     const Entry& y = entries_[b];
     if (x.prio != y.prio) return x.prio > y.prio;
+    if (cfg_.in_queue_las && x.las != y.las) return x.las < y.las;
     const int64_t ux = user_usage_[x.user], uy = user_usage_[y.user];
     if (ux != uy) return ux < uy;
     if (x.job->submitted != y.job->submitted) return x.job->submitted < y.job->submitted;
@@ -762,6 +769,17 @@ void Cycle::try_job(Entry& e) {
     return;
   }
   if (r.outcome == Outcome::kRetryLater && r.nodes_scored < 0) {  // room, but only on reserved nodes
+    // A queue owed its guarantee takes it back from borrowers elsewhere rather than wait for the
+    // reservation (victims are sought off the reserved nodes, as the engine keeps off them).
+    std::vector<std::string> owed_classes;
+    if (cfg_.reclaim && below_guarantee_after(e, owed_classes)) {
+      block_reserved(true);
+      off_reservation_ = true;
+      const bool found = try_preempt(e, gang);
+      off_reservation_ = false;
+      block_reserved(false);
+      if (found) return;
+    }
     e.reason = r.reason;
     return;
   }
@@ -776,6 +794,10 @@ void Cycle::try_job(Entry& e) {
     return;
   }
   if (std::string note = pool_note(gang); !note.empty()) r.reason = note + "; " + r.reason;
+  if (!cfg_.elastic_capacity && gang.topology.mode == TopologyMode::kRequired &&
+      e.job->gang.topology.mode == TopologyMode::kPreferred)
+    r.reason = "holds out for one node (config.topology_wait " + duration_text(cfg_.topology_wait) +
+               ", then it may be spread); " + r.reason;
   no_room_[shape] = r.reason;
   if (r.outcome == Outcome::kRetryLater && try_preempt(e, gang)) return;
   e.reason = r.reason;
@@ -838,6 +860,12 @@ bool Cycle::blocked_by_mig_mode(const TaskRequest& t) const {
 PlacementResult Cycle::place_now(Entry& e, const Gang& gang) {
   PlacementResult r = engine_.place(work_, gang);
   if (r.outcome != Outcome::kPlaced || !res_.active || ends_before_reservation(e)) return r;
+  // A queue's guarantee comes before a borrower's reservation: the owner's job may start on the
+  // reserved nodes (the holder would only be lent those GPUs; the owner would take them back).
+  if (!res_.owed && cfg_.reclaim) {
+    std::vector<std::string> classes;
+    if (below_guarantee_after(e, classes)) return r;
+  }
   bool touches = false;
   for (const TaskPlacement& p : r.tasks) touches = touches || res_.nodes.count(p.node.value);
   if (!touches) return r;
@@ -940,6 +968,10 @@ void Cycle::reserve(Entry& e, const Gang& gang) {
   }
   res_.active = true;
   res_.entry = size_t(&e - entries_.data());
+  {
+    std::vector<std::string> classes;
+    res_.owed = cfg_.reclaim && below_guarantee_after(e, classes);
+  }
   res_.start = ends[hi - 1].end;
   for (const TaskPlacement& p : r.tasks) res_.nodes.insert(p.node.value);
   e.reason += "; reserved to start at t=" + std::to_string(res_.start) + " (in " + duration_text(res_.start - now_) + ")";
@@ -1023,13 +1055,15 @@ bool Cycle::try_preempt(Entry& e, const Gang& gang) {
   const int budget = cfg_.max_preemptions_per_cycle - preemptions_;
   if (budget <= 0 || e.milli <= 0) return false;
   // Victims only become fewer within a cycle: a failed search stays failed for the same ask.
-  const std::string memo = shape_key(gang) + "|" + std::to_string(e.prio) + "|" + std::to_string(e.job->queue.value);
+  const std::string memo = shape_key(gang) + "|" + std::to_string(e.prio) + "|" + std::to_string(e.job->queue.value) +
+                           "|" + std::to_string(cfg_.in_queue_las ? e.las : 0) + (off_reservation_ ? "|off" : "");
   if (no_victims_.count(memo)) return false;
   // Bounded work per cycle: after this many fruitless searches, later jobs wait for the next cycle
   // (the most deserving jobs, first in order, were searched).
   if (failed_searches_ >= cfg_.max_victim_searches_per_cycle) return false;
   only_leaving_ = false;
   searched_ = false;
+  partial_ = false;
   const bool found = find_victims(e, gang, budget);
   if (!found && !only_leaving_) {
     no_victims_.insert(memo);
@@ -1093,7 +1127,10 @@ bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
     reapply(gone);
     claims_active_ = false;
   }
-  if ((found || only_leaving_) && !last_fit_.empty()) {
+  if (partial_) {  // the fit assumed victims not preempted yet: no claim on it this cycle
+    claims_ok_ = false;
+    claims_.clear();
+  } else if ((found || only_leaving_) && !last_fit_.empty()) {
     bool whole = true;
     for (const TaskPlacement& p : last_fit_)
       for (const GpuGrant& g : p.gpus) whole = whole && g.kind == GrantKind::kWhole;
@@ -1116,6 +1153,9 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
     int64_t cost;
     bool by_priority;
     bool leaving = false;  // already asked to checkpoint and exit (a victim of an earlier cycle)
+    // Reclaim only: its own leaf queue is within its guarantee (an ancestor borrows): taken last, as
+    // the borrowing is its sibling queues' doing.
+    bool inside_own = false;
   };
   std::vector<Cand> cands;
   // Jobs already checkpointing on their way out free their GPUs within their save time: count them
@@ -1136,8 +1176,12 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
     const bool protected_now = (vj.started >= 0 && now_ - vj.started < v.pc->min_runtime) ||
                                (vj.last_preempted >= 0 && now_ - vj.last_preempted < cfg_.preemption_protection);
     const bool same_queue = vj.queue == e.job->queue;
+    // In-queue least attained service: a job of the queue that has attained a higher level gives way
+    // to one of the same class that has attained less (Tiresias inside one team's share).
+    const bool by_las = cfg_.in_queue_las && same_queue && v.prio == e.prio && v.las > e.las;
     const bool by_priority = cfg_.preemption && !protected_now && e.pc->can_preempt && v.pc->preemptible &&
-                             v.prio < e.prio && (same_queue || borrows(v) || cfg_.order == JobOrder::kLeastAttained);
+                             ((v.prio < e.prio && (same_queue || borrows(v) || cfg_.order == JobOrder::kLeastAttained)) ||
+                              by_las);
     bool by_reclaim = false;
     if (may_reclaim && !same_queue && (v.pc->preemptible || v.pc->value <= e.pc->value)) {
       const ClassAmounts va = amounts(v);
@@ -1147,7 +1191,14 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
     if (!by_priority && !by_reclaim) continue;
     const Time since = std::max(vj.started, vj.checkpoint.last);
     const int64_t lost = std::max<int64_t>(0, now_ - since) + vj.checkpoint.save_cost + vj.checkpoint.restart_cost;
-    cands.push_back({i, v.milli * lost, by_priority});
+    bool inside_own = false;
+    if (!by_priority) {
+      inside_own = true;
+      const Queue& leaf = tree_.queue(vj.queue);
+      for (const std::string& c : reclaim_classes)
+        if (fs_->allocated(leaf.id, c) > get_or(leaf.guaranteed, c)) inside_own = false;
+    }
+    cands.push_back({i, v.milli * lost, by_priority, false, inside_own});
   }
   // With this cycle's victims gone and their preemptors placed, the job may fit already: it waits
   // for those exits like its own victims (no new decision).
@@ -1163,12 +1214,48 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
   if (cands.empty() || room < e.milli) return false;
   searched_ = true;
   std::sort(cands.begin(), cands.end(), [&](const Cand& a, const Cand& b) {
+    if (a.inside_own != b.inside_own) return b.inside_own;
     if (a.cost != b.cost) return a.cost < b.cost;
     const Job& x = *entries_[a.idx].job;
     const Job& y = *entries_[b.idx].job;
     if (x.started != y.started) return x.started > y.started;  // newest first
     return x.id < y.id;
   });
+  // Tasks of several whole GPUs (or a gang that must share one node) need them on one node: victims
+  // are taken node by node, the node
+  // whose candidates lose the least work first, with every candidate on it (a gang's tasks on other
+  // nodes go too); nodes where even all candidates leave too little room for one task come last.
+  // Other shapes take the cheapest victims wherever they are.
+  const bool one_node = gang.topology.mode == TopologyMode::kRequired && gang.topology.level == "node";
+  if (gang.task.whole_gpus() && (gang.task.gpu_count > 1 || (one_node && gang.tasks > 1))) {
+    std::map<uint32_t, std::vector<size_t>> on_node;  // node -> candidate positions (cheapest first)
+    std::map<uint32_t, int64_t> cost_on, room_on, inside_on;
+    for (size_t k = 0; k < cands.size(); ++k) {
+      if (cands[k].leaving) continue;
+      std::set<uint32_t> touched;
+      for (const TaskPlacement& p : entries_[cands[k].idx].holding) {
+        touched.insert(p.node.value);
+        for (const GpuGrant& g : p.gpus) room_on[p.node.value] += g.milli_held();
+      }
+      for (uint32_t n : touched) on_node[n].push_back(k), cost_on[n] += cands[k].cost, inside_on[n] += cands[k].inside_own;
+    }
+    const int64_t need = int64_t(gang.task.gpu_count) * (one_node ? gang.tasks : 1) * 1000;
+    // (too small, candidates inside their own guarantee, cost, node)
+    std::vector<std::tuple<bool, int64_t, int64_t, uint32_t>> nodes;
+    for (const auto& [n, ks] : on_node)
+      nodes.emplace_back(work_.node(NodeId(n)).free_gpu_milli + room_on[n] < need, inside_on[n], cost_on[n], n);
+    std::sort(nodes.begin(), nodes.end());
+    std::vector<Cand> grouped;
+    std::vector<bool> taken(cands.size(), false);
+    for (size_t k = 0; k < cands.size(); ++k)
+      if (cands[k].leaving) grouped.push_back(cands[k]), taken[k] = true;
+    for (const auto& [small, inside, cost, n] : nodes)
+      for (size_t k : on_node[n])
+        if (!taken[k]) grouped.push_back(cands[k]), taken[k] = true;
+    for (size_t k = 0; k < cands.size(); ++k)
+      if (!taken[k]) grouped.push_back(cands[k]);
+    cands = std::move(grouped);
+  }
 
   // Add victims one by one on a scratch copy until the engine places the job. A fresh engine: its
   // score cache must not mix the scratch copy's node generations with the working copy's.
@@ -1182,8 +1269,13 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
   std::vector<Cand> chosen;
   bool fits = false, room_opened = false;
   std::vector<const std::vector<TaskPlacement>*> released;
+  // A guarantee's owner may need more victims than one cycle's budget (a gang of whole nodes among
+  // small borrowers): the search looks further, and the victims beyond the budget are preempted in
+  // later cycles (those already leaving then count first).
+  const int cap = may_reclaim ? std::max(budget, 4 * cfg_.max_preemptions_per_cycle) : budget;
+  partial_ = false;
   for (const Cand& c : cands) {
-    if (int(chosen.size()) >= budget) break;
+    if (int(chosen.size()) >= cap) break;
     const Entry& v = entries_[c.idx];
     if (!c.by_priority) {  // reclaim only while the victim's queue still borrows
       bool still = false;
@@ -1233,8 +1325,18 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
   reapply(released);
 
   const std::string need = gpus_text(e.milli);
-  int fresh = 0;
+  int fresh = 0, later = 0;
   for (const Cand& c : chosen) fresh += c.leaving ? 0 : 1;
+  if (fresh > budget) {  // the first `budget` now (cheapest nodes first), the rest in later cycles
+    later = fresh - budget;
+    int kept = 0;
+    std::vector<Cand> now;
+    for (const Cand& c : chosen)
+      if (c.leaving || kept++ < budget) now.push_back(c);
+    chosen = std::move(now);
+    fresh = budget;
+    partial_ = true;
+  }
   if (fresh == 0) {
     // The jobs already leaving are enough: nothing new is preempted; the job waits for them like any
     // job without room (its reservation is their exit). They are not counted by a later preemptor.
@@ -1255,7 +1357,9 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
     d.phase = v.job->checkpoint.interval > 0 ? PreemptPhase::kRequestCheckpoint : PreemptPhase::kEvict;
     const Duration grace = c.by_priority ? v.job->checkpoint.grace : std::min(v.job->checkpoint.grace, cfg_.reclaim_grace);
     d.evict_by = d.phase == PreemptPhase::kEvict ? now_ : now_ + std::max<Duration>(0, grace);
-    d.reason = c.by_priority ? "priority: " + e.pc->name + " job " + e.job->name + " needs " + need
+    const bool las_turn = c.by_priority && v.job->queue == e.job->queue && v.prio == e.prio;
+    d.reason = las_turn ? "least attained service: job " + e.job->name + " of the same queue has run less and needs " + need
+             : c.by_priority ? "priority: " + e.pc->name + " job " + e.job->name + " needs " + need
                              : "reclaim: queue " + tree_.queue(e.job->queue).name + " takes back its guarantee";
     out_.preempt.push_back(std::move(d));
   }
@@ -1263,6 +1367,7 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
   // Victims keep their resources in the working copy this cycle, so nobody else takes the room.
   e.reason = "waiting for " + std::to_string(chosen.size()) +
              (chosen.size() == 1 ? " preempted job" : " preempted jobs") + " to checkpoint and exit";
+  if (later > 0) e.reason += "; " + std::to_string(later) + " more to be preempted in later cycles (max_preemptions_per_cycle)";
   return true;
 }
 

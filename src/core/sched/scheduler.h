@@ -44,6 +44,12 @@ struct SchedulerConfig {
   bool preemption = true;      // priority preemption (kLeastAttained: by attained-service level)
   bool reclaim = true;         // guarantee owners reclaim from borrowers
   MultifactorWeights multifactor;
+  // Inside a leaf queue (fair-share order), jobs of one priority class go by attained-service level
+  // (las_thresholds_gpu_s), fewest GPU-seconds first, and a waiting job may preempt a job of its own
+  // queue and class that has attained a higher level (subject to min_runtime and
+  // preemption_protection): short jobs are not stuck behind a team's long ones, and other teams'
+  // shares are untouched.
+  bool in_queue_las = false;
   // kLeastAttained: level k holds jobs with attained GPU-seconds below thresholds[k] (ascending).
   std::vector<int64_t> las_thresholds_gpu_s = {3600, 36000};
   std::string policy = "tessera";             // placement policy name
@@ -73,6 +79,10 @@ struct SchedulerConfig {
   // one of the cluster's nodes waits for room on one node (which autoscaling adds) instead of being
   // spread over fragments, which slows it down for as long as it runs.
   bool elastic_capacity = false;
+  // A gang that prefers one node and fits on one waits up to this long (since its submission or last
+  // stop) for room on one node before it may be spread over several (Slurm's --switches=N@max-time
+  // at node level): a spread gang runs slower for as long as it runs. 0: spread at once.
+  Duration topology_wait = 0;
   uint64_t seed = 0;
 };
 
