@@ -193,7 +193,13 @@ class Simulation {
   std::set<uint32_t> active_;          // arrived, unfinished jobs
   // Metrics state.
   Time last_t_ = 0, first_arrival_ = 0, last_cycle_ = -1;
-  bool dirty_ = false, tick_pending_ = false;
+  bool dirty_ = false;
+  Time tick_at_ = -1;  // the next cycle tick (-1: none); an earlier need replaces a later tick
+  void want_tick(Time at) {
+    if (tick_at_ >= 0 && tick_at_ <= at) return;
+    tick_at_ = at;
+    push(at, Ev::kTick, 0);
+  }
   int64_t alloc_milli_ = 0, useful_milli_ = 0;
   double alloc_int_ = 0, useful_int_ = 0, cap_int_ = 0, jain_int_ = 0, jain_time_ = 0, frag_int_ = 0, frag_time_ = 0;
   std::vector<int64_t> team_alloc_, team_pending_milli_;
@@ -576,10 +582,7 @@ void Simulation::cycle(Time t) {
     int64_t& least = team_min_pending_milli_[team_of_[id]];
     if (need > 0 && (least == 0 || need < least)) least = need;
   }
-  if (waiting && !tick_pending_) {
-    tick_pending_ = true;
-    push(t + opt_.cycle_interval, Ev::kTick, 0);
-  }
+  if (waiting) want_tick(t + opt_.cycle_interval);
   if (autoscale_) autoscale(t, d);
 }
 
@@ -857,7 +860,12 @@ Result<SimReport> Simulation::run() {
           break;
         }
         case Ev::kTick:
-          (e.id == 1 ? scale_tick_pending_ : tick_pending_) = false;
+          if (e.id == 1) {
+            scale_tick_pending_ = false;
+          } else {
+            if (e.t != tick_at_) break;  // replaced by an earlier tick
+            tick_at_ = -1;
+          }
           dirty_ = true;
           break;
       }
@@ -866,9 +874,8 @@ Result<SimReport> Simulation::run() {
     if (dirty_) {
       if (last_cycle_ < 0 || t >= last_cycle_ + opt_.min_cycle_gap) {
         cycle(t);
-      } else if (!tick_pending_) {
-        tick_pending_ = true;
-        push(last_cycle_ + opt_.min_cycle_gap, Ev::kTick, 0);
+      } else {
+        want_tick(last_cycle_ + opt_.min_cycle_gap);
       }
     }
     // Guarantees: a team below its guarantee with demand pending.

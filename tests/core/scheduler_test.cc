@@ -437,6 +437,22 @@ TEST_F(SchedulerTest, AnOwnersGuaranteeComesBeforeABorrowersReservation) {
   EXPECT_NE(info(d, 8)->reason.find("backfill: would delay"), std::string::npos) << info(d, 8)->reason;
 }
 
+TEST_F(SchedulerTest, GpusOfAJobLeavingForAnOwnerAreOwedNotLent) {
+  make_cluster(1, 8);
+  make_queues({{"a", "", {{"any", 8000}}, {}, 1}, {"b", "", {}, {}, 1}});
+  config.backfill = false;  // no reservation: the owed rule alone keeps the borrower off
+  Job& leaving = running(1, "b", "research", 1, 4, kNow - 1000);  // reclaimed: checkpointing out
+  leaving.state = JobState::kCheckpointing;
+  leaving.evict_by = kNow + 200;
+  pending(2, "a", "research", 1, 8, 0);   // the owner: needs the free 4 and the leaving 4
+  pending(3, "b", "research", 1, 4, 10);  // a borrower that would fit in the free 4 now
+  Decisions d = cycle();
+  EXPECT_TRUE(d.start.empty()) << "the free GPUs wait for the owner, with the ones on their way";
+  EXPECT_TRUE(d.preempt.empty());
+  ASSERT_NE(info(d, 3), nullptr);
+  EXPECT_NE(info(d, 3)->reason.find("that queue a is owed"), std::string::npos) << info(d, 3)->reason;
+}
+
 TEST_F(SchedulerTest, ReclaimNeverTakesAQueueBelowItsGuarantee) {
   make_cluster(2, 2);
   make_queues({{"a", "", {{"any", 2000}}, {}, 1}, {"b", "", {{"any", 2000}}, {}, 1}});
@@ -690,6 +706,12 @@ TEST_F(SchedulerTest, InQueueLeastAttainedOrdersAndPreemptsOnlyInsideTheQueue) {
   EXPECT_TRUE(cycle().preempt.empty()) << "off: equal classes of one queue never preempt";
 
   config.in_queue_las = true;
+  make_queues({{"a", "", {{"any", 8000}}, {}, 1}, {"b", "", {}, {}, 1}});
+  d = cycle();
+  ASSERT_EQ(d.preempt.size(), 1u);
+  EXPECT_EQ(d.preempt[0].victim.value, 2u) << "a queue with guarantee left reclaims from the borrower instead";
+  make_queues({{"a", "", {}, {}, 1}, {"b", "", {}, {}, 1}});
+
   jobs[0].started = kNow - 60;  // research's 10 min minimum runtime protects it
   EXPECT_TRUE(cycle().preempt.empty());
   jobs[0].started = kNow - 100000;

@@ -196,6 +196,25 @@ TEST(SimRun, WaitCountsJobsNeverStartedAndQueueingCountsWaitsAfterPreemption) {
   EXPECT_GT(r->metrics.queued_mean_s, r->metrics.wait_mean_s);
 }
 
+TEST(SimRun, AnEventRightAfterACycleGetsItsOwnCycleNotThePeriodicOne) {
+  // The victim saves in 5 s, within min_cycle_gap (10 s) of the cycle that preempted it, while the
+  // periodic cycle (every 300 s, the preemptor is waiting) is already due later: the preemptor
+  // starts at the gap's end, not 300 s on.
+  SimCluster c = make_cluster(1, 8);
+  WorkloadJob victim = job("victim", 0, 1, 8, 100000);
+  victim.priority_class = "preemptible";
+  victim.checkpoint.interval = 600;
+  victim.checkpoint.save_cost = 5;
+  WorkloadJob urgent = job("urgent", 1000, 1, 8, 1000);
+  urgent.priority_class = "production-training";
+  SimRunOptions o;
+  o.horizon = 5000;
+  auto r = run_simulation(c, workload({victim, urgent}), o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->metrics.preemptions, 1);
+  EXPECT_LE(r->metrics.wait_p99_s, 10) << "urgent started at t=1010";
+}
+
 TEST(SimRun, DynamicMigServesSlicesOnWholeGpusAfterTheReconfigureCost) {
   // One node of 8 whole A100-80GB; 14 inference services of 2g.20gb (2 of 7 compute each). Tessera
   // lays out MIG on idle GPUs (out of service for reconfigure_cost) and packs 3 per GPU; k8s-default

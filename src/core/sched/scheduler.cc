@@ -367,6 +367,7 @@ class Cycle {
   }
   std::vector<ClassAmounts> usable_pending_;  // per leaf: pending jobs that fit the free GPUs now
   bool fits_free_now(const Entry& e) const;
+  std::vector<int64_t> leaving_milli_;  // per node: whole GPUs (milli) of jobs checkpointing toward exit
   bool claims_ok_ = true;
   bool claims_active_ = false;           // find_victims: the working copy is in that state now
   std::vector<TaskPlacement> last_fit_;  // find_victims: where the job fit in the last successful trial
@@ -499,6 +500,12 @@ Decisions Cycle::run() {
   fs_.emplace(FairShare::compute(tree_, capacity_, load));
   if (cfg_.reclaim) {
     usable_pending_.assign(tree_.size(), {});
+    leaving_milli_.assign(work_.nodes().size(), 0);
+    for (const Entry& e : entries_)
+      if (e.running && e.job->state == JobState::kCheckpointing)
+        for (const TaskPlacement& p : e.holding)
+          for (const GpuGrant& g : p.gpus)
+            if (g.kind == GrantKind::kWhole && p.node.value < leaving_milli_.size()) leaving_milli_[p.node.value] += 1000;
     for (const Entry& e : entries_) {
       if (e.running || e.milli <= 0) continue;
       // Only a leaf short of its guarantee can be owed anything: skip the fit check elsewhere.
@@ -990,7 +997,7 @@ bool Cycle::below_guarantee_after(const Entry& e, std::vector<std::string>& clas
   return !classes.empty();
 }
 
-// Could the pending job start on the free GPUs as they are (ignoring other jobs)? MIG requests count
+// Could the pending job start on the free GPUs, with those of jobs already leaving (ignoring other jobs)? MIG requests count
 // as able (the MIG planner turns idle GPUs into the slices they need); whole-GPU and shared tasks
 // when the nodes they fit on hold enough of them.
 bool Cycle::fits_free_now(const Entry& e) const {
@@ -999,8 +1006,15 @@ bool Cycle::fits_free_now(const Entry& e) const {
   if (t.mig()) return true;
   int64_t tasks = 0;
   for (const Node& n : work_.nodes()) {
-    if (check_fit(n, t) != Misfit::kFits) continue;
-    tasks += t.whole_gpus() ? std::max<int64_t>(1, n.free_gpu_milli / (int64_t(t.gpu_count) * 1000)) : 1;
+    // GPUs of jobs checkpointing on their way out count as free: they are the room a reclaim or a
+    // preemption freed, and a job waiting for them is owed them (else a borrower retakes them).
+    const int64_t leaving = n.id.value < leaving_milli_.size() ? leaving_milli_[n.id.value] : 0;
+    if (check_fit(n, t) != Misfit::kFits) {
+      if (leaving == 0 || !t.whole_gpus() || !n.schedulable) continue;
+      tasks += (n.free_gpu_milli + leaving) / (int64_t(t.gpu_count) * 1000);
+    } else {
+      tasks += t.whole_gpus() ? std::max<int64_t>(1, (n.free_gpu_milli + leaving) / (int64_t(t.gpu_count) * 1000)) : 1;
+    }
     if (tasks >= g.required_tasks()) return true;
   }
   return false;
@@ -1177,8 +1191,9 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
                                (vj.last_preempted >= 0 && now_ - vj.last_preempted < cfg_.preemption_protection);
     const bool same_queue = vj.queue == e.job->queue;
     // In-queue least attained service: a job of the queue that has attained a higher level gives way
-    // to one of the same class that has attained less (Tiresias inside one team's share).
-    const bool by_las = cfg_.in_queue_las && same_queue && v.prio == e.prio && v.las > e.las;
+    // to one of the same class that has attained less (Tiresias inside one team's share), but only
+    // when the queue has no guarantee left to reclaim from borrowers instead.
+    const bool by_las = cfg_.in_queue_las && !may_reclaim && same_queue && v.prio == e.prio && v.las > e.las;
     const bool by_priority = cfg_.preemption && !protected_now && e.pc->can_preempt && v.pc->preemptible &&
                              ((v.prio < e.prio && (same_queue || borrows(v) || cfg_.order == JobOrder::kLeastAttained)) ||
                               by_las);
@@ -1270,9 +1285,9 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
   bool fits = false, room_opened = false;
   std::vector<const std::vector<TaskPlacement>*> released;
   // A guarantee's owner may need more victims than one cycle's budget (a gang of whole nodes among
-  // small borrowers): the search looks further, and the victims beyond the budget are preempted in
-  // later cycles (those already leaving then count first).
-  const int cap = may_reclaim ? std::max(budget, 4 * cfg_.max_preemptions_per_cycle) : budget;
+  // small borrowers): the search may take every candidate, and the victims beyond the budget are
+  // preempted in later cycles (those already leaving then count first).
+  const int cap = may_reclaim ? std::max(budget, int(cands.size())) : budget;
   partial_ = false;
   for (const Cand& c : cands) {
     if (int(chosen.size()) >= cap) break;
