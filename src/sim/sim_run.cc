@@ -951,7 +951,8 @@ Result<SimReport> Simulation::run() {
   m.queued_p99_s = percentile(queued, 0.99);
   m.makespan_s = double(last_finish - first_arrival_);
   m.allocation_pct = cap_int_ > 0 ? alloc_int_ * 100.0 / cap_int_ : 0;
-  m.effective_util_pct = cap_int_ > 0 ? useful_int_ * 100.0 / cap_int_ : 0;
+  // Work lost to preemption, failures and reclaims was done and thrown away: not useful.
+  m.effective_util_pct = cap_int_ > 0 ? std::max(0.0, useful_int_ - lost_gpu_s_ * 1000.0) * 100.0 / cap_int_ : 0;
   m.jain_fairness = jain_time_ > 0 ? jain_int_ / jain_time_ : 1;
   m.lost_gpu_hours = lost_gpu_s_ / 3600.0;
   m.jobs_per_hour = m.makespan_s > 0 ? double(m.finished) * 3600.0 / m.makespan_s : 0;
