@@ -907,6 +907,45 @@ TEST_F(SchedulerTest, PendingMigWorkTurnsAnIdleWholeGpuIntoSlices) {
   EXPECT_TRUE(cycle().reconfigure_mig.empty());
 }
 
+TEST_F(SchedulerTest, AnOwnersMigRequestReclaimsAWholeGpuFromABorrower) {
+  make_cluster(1, 4);  // all whole, all held by the borrower
+  make_queues({{"inference", "", {{"any", 2000}}, {}, 1}, {"train", "", {}, {}, 1}});
+  for (int i = 1; i <= 4; ++i) running(i, "train", "research", 1, 1, kNow - 1000 * i);
+  Job& j = pending(5, "inference", "production-inference", 1, 0, 0);
+  j.gang.task.mig_profile = "2g.20gb";
+  j.gang.task.gpu_count = 1;
+  j.gang.task.gpu_models = {"H100-80GB-SXM"};
+  Decisions d = cycle();
+  ASSERT_EQ(d.preempt.size(), 1u);
+  EXPECT_EQ(d.preempt[0].victim.value, 1u) << "the borrower's job that loses the least";
+  EXPECT_EQ(d.preempt[0].reason, "reclaim: queue inference takes back its guarantee (a GPU for 2g.20gb MIG slices)");
+  EXPECT_EQ(info(d, 5)->reason, "waiting for 1 preempted job to checkpoint and exit; its GPU then becomes 2g.20gb MIG slices");
+
+  jobs[0].state = JobState::kCheckpointing;  // on its way out: no second victim
+  EXPECT_TRUE(cycle(kNow + 10).preempt.empty());
+
+  jobs[0].state = JobState::kRunning;
+  make_queues({{"inference", "", {}, {}, 1}, {"train", "", {}, {}, 1}});  // no guarantee: nothing owed
+  EXPECT_TRUE(cycle().preempt.empty());
+}
+
+TEST_F(SchedulerTest, AnOwedMigRequestGetsAnIdleGpuBeforeBorrowedTrainingDemand) {
+  make_cluster(1, 4);
+  make_queues({{"inference", "", {{"any", 2000}}, {}, 1}, {"train", "", {}, {}, 1}});
+  running(1, "train", "research", 1, 3, kNow - 100);  // one GPU idle
+  pending(2, "train", "research", 1, 2, 0);           // a borrower's training job waits for whole GPUs
+  Job& j = pending(3, "inference", "production-inference", 1, 0, 0);
+  j.gang.task.mig_profile = "2g.20gb";
+  j.gang.task.gpu_count = 1;
+  j.gang.task.gpu_models = {"H100-80GB-SXM"};
+  Decisions d = cycle();
+  ASSERT_EQ(d.reconfigure_mig.size(), 1u) << "the idle GPU becomes slices for the owed service";
+  EXPECT_TRUE(d.reconfigure_mig[0].enable_mig);
+
+  make_queues({{"inference", "", {}, {}, 1}, {"train", "", {}, {}, 1}});  // nobody is owed
+  EXPECT_TRUE(cycle().reconfigure_mig.empty()) << "whole-GPU demand keeps the idle GPU whole";
+}
+
 TEST_F(SchedulerTest, TrainingWaitingOnMigGpusTurnsIdleOnesBackToWhole) {
   cluster = ClusterState();
   NodeSpec spec = node_spec("n0", "H100-80GB-SXM", 2);

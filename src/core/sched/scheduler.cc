@@ -250,6 +250,10 @@ class Cycle {
   bool place_in_order(size_t i);  // order_ += i and try it; false once strict order blocks
   void try_job(Entry& e);
   bool try_preempt(Entry& e, const Gang& gang);
+  // An owner's MIG request with no room: reclaims one whole GPU from a borrower, which the MIG
+  // planner turns into slices once it is idle (docs/scheduling.md).
+  bool reclaim_gpu_for_mig(Entry& e, const Gang& gang);
+  std::set<std::string> mig_reclaimed_;  // (queue, profile) that reclaimed a GPU this cycle
   bool find_victims(Entry& e, const Gang& gang, int budget);
   bool find_victims_inner(Entry& e, const Gang& gang, int budget);
   Gang gang_of(const Entry& e) const;
@@ -795,6 +799,7 @@ void Cycle::try_job(Entry& e) {
     r.reason = gang.task.mig() ? "needs a " + gang.task.mig_profile + " MIG instance; no GPU that offers one is in MIG mode now"
                                : "needs whole GPUs; the GPUs that could hold it are in MIG mode now";
     no_room_[shape] = r.reason;
+    if (gang.task.mig() && reclaim_gpu_for_mig(e, gang)) return;
     e.reason = r.reason;
     e.no_room = true;  // demand for the MIG planner; no reservation (ends of running jobs do not help)
     e.short_of_room = true;
@@ -1068,13 +1073,16 @@ std::string Cycle::takes_owed(const FairShare& fs, const Entry& e, const ClassAm
 bool Cycle::try_preempt(Entry& e, const Gang& gang) {
   const int budget = cfg_.max_preemptions_per_cycle - preemptions_;
   if (budget <= 0 || e.milli <= 0) return false;
+  if (gang.task.mig() && cfg_.dynamic_mig && reclaim_gpu_for_mig(e, gang)) return true;
   // Victims only become fewer within a cycle: a failed search stays failed for the same ask.
   const std::string memo = shape_key(gang) + "|" + std::to_string(e.prio) + "|" + std::to_string(e.job->queue.value) +
                            "|" + std::to_string(cfg_.in_queue_las ? e.las : 0) + (off_reservation_ ? "|off" : "");
-  if (no_victims_.count(memo)) return false;
+  // An owner's MIG request that no instance frees in time takes a whole GPU for the planner.
+  auto or_mig = [&] { return gang.task.mig() && reclaim_gpu_for_mig(e, gang); };
+  if (no_victims_.count(memo)) return or_mig();
   // Bounded work per cycle: after this many fruitless searches, later jobs wait for the next cycle
   // (the most deserving jobs, first in order, were searched).
-  if (failed_searches_ >= cfg_.max_victim_searches_per_cycle) return false;
+  if (failed_searches_ >= cfg_.max_victim_searches_per_cycle) return or_mig();
   only_leaving_ = false;
   searched_ = false;
   partial_ = false;
@@ -1082,8 +1090,83 @@ bool Cycle::try_preempt(Entry& e, const Gang& gang) {
   if (!found && !only_leaving_) {
     no_victims_.insert(memo);
     if (searched_) ++failed_searches_;
+    return or_mig();
   }
   return found;
+}
+
+bool Cycle::reclaim_gpu_for_mig(Entry& e, const Gang& gang) {
+  if (!cfg_.reclaim || !cfg_.dynamic_mig || preemptions_ >= cfg_.max_preemptions_per_cycle) return false;
+  std::vector<std::string> classes;
+  if (!below_guarantee_after(e, classes)) return false;
+  const TaskRequest& t = gang.task;
+  const std::string memo = std::to_string(e.job->queue.value) + "|" + t.mig_profile;
+  if (mig_reclaimed_.count(memo)) return false;  // one GPU per queue and profile per cycle
+  // GPUs that could offer the profile (model, pool, node size), by node.
+  auto capable = [&](const Node& n) {
+    if (!n.schedulable || n.gpus.empty() || n.cpu_capacity < t.cpu || n.memory_capacity < t.memory) return false;
+    if (!(t.pool_kinds & pool_kind_bit(n.pool_kind))) return false;
+    const GpuModel* m = n.gpu_model();
+    if (!m || !m->find_profile(t.mig_profile)) return false;
+    return t.gpu_models.empty() || std::any_of(t.gpu_models.begin(), t.gpu_models.end(), [&](const std::string& x) {
+             auto f = work_.catalog().find(x);
+             return f.ok() && f.value() == m;
+           });
+  };
+  // An idle whole GPU is the planner's to convert, and one on its way out will be: nothing to take.
+  for (const Node& n : work_.nodes())
+    if (capable(n))
+      for (const Gpu& g : n.gpus)
+        if (g.health == GpuHealth::kHealthy && !g.mig_enabled && g.idle()) return false;
+  for (const Entry& v : entries_)
+    if (v.running && v.job->state == JobState::kCheckpointing)
+      for (const TaskPlacement& p : v.holding)
+        if (capable(work_.node(p.node)))
+          for (const GpuGrant& g : p.gpus)
+            if (g.kind == GrantKind::kWhole) return false;
+  // The borrower's job holding a whole capable GPU that loses the least work.
+  const Entry* best = nullptr;
+  int64_t best_cost = 0;
+  bool best_inside = false;
+  for (const Entry& v : entries_) {
+    const Job& vj = *v.job;
+    if (!v.running || v.victim || v.claimed || vj.state != JobState::kRunning || vj.queue == e.job->queue) continue;
+    if (!(v.pc->preemptible || v.pc->value <= e.pc->value)) continue;
+    const ClassAmounts va = amounts(v);
+    bool borrows_c = false;
+    for (const std::string& c : classes) borrows_c = borrows_c || (va.count(c) && fs_->borrowing(vj.queue, c));
+    if (!borrows_c) continue;
+    bool whole_capable = false;
+    for (const TaskPlacement& p : v.holding)
+      if (capable(work_.node(p.node)))
+        for (const GpuGrant& g : p.gpus) whole_capable = whole_capable || g.kind == GrantKind::kWhole;
+    if (!whole_capable) continue;
+    const Queue& leaf = tree_.queue(vj.queue);
+    bool inside = true;
+    for (const std::string& c : classes)
+      if (fs_->allocated(leaf.id, c) > get_or(leaf.guaranteed, c)) inside = false;
+    const Time since = std::max(vj.started, vj.checkpoint.last);
+    const int64_t cost = v.milli * (std::max<int64_t>(0, now_ - since) + vj.checkpoint.save_cost + vj.checkpoint.restart_cost);
+    if (!best || std::tie(inside, cost, vj.id) < std::tie(best_inside, best_cost, best->job->id))
+      best = &v, best_cost = cost, best_inside = inside;
+  }
+  if (!best) return false;
+  Entry& v = entries_[size_t(best - entries_.data())];
+  v.victim = true;
+  mig_reclaimed_.insert(memo);
+  PreemptDecision d;
+  d.victim = v.job->id;
+  d.for_job = e.job->id;
+  d.phase = v.job->checkpoint.interval > 0 ? PreemptPhase::kRequestCheckpoint : PreemptPhase::kEvict;
+  d.evict_by = d.phase == PreemptPhase::kEvict ? now_ : now_ + std::max<Duration>(0, std::min(v.job->checkpoint.grace, cfg_.reclaim_grace));
+  d.reason = "reclaim: queue " + tree_.queue(e.job->queue).name + " takes back its guarantee (a GPU for " +
+             t.mig_profile + " MIG slices)";
+  out_.preempt.push_back(std::move(d));
+  ++preemptions_;
+  e.reason = "waiting for 1 preempted job to checkpoint and exit; its GPU then becomes " + t.mig_profile + " MIG slices";
+  e.no_room = true;  // still demand for the MIG planner
+  e.short_of_room = true;
+  return true;
 }
 
 bool Cycle::fits_under(const FairShare& fs, const Entry& e, const Gang& gang) {
@@ -1395,12 +1478,21 @@ void Cycle::plan_mig() {
   in.last_changed = snap_.mig_last_changed;
   // (profile, model, allowed pool kinds after the pool rules) -> instances
   std::map<std::tuple<std::string, std::string, PoolKindMask>, int> wants;
+  // Whole-GPU demand comes first for idle GPUs, except that a MIG request its queue is owed (within
+  // its guarantee) comes before whole-GPU demand that would be borrowed.
+  auto owed = [&](const Entry& e) {
+    std::vector<std::string> classes;
+    return cfg_.reclaim && below_guarantee_after(e, classes);
+  };
+  bool owed_mig = false;
+  for (const Entry& e : entries_)
+    if (!e.running && !e.started && e.no_room && e.job->gang.task.mig() && owed(e)) owed_mig = true;
   for (const Entry& e : entries_) {
     if (e.running || e.started || !e.no_room) continue;
     const TaskRequest& t = e.job->gang.task;
     if (t.mig())
       wants[{t.mig_profile, t.gpu_models.empty() ? "" : t.gpu_models.front(), gang_of(e).task.pool_kinds}] += e.job->gang.tasks;
-    else if (t.whole_gpus()) in.whole_gpu_demand += t.gpu_count * e.job->gang.tasks;
+    else if (t.whole_gpus() && (!owed_mig || owed(e))) in.whole_gpu_demand += t.gpu_count * e.job->gang.tasks;
   }
   if (wants.empty() && in.whole_gpu_demand == 0) return;
   for (const auto& [k, n] : wants) in.mig_demand.push_back({std::get<0>(k), n, std::get<1>(k), std::get<2>(k)});
