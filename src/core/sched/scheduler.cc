@@ -269,6 +269,24 @@ class Cycle {
     return k;
   }
   bool below_guarantee_after(const Entry& e, std::vector<std::string>& classes) const;
+  // Reclaim is on and starting e keeps its queue within its guarantee: e is owed its room.
+  bool owed_start(const Entry& e) const {
+    std::vector<std::string> classes;
+    return cfg_.reclaim && below_guarantee_after(e, classes);
+  }
+  // Reclaim by e's queue may take running v: v's class yields to e's and v's queue borrows in one of
+  // the classes e is owed (the caller excludes e's own queue).
+  bool reclaimable(const Entry& v, const Entry& e, const std::vector<std::string>& classes) const;
+  // v's own leaf is within its guarantee in those classes (only an ancestor borrows): taken last.
+  bool inside_own_guarantee(const Entry& v, const std::vector<std::string>& classes) const;
+  // Work v loses if preempted now (since its last start or checkpoint, plus save and restart), in
+  // milli-GPU-seconds: victims are chosen cheapest first.
+  int64_t lost_work_cost(const Entry& v) const;
+  // Marks v a victim for e and emits the decision: checkpoint first when v checkpoints, with v's
+  // grace (a reclaim's capped by reclaim_grace).
+  void preempt(Entry& v, const Entry& e, bool by_priority, std::string reason);
+  // n could hold task t as far as fixed facts go: schedulable, big enough, a pool and GPU model t allows.
+  bool could_host(const Node& n, const TaskRequest& t) const;
   std::string takes_owed(const FairShare& fs, const Entry& e, const ClassAmounts& got) const;
   // Preemption trial: the engine places the gang on the working copy now, on GPUs the job's queue
   // limits and the owed guarantees allow under `fs`; the placement is kept in last_fit_.
@@ -782,8 +800,7 @@ void Cycle::try_job(Entry& e) {
   if (r.outcome == Outcome::kRetryLater && r.nodes_scored < 0) {  // room, but only on reserved nodes
     // A queue owed its guarantee takes it back from borrowers elsewhere rather than wait for the
     // reservation (victims are sought off the reserved nodes, as the engine keeps off them).
-    std::vector<std::string> owed_classes;
-    if (cfg_.reclaim && below_guarantee_after(e, owed_classes)) {
+    if (owed_start(e)) {
       block_reserved(true);
       off_reservation_ = true;
       const bool found = try_preempt(e, gang);
@@ -849,16 +866,9 @@ std::string Cycle::pool_note(const Gang& gang) const {
 // or whole GPUs on a node whose GPUs are in MIG mode)?
 bool Cycle::blocked_by_mig_mode(const TaskRequest& t) const {
   for (const Node& n : work_.nodes()) {
-    if (!n.schedulable || n.gpus.empty() || n.cpu_capacity < t.cpu || n.memory_capacity < t.memory) continue;
-    if (!(t.pool_kinds & pool_kind_bit(n.pool_kind))) continue;
-    const GpuModel* m = n.gpu_model();
-    if (!m || (!t.gpu_models.empty() && std::none_of(t.gpu_models.begin(), t.gpu_models.end(), [&](const std::string& x) {
-          auto f = work_.catalog().find(x);
-          return f.ok() && f.value() == m;
-        })))
-      continue;
+    if (!could_host(n, t)) continue;
     if (t.mig()) {
-      if (m->find_profile(t.mig_profile)) return true;
+      if (n.gpu_model()->find_profile(t.mig_profile)) return true;
     } else if (t.whole_gpus() && int(n.gpus.size()) >= t.gpu_count &&
                std::any_of(n.gpus.begin(), n.gpus.end(), [](const Gpu& g) { return g.mig_enabled; })) {
       return true;
@@ -874,10 +884,7 @@ PlacementResult Cycle::place_now(Entry& e, const Gang& gang) {
   if (r.outcome != Outcome::kPlaced || !res_.active || ends_before_reservation(e)) return r;
   // A queue's guarantee comes before a borrower's reservation: the owner's job may start on the
   // reserved nodes (the holder would only be lent those GPUs; the owner would take them back).
-  if (!res_.owed && cfg_.reclaim) {
-    std::vector<std::string> classes;
-    if (below_guarantee_after(e, classes)) return r;
-  }
+  if (!res_.owed && owed_start(e)) return r;
   bool touches = false;
   for (const TaskPlacement& p : r.tasks) touches = touches || res_.nodes.count(p.node.value);
   if (!touches) return r;
@@ -980,10 +987,7 @@ void Cycle::reserve(Entry& e, const Gang& gang) {
   }
   res_.active = true;
   res_.entry = size_t(&e - entries_.data());
-  {
-    std::vector<std::string> classes;
-    res_.owed = cfg_.reclaim && below_guarantee_after(e, classes);
-  }
+  res_.owed = owed_start(e);
   res_.start = ends[hi - 1].end;
   for (const TaskPlacement& p : r.tasks) res_.nodes.insert(p.node.value);
   e.reason += "; reserved to start at t=" + std::to_string(res_.start) + " (in " + duration_text(res_.start - now_) + ")";
@@ -1000,6 +1004,49 @@ bool Cycle::below_guarantee_after(const Entry& e, std::vector<std::string>& clas
     if (usable && fs_->allocated(q.id, c) + e.milli <= g) classes.push_back(c);
   }
   return !classes.empty();
+}
+
+bool Cycle::reclaimable(const Entry& v, const Entry& e, const std::vector<std::string>& classes) const {
+  if (!(v.pc->preemptible || v.pc->value <= e.pc->value)) return false;
+  const ClassAmounts va = amounts(v);
+  for (const std::string& c : classes)
+    if (va.count(c) && fs_->borrowing(v.job->queue, c)) return true;
+  return false;
+}
+
+bool Cycle::inside_own_guarantee(const Entry& v, const std::vector<std::string>& classes) const {
+  const Queue& leaf = tree_.queue(v.job->queue);
+  for (const std::string& c : classes)
+    if (fs_->allocated(leaf.id, c) > get_or(leaf.guaranteed, c)) return false;
+  return true;
+}
+
+int64_t Cycle::lost_work_cost(const Entry& v) const {
+  const Job& j = *v.job;
+  const Time since = std::max(j.started, j.checkpoint.last);
+  return v.milli * (std::max<int64_t>(0, now_ - since) + j.checkpoint.save_cost + j.checkpoint.restart_cost);
+}
+
+void Cycle::preempt(Entry& v, const Entry& e, bool by_priority, std::string reason) {
+  v.victim = true;
+  PreemptDecision d;
+  d.victim = v.job->id;
+  d.for_job = e.job->id;
+  d.phase = v.job->checkpoint.interval > 0 ? PreemptPhase::kRequestCheckpoint : PreemptPhase::kEvict;
+  const Duration grace = by_priority ? v.job->checkpoint.grace : std::min(v.job->checkpoint.grace, cfg_.reclaim_grace);
+  d.evict_by = d.phase == PreemptPhase::kEvict ? now_ : now_ + std::max<Duration>(0, grace);
+  d.reason = std::move(reason);
+  out_.preempt.push_back(std::move(d));
+}
+
+bool Cycle::could_host(const Node& n, const TaskRequest& t) const {
+  if (!n.schedulable || n.gpus.empty() || n.cpu_capacity < t.cpu || n.memory_capacity < t.memory) return false;
+  if (!(t.pool_kinds & pool_kind_bit(n.pool_kind))) return false;
+  const GpuModel* m = n.gpu_model();
+  return m && (t.gpu_models.empty() || std::any_of(t.gpu_models.begin(), t.gpu_models.end(), [&](const std::string& x) {
+                 auto f = work_.catalog().find(x);
+                 return f.ok() && f.value() == m;
+               }));
 }
 
 // Could the pending job start on the free GPUs, with those of jobs already leaving (ignoring other jobs)? MIG requests count
@@ -1103,16 +1150,7 @@ bool Cycle::reclaim_gpu_for_mig(Entry& e, const Gang& gang) {
   const std::string memo = std::to_string(e.job->queue.value) + "|" + t.mig_profile;
   if (mig_reclaimed_.count(memo)) return false;  // one GPU per queue and profile per cycle
   // GPUs that could offer the profile (model, pool, node size), by node.
-  auto capable = [&](const Node& n) {
-    if (!n.schedulable || n.gpus.empty() || n.cpu_capacity < t.cpu || n.memory_capacity < t.memory) return false;
-    if (!(t.pool_kinds & pool_kind_bit(n.pool_kind))) return false;
-    const GpuModel* m = n.gpu_model();
-    if (!m || !m->find_profile(t.mig_profile)) return false;
-    return t.gpu_models.empty() || std::any_of(t.gpu_models.begin(), t.gpu_models.end(), [&](const std::string& x) {
-             auto f = work_.catalog().find(x);
-             return f.ok() && f.value() == m;
-           });
-  };
+  auto capable = [&](const Node& n) { return could_host(n, t) && n.gpu_model()->find_profile(t.mig_profile); };
   // An idle whole GPU is the planner's to convert, and one on its way out will be: nothing to take.
   for (const Node& n : work_.nodes())
     if (capable(n))
@@ -1131,37 +1169,22 @@ bool Cycle::reclaim_gpu_for_mig(Entry& e, const Gang& gang) {
   for (const Entry& v : entries_) {
     const Job& vj = *v.job;
     if (!v.running || v.victim || v.claimed || vj.state != JobState::kRunning || vj.queue == e.job->queue) continue;
-    if (!(v.pc->preemptible || v.pc->value <= e.pc->value)) continue;
-    const ClassAmounts va = amounts(v);
-    bool borrows_c = false;
-    for (const std::string& c : classes) borrows_c = borrows_c || (va.count(c) && fs_->borrowing(vj.queue, c));
-    if (!borrows_c) continue;
+    if (!reclaimable(v, e, classes)) continue;
     bool whole_capable = false;
     for (const TaskPlacement& p : v.holding)
       if (capable(work_.node(p.node)))
         for (const GpuGrant& g : p.gpus) whole_capable = whole_capable || g.kind == GrantKind::kWhole;
     if (!whole_capable) continue;
-    const Queue& leaf = tree_.queue(vj.queue);
-    bool inside = true;
-    for (const std::string& c : classes)
-      if (fs_->allocated(leaf.id, c) > get_or(leaf.guaranteed, c)) inside = false;
-    const Time since = std::max(vj.started, vj.checkpoint.last);
-    const int64_t cost = v.milli * (std::max<int64_t>(0, now_ - since) + vj.checkpoint.save_cost + vj.checkpoint.restart_cost);
+    const bool inside = inside_own_guarantee(v, classes);
+    const int64_t cost = lost_work_cost(v);
     if (!best || std::tie(inside, cost, vj.id) < std::tie(best_inside, best_cost, best->job->id))
       best = &v, best_cost = cost, best_inside = inside;
   }
   if (!best) return false;
-  Entry& v = entries_[size_t(best - entries_.data())];
-  v.victim = true;
   mig_reclaimed_.insert(memo);
-  PreemptDecision d;
-  d.victim = v.job->id;
-  d.for_job = e.job->id;
-  d.phase = v.job->checkpoint.interval > 0 ? PreemptPhase::kRequestCheckpoint : PreemptPhase::kEvict;
-  d.evict_by = d.phase == PreemptPhase::kEvict ? now_ : now_ + std::max<Duration>(0, std::min(v.job->checkpoint.grace, cfg_.reclaim_grace));
-  d.reason = "reclaim: queue " + tree_.queue(e.job->queue).name + " takes back its guarantee (a GPU for " +
-             t.mig_profile + " MIG slices)";
-  out_.preempt.push_back(std::move(d));
+  preempt(entries_[size_t(best - entries_.data())], e, false,
+          "reclaim: queue " + tree_.queue(e.job->queue).name + " takes back its guarantee (a GPU for " +
+              t.mig_profile + " MIG slices)");
   ++preemptions_;
   e.reason = "waiting for 1 preempted job to checkpoint and exit; its GPU then becomes " + t.mig_profile + " MIG slices";
   e.no_room = true;  // still demand for the MIG planner
@@ -1280,23 +1303,9 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
     const bool by_priority = cfg_.preemption && !protected_now && e.pc->can_preempt && v.pc->preemptible &&
                              ((v.prio < e.prio && (same_queue || borrows(v) || cfg_.order == JobOrder::kLeastAttained)) ||
                               by_las);
-    bool by_reclaim = false;
-    if (may_reclaim && !same_queue && (v.pc->preemptible || v.pc->value <= e.pc->value)) {
-      const ClassAmounts va = amounts(v);
-      for (const std::string& c : reclaim_classes)
-        if (va.count(c) && fs_->borrowing(vj.queue, c)) by_reclaim = true;
-    }
+    const bool by_reclaim = may_reclaim && !same_queue && reclaimable(v, e, reclaim_classes);
     if (!by_priority && !by_reclaim) continue;
-    const Time since = std::max(vj.started, vj.checkpoint.last);
-    const int64_t lost = std::max<int64_t>(0, now_ - since) + vj.checkpoint.save_cost + vj.checkpoint.restart_cost;
-    bool inside_own = false;
-    if (!by_priority) {
-      inside_own = true;
-      const Queue& leaf = tree_.queue(vj.queue);
-      for (const std::string& c : reclaim_classes)
-        if (fs_->allocated(leaf.id, c) > get_or(leaf.guaranteed, c)) inside_own = false;
-    }
-    cands.push_back({i, v.milli * lost, by_priority, false, inside_own});
+    cands.push_back({i, lost_work_cost(v), by_priority, false, !by_priority && inside_own_guarantee(v, reclaim_classes)});
   }
   // With this cycle's victims gone and their preemptors placed, the job may fit already: it waits
   // for those exits like its own victims (no new decision).
@@ -1371,7 +1380,6 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
   // small borrowers): the search may take every candidate, and the victims beyond the budget are
   // preempted in later cycles (those already leaving then count first).
   const int cap = may_reclaim ? std::max(budget, int(cands.size())) : budget;
-  partial_ = false;
   for (const Cand& c : cands) {
     if (int(chosen.size()) >= cap) break;
     const Entry& v = entries_[c.idx];
@@ -1448,18 +1456,11 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
       v.claimed = true;
       continue;
     }
-    v.victim = true;
-    PreemptDecision d;
-    d.victim = v.job->id;
-    d.for_job = e.job->id;
-    d.phase = v.job->checkpoint.interval > 0 ? PreemptPhase::kRequestCheckpoint : PreemptPhase::kEvict;
-    const Duration grace = c.by_priority ? v.job->checkpoint.grace : std::min(v.job->checkpoint.grace, cfg_.reclaim_grace);
-    d.evict_by = d.phase == PreemptPhase::kEvict ? now_ : now_ + std::max<Duration>(0, grace);
     const bool las_turn = c.by_priority && v.job->queue == e.job->queue && v.prio == e.prio;
-    d.reason = las_turn ? "least attained service: job " + e.job->name + " of the same queue has run less and needs " + need
-             : c.by_priority ? "priority: " + e.pc->name + " job " + e.job->name + " needs " + need
-                             : "reclaim: queue " + tree_.queue(e.job->queue).name + " takes back its guarantee";
-    out_.preempt.push_back(std::move(d));
+    preempt(v, e, c.by_priority,
+            las_turn ? "least attained service: job " + e.job->name + " of the same queue has run less and needs " + need
+            : c.by_priority ? "priority: " + e.pc->name + " job " + e.job->name + " needs " + need
+                            : "reclaim: queue " + tree_.queue(e.job->queue).name + " takes back its guarantee");
   }
   preemptions_ += fresh;
   // Victims keep their resources in the working copy this cycle, so nobody else takes the room.
@@ -1480,19 +1481,15 @@ void Cycle::plan_mig() {
   std::map<std::tuple<std::string, std::string, PoolKindMask>, int> wants;
   // Whole-GPU demand comes first for idle GPUs, except that a MIG request its queue is owed (within
   // its guarantee) comes before whole-GPU demand that would be borrowed.
-  auto owed = [&](const Entry& e) {
-    std::vector<std::string> classes;
-    return cfg_.reclaim && below_guarantee_after(e, classes);
-  };
   bool owed_mig = false;
   for (const Entry& e : entries_)
-    if (!e.running && !e.started && e.no_room && e.job->gang.task.mig() && owed(e)) owed_mig = true;
+    if (!e.running && !e.started && e.no_room && e.job->gang.task.mig() && owed_start(e)) owed_mig = true;
   for (const Entry& e : entries_) {
     if (e.running || e.started || !e.no_room) continue;
     const TaskRequest& t = e.job->gang.task;
     if (t.mig())
       wants[{t.mig_profile, t.gpu_models.empty() ? "" : t.gpu_models.front(), gang_of(e).task.pool_kinds}] += e.job->gang.tasks;
-    else if (t.whole_gpus() && (!owed_mig || owed(e))) in.whole_gpu_demand += t.gpu_count * e.job->gang.tasks;
+    else if (t.whole_gpus() && (!owed_mig || owed_start(e))) in.whole_gpu_demand += t.gpu_count * e.job->gang.tasks;
   }
   if (wants.empty() && in.whole_gpu_demand == 0) return;
   for (const auto& [k, n] : wants) in.mig_demand.push_back({std::get<0>(k), n, std::get<1>(k), std::get<2>(k)});
