@@ -203,11 +203,23 @@ class Simulation {
   int64_t alloc_milli_ = 0, useful_milli_ = 0;
   double alloc_int_ = 0, useful_int_ = 0, cap_int_ = 0, jain_int_ = 0, jain_time_ = 0, frag_int_ = 0, frag_time_ = 0;
   std::vector<int64_t> team_alloc_, team_pending_milli_;
-  std::vector<Time> below_since_;
-  // Per team: the smallest waiting job's GPU milli (0: none waiting), and since when a waiting job
-  // fits within the team's unused guarantee (-1: not now).
-  std::vector<int64_t> team_min_pending_milli_;
-  std::vector<Time> unmet_since_;
+  // Per team: since when a condition holds (-1: not now); each stretch, once over, adds to a total
+  // and may be the longest.
+  struct Stretches {
+    std::vector<Time> since;
+    void update(size_t i, bool on, Time t, double& total, double& longest) {
+      if (on && since[i] < 0) since[i] = t;
+      if (!on && since[i] >= 0) close(i, t, total, longest);
+    }
+    void close(size_t i, Time t, double& total, double& longest) {
+      total += double(t - since[i]);
+      longest = std::max(longest, double(t - since[i]));
+      since[i] = -1;
+    }
+  };
+  Stretches below_;  // below the guarantee with demand pending
+  Stretches unmet_;  // a waiting job fits within the team's unused guarantee
+  std::vector<int64_t> team_min_pending_milli_;  // per team: the smallest waiting job (0: none)
   SimReport rep_;
   double lost_gpu_s_ = 0, lost_interrupt_gpu_s_ = 0;
   // Capacity pools and the simulated provider.
@@ -275,9 +287,9 @@ Status Simulation::build() {
                                                               tree_.queue(*tree_.find(teams_[i])).weight / std::max<int64_t>(1, wsum));
   team_alloc_.assign(teams_.size(), 0);
   team_pending_milli_.assign(teams_.size(), 0);
-  below_since_.assign(teams_.size(), -1);
+  below_.since.assign(teams_.size(), -1);
   team_min_pending_milli_.assign(teams_.size(), 0);
-  unmet_since_.assign(teams_.size(), -1);
+  unmet_.since.assign(teams_.size(), -1);
   usage_.assign(tree_.size(), 0);
 
   jobs_.resize(wl_.jobs.size());
@@ -879,35 +891,20 @@ Result<SimReport> Simulation::run() {
       }
     }
     // Guarantees: a team below its guarantee with demand pending.
+    SimMetrics& m = rep_.metrics;
     for (size_t i = 0; i < teams_.size(); ++i) {
       const bool below = team_guarantee_[i] > 0 && team_pending_milli_[i] > 0 && team_alloc_[i] < team_guarantee_[i];
-      if (below && below_since_[i] < 0) below_since_[i] = t;
-      if (!below && below_since_[i] >= 0) {
-        rep_.metrics.below_guarantee_s += double(t - below_since_[i]);
-        rep_.metrics.max_below_guarantee_s = std::max(rep_.metrics.max_below_guarantee_s, double(t - below_since_[i]));
-        below_since_[i] = -1;
-      }
+      below_.update(i, below, t, m.below_guarantee_s, m.max_below_guarantee_s);
       // Owed and not given: a waiting job would fit within the team's unused guarantee.
       const bool unmet = team_guarantee_[i] > 0 && team_min_pending_milli_[i] > 0 &&
                          team_alloc_[i] + team_min_pending_milli_[i] <= team_guarantee_[i];
-      if (unmet && unmet_since_[i] < 0) unmet_since_[i] = t;
-      if (!unmet && unmet_since_[i] >= 0) {
-        rep_.metrics.guarantee_unmet_s += double(t - unmet_since_[i]);
-        rep_.metrics.max_guarantee_unmet_s = std::max(rep_.metrics.max_guarantee_unmet_s, double(t - unmet_since_[i]));
-        unmet_since_[i] = -1;
-      }
+      unmet_.update(i, unmet, t, m.guarantee_unmet_s, m.max_guarantee_unmet_s);
     }
   }
   const Time end = last_t_;
   for (size_t i = 0; i < teams_.size(); ++i) {
-    if (below_since_[i] >= 0) {
-      rep_.metrics.below_guarantee_s += double(end - below_since_[i]);
-      rep_.metrics.max_below_guarantee_s = std::max(rep_.metrics.max_below_guarantee_s, double(end - below_since_[i]));
-    }
-    if (unmet_since_[i] >= 0) {
-      rep_.metrics.guarantee_unmet_s += double(end - unmet_since_[i]);
-      rep_.metrics.max_guarantee_unmet_s = std::max(rep_.metrics.max_guarantee_unmet_s, double(end - unmet_since_[i]));
-    }
+    below_.update(i, false, end, rep_.metrics.below_guarantee_s, rep_.metrics.max_below_guarantee_s);
+    unmet_.update(i, false, end, rep_.metrics.guarantee_unmet_s, rep_.metrics.max_guarantee_unmet_s);
   }
   sample(end);
 
