@@ -11,23 +11,13 @@
 #include "sim/cluster_config.h"
 #include "sim/sim_provider.h"
 #include "sim/sim_run.h"
+#include "sim_test_jobs.h"
 
 namespace tessera::sim {
 namespace {
 
-WorkloadJob job(const std::string& name, Time at, int tasks, int gpus, Duration work) {
-  WorkloadJob j;
-  j.name = name;
-  j.team = "default";
-  j.user = "u";
-  j.arrival = at;
-  j.gang.tasks = tasks;
-  j.gang.task.gpu_count = gpus;
-  j.gang.task.cpu = MilliCpu(1000);
-  j.gang.task.memory = MiB(1024);
-  j.work = work;
-  return j;
-}
+using testing::job;
+using testing::workload;
 
 WorkloadJob checkpointing(const std::string& name, Time at, int gpus, Duration work) {
   WorkloadJob j = job(name, at, 1, gpus, work);
@@ -35,14 +25,6 @@ WorkloadJob checkpointing(const std::string& name, Time at, int gpus, Duration w
   j.checkpoint.save_cost = 60;
   j.checkpoint.restart_cost = 120;
   return j;
-}
-
-Workload workload(std::vector<WorkloadJob> jobs) {
-  Workload w;
-  w.source = "test";
-  w.teams = {"default"};
-  w.jobs = std::move(jobs);
-  return w;
 }
 
 SimCluster cluster(const std::string& yaml) {

@@ -2,6 +2,7 @@
 // slowdown, restart cost), the baselines' behaviour (k8s-default's partial gangs, FIFO's
 // head-of-line blocking), failures and lost work, metrics and determinism.
 #include "sim/sim_run.h"
+#include "sim_test_jobs.h"
 
 #include <gtest/gtest.h>
 
@@ -9,6 +10,9 @@
 
 namespace tessera::sim {
 namespace {
+
+using testing::job;
+using testing::workload;
 
 SimCluster make_cluster(int nodes, int gpus, std::vector<QueueSpec> queues = {{"default", "", {}, {}, 1}}) {
   std::vector<NodeSpec> specs;
@@ -24,30 +28,6 @@ SimCluster make_cluster(int nodes, int gpus, std::vector<QueueSpec> queues = {{"
   auto c = build_cluster({}, specs);
   EXPECT_TRUE(c.ok());
   return SimCluster{std::move(*c), std::move(queues), SchedulerConfig{}};
-}
-
-WorkloadJob job(const std::string& name, Time at, int tasks, int gpus, Duration work, const std::string& team = "default") {
-  WorkloadJob j;
-  j.name = name;
-  j.team = team;
-  j.user = team;
-  j.arrival = at;
-  j.gang.tasks = tasks;
-  j.gang.task.gpu_count = gpus;
-  j.gang.task.cpu = MilliCpu(1000);
-  j.gang.task.memory = MiB(1024);
-  j.work = work;
-  return j;
-}
-
-Workload workload(std::vector<WorkloadJob> jobs) {
-  Workload w;
-  w.source = "test";
-  for (const WorkloadJob& j : jobs) w.teams.push_back(j.team);
-  std::sort(w.teams.begin(), w.teams.end());
-  w.teams.erase(std::unique(w.teams.begin(), w.teams.end()), w.teams.end());
-  w.jobs = std::move(jobs);
-  return w;
 }
 
 TEST(SimRun, JobsRunForTheirWorkAndSpreadGangsRunSlower) {
