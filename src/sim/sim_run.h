@@ -57,11 +57,12 @@ struct SimMetrics {
   std::string policy;
   int64_t jobs = 0, finished = 0, unfinished = 0;
   double jct_mean_s = 0, jct_p50_s = 0, jct_p99_s = 0;
-  // Arrival to first start; a job not started by the end counts the time it has waited so far.
-  double wait_mean_s = 0, wait_p99_s = 0;
   // Queueing delay: all the time a job spent waiting, before its first start and after every stop
-  // (preemption, failure, spot reclaim), up to its finish or the end of the run.
-  double queued_mean_s = 0, queued_p99_s = 0;
+  // (preemption, failure, spot reclaim), up to its finish or the end of the run (Tiresias's
+  // pending time; JCT = queueing delay + time running).
+  double wait_mean_s = 0, wait_p99_s = 0;
+  // Arrival to first start; a job not started by the end counts the time it has waited so far.
+  double first_start_mean_s = 0, first_start_p99_s = 0;
   int64_t unstarted = 0;           // arrived jobs that never started
   double makespan_s = 0;
   double allocation_pct = 0;       // time-average allocated / healthy capacity
@@ -96,7 +97,7 @@ struct SimMetrics {
   int64_t inference_spot_starts = 0;
   int64_t nodes_provisioned = 0, nodes_released = 0;  // autoscaling
   int64_t consolidations = 0, consolidation_moves = 0;  // elastic nodes emptied, jobs moved to do it
-  // The same JCT and wait figures over jobs that are not inference services.
+  // The same JCT and queueing-delay figures over jobs that are not inference services.
   int64_t batch_finished = 0;
   double batch_jct_mean_s = 0, batch_wait_p99_s = 0;
   int64_t capacity_gpus = 0;       // the cluster's GPUs (set by the caller; 0 = not known)
