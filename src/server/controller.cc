@@ -400,6 +400,7 @@ struct Controller::State {
       return;
     }
     ++r.restarts;
+    r.job.move_to.clear();
     const int64_t backoff = std::min<int64_t>(3600, rp.backoff << std::min(r.restarts - 1, 12));
     r.not_before = now() + backoff;
     r.end_reason = reason;
@@ -724,8 +725,12 @@ struct Controller::State {
       JobRecord* vp = jobs.find(int64_t(p.victim.value));
       if (!vp) continue;
       JobRecord& v = *vp;
-      if (p.phase == PreemptPhase::kRequestCheckpoint && v.job.state == JobState::kRunning)
+      if (p.phase == PreemptPhase::kRequestCheckpoint && v.job.state == JobState::kRunning) {
         request_checkpoint(v, p.evict_by, p.reason, b), ++preempted;
+        // A defragmenting move: the scheduler holds these GPUs while it checkpoints and restarts it
+        // there in the next cycle (kept in memory only: after a restart it is placed like any job).
+        if (v.job.state == JobState::kCheckpointing) v.job.move_to = p.move_to;
+      }
       else if (p.phase == PreemptPhase::kEvict && placed(v.job.state))
         requeue(v, "preempted", p.reason + " (checkpoint not finished in time: stopped)", b, false), ++preempted;
     }
@@ -747,6 +752,7 @@ struct Controller::State {
       for (const TaskPlacement& p : s.placement) nodes_ok = nodes_ok && node_usable(p.node);
       if (!nodes_ok || !cluster.apply_all(s.placement).ok()) continue;  // changed since the snapshot
       JobRecord& r = *rp;
+      r.job.move_to.clear();
       for (TaskPlacement p : s.placement) {
         for (GpuGrant& g : p.gpus) g.mig_create = false, g.mig_destroy = 0;  // the instances now exist
         r.job.placement.push_back(std::move(p));
@@ -768,7 +774,10 @@ struct Controller::State {
     }
     for (const PendingInfo& p : d.pending) {
       JobRecord* r = jobs.find(int64_t(p.job.value));
-      if (r && r->job.state == JobState::kPending) r->pending = p;
+      if (r && r->job.state == JobState::kPending) {
+        r->pending = p;
+        r->job.move_to.clear();  // a moved job gets one cycle to restart on its held GPUs
+      }
     }
     m.decisions->inc({"start"}, double(started));
     m.decisions->inc({"preempt"}, double(preempted));

@@ -460,6 +460,7 @@ Result<ScheduleRunResult> run_schedule_scenario(const ScheduleScenario& sc) {
       }
       if (p.phase == PreemptPhase::kRequestCheckpoint && v.job.checkpoint.interval > 0) {
         v.job.state = JobState::kCheckpointing;
+        v.job.move_to = p.move_to;  // a defragmenting move: held for it, restarted there once it left
         v.job.evict_by = p.evict_by;
         v.ckpt_at = t;
         v.stop_at = std::max(t, std::min(t + v.job.checkpoint.save_cost, p.evict_by));
@@ -477,6 +478,10 @@ Result<ScheduleRunResult> run_schedule_scenario(const ScheduleScenario& sc) {
         return Error{ErrorCode::kInternal, "start of " + sc.jobs[s.job.value].name +
                                                " rejected by the cluster: " + st.message()};
       l.job.placement = s.placement;
+      if (!l.job.move_to.empty() && l.job.move_to != s.placement)
+        res.failures.push_back("t=" + std::to_string(t) + ": moved job " + sc.jobs[s.job.value].name +
+                               " restarted elsewhere than on the GPUs held for it");
+      l.job.move_to.clear();
       l.job.state = JobState::kRunning;
       l.run_start = t;
       l.job.started = t + (l.job.preemptions > 0 ? l.job.checkpoint.restart_cost : 0);
@@ -510,6 +515,14 @@ Result<ScheduleRunResult> run_schedule_scenario(const ScheduleScenario& sc) {
       }
     }
     // 5. Invariants.
+    // (d) A job moved out of an owed gang's way restarts on its held GPUs in the first cycle after it left.
+    for (const PendingInfo& p : d.pending) {
+      Live& l = jobs[p.job.value];
+      if (l.job.move_to.empty()) continue;
+      res.failures.push_back("t=" + std::to_string(t) + ": moved job " + sc.jobs[p.job.value].name +
+                             " did not restart on the GPUs held for it: " + p.reason);
+      l.job.move_to.clear();
+    }
     if (Status s = cluster.check_invariants(); !s.ok())
       res.failures.push_back("t=" + std::to_string(t) + ": invariant broken: " + s.message());
     for (const Live& l : jobs)

@@ -373,6 +373,7 @@ void Simulation::start_run(SimJob& j, Time t) {
   }
   if (spot && j.job.gang.kind == JobKind::kInference) ++rep_.metrics.inference_spot_starts;
   j.job.state = JobState::kRunning;
+  j.job.move_to.clear();
   j.run_start = t;
   j.job.started = t;
   j.progress_from = t + (j.job.preemptions > 0 || j.done > 0 ? j.job.checkpoint.restart_cost : 0);
@@ -544,6 +545,8 @@ void Simulation::cycle(Time t) {
     SimJob& v = jobs_[p.victim.value];
     if (v.job.state == JobState::kRunning && p.phase == PreemptPhase::kRequestCheckpoint && v.job.checkpoint.interval > 0) {
       ++rep_.metrics.preemptions;
+      if (!p.move_to.empty()) ++rep_.metrics.moves;
+      v.job.move_to = p.move_to;  // a move: the scheduler holds these GPUs and restarts it there
       v.job.state = JobState::kCheckpointing;
       v.job.evict_by = p.evict_by;
       v.saving = true;
@@ -579,6 +582,8 @@ void Simulation::cycle(Time t) {
     }
     if (int(j.job.placement.size()) >= j.job.gang.required_tasks()) start_run(j, t);
   }
+  // A moved job gets one cycle to restart on its held GPUs; after that it waits like any job.
+  for (const PendingInfo& p : d.pending) jobs_[p.job.value].job.move_to.clear();
   // Pending demand per team (for fairness and guarantees).
   std::fill(team_pending_milli_.begin(), team_pending_milli_.end(), 0);
   std::fill(team_min_pending_milli_.begin(), team_min_pending_milli_.end(), 0);

@@ -437,6 +437,143 @@ TEST_F(SchedulerTest, AnOwnersGuaranteeComesBeforeABorrowersReservation) {
   EXPECT_NE(info(d, 8)->reason.find("backfill: would delay"), std::string::npos) << info(d, 8)->reason;
 }
 
+TEST_F(SchedulerTest, TheFreeGpusOfAPreemptorsFitAreHeldForItThisCycle) {
+  make_cluster(1, 8);
+  make_queues({{"a", "", {{"any", 8000}}, {}, 1}, {"b", "", {}, {}, 1}, {"c", "", {{"any", 8000}}, {}, 1}});
+  config.backfill = false;
+  Job& leaving = running(1, "b", "research", 1, 4, kNow - 1000);  // reclaimed: checkpointing out
+  leaving.state = JobState::kCheckpointing;
+  leaving.evict_by = kNow + 200;
+  pending(2, "a", "research", 1, 8, 0);   // the owner, first in order: the free 4 and the leaving 4
+  pending(3, "c", "research", 1, 4, 10);  // within its own guarantee (not a borrower), next in order
+  Decisions d = cycle();
+  EXPECT_TRUE(d.start.empty()) << "job 3 would take the owner's free half and leave its victim's exit to nobody";
+  ASSERT_NE(info(d, 3), nullptr);
+  EXPECT_NE(info(d, 3)->reason.find("4 GPUs held this cycle for job job-2, waiting for preempted jobs to leave"),
+            std::string::npos)
+      << info(d, 3)->reason;
+  jobs[1].queue = q("b");  // job 2 is no longer owed anything and does not wait for the leaving job
+  jobs[1].priority_class = "preemptible";
+  d = cycle();
+  EXPECT_EQ(started(d), (std::vector<uint32_t>{3})) << "nothing is held: job 3 takes the free half";
+}
+
+// Team b's 1-GPU jobs sit one per node (b is within its guarantee, so reclaim may not take them) and
+// team a is owed a 4-GPU task on one node.
+class DefragmentTest : public SchedulerTest {
+ protected:
+  void SetUp() override {
+    make_cluster(2, 4);
+    make_queues({{"a", "", {{"any", 4000}}, {}, 1}, {"b", "", {{"any", 6000}}, {}, 1}});
+    config.backfill = false;
+    running(1, "b", "research", 1, 1, kNow - 5000).checkpoint.interval = 600;  // n0 GPU 0
+    ASSERT_TRUE(cluster.set_schedulable(NodeId(0), false).ok());
+    running(2, "b", "research", 1, 2, kNow - 9000).checkpoint.interval = 600;  // n1 GPUs 0-1
+    ASSERT_TRUE(cluster.set_schedulable(NodeId(0), true).ok());
+    pending(9, "a", "research", 1, 4, 0);
+  }
+};
+
+TEST_F(DefragmentTest, AnOwedGangMovesAJobWithinItsGuaranteeToAnotherNode) {
+  pending(10, "b", "research", 1, 1, 50);  // b is within its guarantee: it may start, off the held GPUs
+  Decisions d = cycle();
+  ASSERT_EQ(d.preempt.size(), 1u);
+  const PreemptDecision& p = d.preempt[0];
+  EXPECT_EQ(p.victim.value, 1u) << "n0 needs one GPU moved, n1 two";
+  EXPECT_EQ(p.phase, PreemptPhase::kRequestCheckpoint);
+  EXPECT_EQ(p.for_job.value, 9u);
+  ASSERT_EQ(p.move_to.size(), 1u);
+  EXPECT_EQ(p.move_to[0].node.value, 1u);
+  ASSERT_EQ(p.move_to[0].gpus.size(), 1u);
+  EXPECT_EQ(p.move_to[0].gpus[0].kind, GrantKind::kWhole);
+  EXPECT_EQ(p.reason,
+            "move: checkpoints and restarts at once on node n1 so that job job-9 of queue a, owed its guarantee, fits whole");
+  EXPECT_EQ(info(d, 9)->reason, "waiting for 1 preempted job to checkpoint and exit (1 moved to other GPUs to make room)");
+  // Job 10 starts on n1's last free GPU: n0's free three are held for job 9, n1's other for job 1.
+  ASSERT_EQ(started(d), (std::vector<uint32_t>{10}));
+  const TaskPlacement& ten = d.start[0].placement[0];
+  EXPECT_EQ(ten.node.value, 1u);
+  EXPECT_NE(ten.gpus[0].gpu, p.move_to[0].gpus[0].gpu);
+
+  // Next cycle, job 1 checkpoints toward its exit: its new GPU stays held, job 9 waits for it, and
+  // nothing new is preempted or started (job 11 finds no free GPU that is not held).
+  jobs[0].state = JobState::kCheckpointing;
+  jobs[0].evict_by = kNow + 300;
+  jobs[0].move_to = p.move_to;
+  jobs.back().state = JobState::kRunning;  // job 10 started
+  jobs.back().started = kNow;
+  jobs.back().placement = d.start[0].placement;
+  ASSERT_TRUE(cluster.apply_all(d.start[0].placement).ok());
+  pending(11, "b", "research", 1, 1, 60);
+  d = cycle(kNow + 30);
+  EXPECT_TRUE(d.preempt.empty());
+  EXPECT_TRUE(d.start.empty());
+  EXPECT_NE(info(d, 9)->reason.find("jobs preempted for it are checkpointing and leaving"), std::string::npos)
+      << info(d, 9)->reason;
+  EXPECT_NE(info(d, 11)->reason.find("3 GPUs held this cycle for job job-9"), std::string::npos) << info(d, 11)->reason;
+
+  // Job 1 has left: it restarts on the held GPU, ahead of the order, and job 9 takes n0 whole.
+  for (const TaskPlacement& tp : jobs[0].placement) ASSERT_TRUE(cluster.release(tp).ok());
+  jobs[0].placement.clear();
+  jobs[0].state = JobState::kPending;
+  jobs[0].last_preempted = kNow + 60;
+  d = cycle(kNow + 60);
+  ASSERT_GE(d.start.size(), 2u);
+  EXPECT_EQ(d.start[0].job.value, 1u);
+  EXPECT_EQ(d.start[0].placement, jobs[0].move_to);
+  bool nine = false;
+  for (const StartDecision& s : d.start)
+    if (s.job.value == 9) nine = s.placement.size() == 1 && s.placement[0].node.value == 0;
+  EXPECT_TRUE(nine) << "job 9 starts whole on n0";
+  EXPECT_TRUE(d.preempt.empty());
+}
+
+TEST_F(DefragmentTest, OnlyCheckpointingJobsOfNoHigherClassMoveAndOnlyWhenAsked) {
+  config.defragment = false;
+  Decisions d = cycle();
+  EXPECT_TRUE(d.preempt.empty()) << "defragment off";
+  config.defragment = true;
+  jobs[0].checkpoint.interval = 0;  // job 1 would lose its work
+  jobs[1].checkpoint.interval = 0;
+  EXPECT_TRUE(cycle().preempt.empty()) << "jobs that do not checkpoint are not moved";
+  jobs[0].checkpoint.interval = jobs[1].checkpoint.interval = 600;
+  jobs[0].priority_class = jobs[1].priority_class = "production-training";
+  EXPECT_TRUE(cycle().preempt.empty()) << "a higher class is not moved for a research job";
+  jobs[0].priority_class = jobs[1].priority_class = "research";
+  jobs[0].last_preempted = jobs[1].last_preempted = kNow - 100;
+  EXPECT_TRUE(cycle().preempt.empty()) << "moved or preempted within preemption_protection";
+  jobs[0].last_preempted = jobs[1].last_preempted = -1;
+  config.max_moves_per_cycle = 0;
+  EXPECT_TRUE(cycle().preempt.empty());
+  config.max_moves_per_cycle = 8;
+  EXPECT_EQ(victims(cycle()), (std::set<uint32_t>{1}));
+  jobs[2].queue = q("b");  // b is not owed the 4 (it would pass its guarantee): no move for it
+  EXPECT_TRUE(cycle().preempt.empty());
+}
+
+TEST_F(DefragmentTest, AMoveNeedsRoomElsewhereForEveryMover) {
+  // n1's two free GPUs taken: job 1 has nowhere to go, and moving job 2 to n0 frees no node either.
+  ASSERT_TRUE(cluster.set_schedulable(NodeId(0), false).ok());
+  running(3, "b", "research", 1, 2, kNow - 100).checkpoint.interval = 600;
+  ASSERT_TRUE(cluster.set_schedulable(NodeId(0), true).ok());
+  Decisions d = cycle();
+  EXPECT_TRUE(d.preempt.empty());
+  EXPECT_TRUE(d.start.empty());
+}
+
+TEST_F(DefragmentTest, AMovedJobWhoseGpusWereTakenIsPlacedInOrder) {
+  jobs[0].move_to = {TaskPlacement{NodeId(1), MilliCpu{1000}, MiB{1024}, 1, {GpuGrant{1}}}};  // n1 GPU 1: taken
+  for (const TaskPlacement& tp : jobs[0].placement) ASSERT_TRUE(cluster.release(tp).ok());
+  jobs[0].placement.clear();
+  jobs[0].state = JobState::kPending;
+  jobs[0].last_preempted = kNow - 10;
+  Decisions d = cycle();
+  bool one = false;
+  for (const StartDecision& s : d.start)
+    if (s.job.value == 1) one = !(s.placement[0].node.value == 1 && s.placement[0].gpus[0].gpu == 1);
+  EXPECT_TRUE(one) << "job 1 starts where the engine puts it";
+}
+
 TEST_F(SchedulerTest, GpusOfAJobLeavingForAnOwnerAreOwedNotLent) {
   make_cluster(1, 8);
   make_queues({{"a", "", {{"any", 8000}}, {}, 1}, {"b", "", {}, {}, 1}});
@@ -445,7 +582,9 @@ TEST_F(SchedulerTest, GpusOfAJobLeavingForAnOwnerAreOwedNotLent) {
   leaving.state = JobState::kCheckpointing;
   leaving.evict_by = kNow + 200;
   pending(2, "a", "research", 1, 8, 0);   // the owner: needs the free 4 and the leaving 4
-  pending(3, "b", "research", 1, 4, 10);  // a borrower that would fit in the free 4 now
+  // A borrower that would fit in the free 4 now, tried first (a higher tier): the owed rule keeps it
+  // off (in the owner's tier the free 4 are already held for the owner, SchedulerTest.TheFreeGpus...).
+  pending(3, "b", "production-training", 1, 4, 10);
   Decisions d = cycle();
   EXPECT_TRUE(d.start.empty()) << "the free GPUs wait for the owner, with the ones on their way";
   EXPECT_TRUE(d.preempt.empty());

@@ -61,6 +61,10 @@ struct Job {
   int spot_interruptions = 0;     // times a spot reclaim stopped it (PoolRules::spot_max_interruptions)
   int64_t attained_gpu_s = 0;     // GPU-seconds of service received so far (least-attained-service order)
   std::vector<TaskPlacement> placement;  // when running
+  // Moved out of the way of an owed gang (PreemptDecision::move_to): while it checkpoints, the
+  // scheduler holds these GPUs for it; once pending it restarts on them first in the next cycle if
+  // they are still free. The caller sets it from the decision and clears it when the job starts.
+  std::vector<TaskPlacement> move_to;
 };
 
 // The pool rules as they apply to this job now (Gang::avoid_spot from its interruptions, and

@@ -140,6 +140,7 @@ Result<SchedulerConfig> scheduler_preset(const std::string& name) {
   c.reclaim = false;
   c.backfill = false;
   c.preemption = false;
+  c.defragment = false;
   if (name == "fifo-gang") {
     c.order = JobOrder::kFifo;
     c.strict_order = true;
@@ -180,6 +181,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(SchedulerConfig config) {
   }
   if (config.max_preemptions_per_cycle < 0) return invalid_argument("max_preemptions_per_cycle must be >= 0");
   if (config.preemption_protection < 0) return invalid_argument("preemption_protection must be >= 0");
+  if (config.max_moves_per_cycle < 0) return invalid_argument("max_moves_per_cycle must be >= 0");
   std::unique_ptr<Scheduler> s(new Scheduler(std::move(config)));
   s->policy_ = std::move(policy.value());
   return s;
@@ -256,6 +258,34 @@ class Cycle {
   std::set<std::string> mig_reclaimed_;  // (queue, profile) that reclaimed a GPU this cycle
   bool find_victims(Entry& e, const Gang& gang, int budget);
   bool find_victims_inner(Entry& e, const Gang& gang, int budget);
+  // Defragmenting moves (SchedulerConfig::defragment) for an owed gang that reclaiming every
+  // borrower cannot place: find_moves plans on the working copy as find_victims_inner left it (the
+  // gang's fit in last_fit_, which jobs go), commit_moves finds the movers' new GPUs on the true
+  // state, off the gang's nodes, holds them for the rest of the cycle and emits the decisions.
+  struct MovePlan {
+    std::vector<size_t> reclaimed;  // borrowers whose GPUs the gang's fit uses
+    std::vector<size_t> moved;      // jobs within their guarantee moved out of its way
+    std::vector<size_t> leaving;    // jobs already on their way out whose GPUs it uses
+  };
+  bool find_moves(Entry& e, const Gang& gang, MovePlan& plan);
+  bool commit_moves(Entry& e, MovePlan& plan);
+  // A job that may be moved for e: checkpoints, runs whole GPUs on one node, its class is not above
+  // e's, and it was not preempted or moved within preemption_protection.
+  bool movable(const Entry& v, const Entry& e) const;
+  // Where a moved job may go: its own gang, on its current GPU model, kept on one node.
+  Gang mover_gang(const Entry& v) const;
+  int moves_ = 0;  // defragmenting moves this cycle
+  void hold_free_part(const Entry& e);
+  // After try_preempt: the job waits only for jobs already leaving (no new victim needed).
+  std::string leaving_note() const {
+    return only_leaving_ ? "; jobs preempted for it are checkpointing and leaving: it starts when they have" : "";
+  }
+  std::string held_text() const;  // for the reasons of jobs that found no room while GPUs are held
+  std::vector<std::pair<JobId, std::vector<TaskPlacement>>> held_for_;  // by hold_free_part
+  // Jobs moved out of an owed gang's way restart on their held GPUs first (Job::move_to).
+  void start_moved();
+  // e starts on `tasks`, already applied to the working copy: the decision and the cycle's books.
+  void commit_start(Entry& e, std::vector<TaskPlacement> tasks);
   Gang gang_of(const Entry& e) const;
   std::string pool_note(const Gang& gang) const;
   static std::string shape_key(const Gang& g) {
@@ -496,6 +526,12 @@ Decisions Cycle::run() {
     }
   }
 
+  // GPUs held for jobs being moved (defragment) while they checkpoint: nobody else takes them. If they
+  // are no longer free (a failure), the job restarts wherever it fits.
+  for (const Entry& e : entries_)
+    if (e.running && e.job->state == JobState::kCheckpointing && !e.job->move_to.empty())
+      (void)work_.apply_all(settled(e.job->move_to));
+
   // Loads and capacity per class.
   std::vector<QueueLoad> load(tree_.size());
   for (size_t q = 0; q < load.size() && q < snap_.history.size(); ++q) load[q].decayed_usage = snap_.history[q].decayed_usage;
@@ -594,10 +630,11 @@ void Cycle::order_and_place() {
   for (Entry& e : entries_) e.user = users.emplace(e.job->user, uint32_t(users.size())).first->second;
   user_usage_.assign(users.size(), 0);
   for (const Entry& e : entries_) user_usage_[e.user] = get_or(user_milli_, e.job->user);
+  start_moved();
   if (cfg_.order != JobOrder::kFairShare) return order_flat();
   std::vector<int64_t> tiers;
   for (const Entry& e : entries_)
-    if (!e.running) tiers.push_back(e.prio);
+    if (!e.running && !e.started) tiers.push_back(e.prio);
   std::sort(tiers.begin(), tiers.end(), std::greater<>());
   tiers.erase(std::unique(tiers.begin(), tiers.end()), tiers.end());
   auto job_before = [&](size_t a, size_t b) {
@@ -615,7 +652,7 @@ void Cycle::order_and_place() {
     std::vector<int> remaining(tree_.size(), 0);
     size_t total = 0;
     for (size_t i = 0; i < entries_.size(); ++i) {
-      if (entries_[i].running || entries_[i].prio != tier) continue;
+      if (entries_[i].running || entries_[i].started || entries_[i].prio != tier) continue;
       cand[entries_[i].job->queue.value].push_back(i);
       for (QueueId q : tree_.path_to_root(entries_[i].job->queue)) ++remaining[q.value];
       ++total;
@@ -658,7 +695,7 @@ bool Cycle::place_in_order(size_t i) {
 void Cycle::order_flat() {
   std::vector<size_t> pend;
   for (size_t i = 0; i < entries_.size(); ++i)
-    if (!entries_[i].running) pend.push_back(i);
+    if (!entries_[i].running && !entries_[i].started) pend.push_back(i);
   const double cap_any = std::max<double>(1, double(work_.total_gpus()) * 1000);
   if (cfg_.order == JobOrder::kDrf) {
     // Dominant share per leaf queue over GPU, CPU and memory of what runs (and starts this cycle).
@@ -672,6 +709,7 @@ void Cycle::order_flat() {
     };
     for (const Entry& e : entries_)
       if (e.running) add(e, e.holding);
+      else if (e.started) add(e, out_.start[size_t(e.start_index)].placement);
     auto share = [&](size_t q) {
       return std::max({double(gpu[q]) / cap_any, double(cpu[q]) / double(cap_cpu), double(mem[q]) / double(cap_mem)});
     };
@@ -743,7 +781,7 @@ void Cycle::try_job(Entry& e) {
   const std::string shape = shape_key(gang);
   if (auto it = no_room_.find(shape); it != no_room_.end()) {
     if (!try_preempt(e, gang)) {
-      e.reason = it->second;
+      e.reason = it->second + leaving_note();
       e.short_of_room = true;
       no_room(e, gang);
     }
@@ -780,21 +818,7 @@ void Cycle::try_job(Entry& e) {
       e.reason = "internal: placement could not be applied: " + s.message();
       return;
     }
-    e.started = true;
-    e.end = now_ + assumed_runtime(*e.job, snap_.runtimes, cfg_.default_runtime);
-    e.start_index = int(out_.start.size());
-    const ClassAmounts got = placement_amounts(work_, r.tasks);
-    {
-      const Queue& leaf = tree_.queue(e.job->queue);
-      ClassAmounts before;
-      for (auto& [c, v] : got)
-        if (owed_sum_.count(c)) before[c] = leaf_owed(*fs_, leaf, c);
-      fs_->add(e.job->queue, got, +1);
-      for (auto& [c, b] : before) owed_sum_[c] += leaf_owed(*fs_, leaf, c) - b;
-    }
-    user_milli_[e.job->user] += get_or(got, kAnyClass);
-    user_usage_[e.user] += get_or(got, kAnyClass);
-    out_.start.push_back({e.job->id, std::move(r.tasks)});
+    commit_start(e, std::move(r.tasks));
     return;
   }
   if (r.outcome == Outcome::kRetryLater && r.nodes_scored < 0) {  // room, but only on reserved nodes
@@ -823,15 +847,52 @@ void Cycle::try_job(Entry& e) {
     return;
   }
   if (std::string note = pool_note(gang); !note.empty()) r.reason = note + "; " + r.reason;
+  if (!held_for_.empty()) r.reason += "; " + held_text();
   if (!cfg_.elastic_capacity && gang.topology.mode == TopologyMode::kRequired &&
       e.job->gang.topology.mode == TopologyMode::kPreferred)
     r.reason = "holds out for one node (config.topology_wait " + duration_text(cfg_.topology_wait) +
                ", then it may be spread); " + r.reason;
   no_room_[shape] = r.reason;
   if (r.outcome == Outcome::kRetryLater && try_preempt(e, gang)) return;
-  e.reason = r.reason;
+  e.reason = r.reason + (r.outcome == Outcome::kRetryLater ? leaving_note() : "");
   e.short_of_room = true;
   if (r.outcome == Outcome::kRetryLater) no_room(e, gang);
+}
+
+void Cycle::commit_start(Entry& e, std::vector<TaskPlacement> tasks) {
+  e.started = true;
+  e.end = now_ + assumed_runtime(*e.job, snap_.runtimes, cfg_.default_runtime);
+  e.start_index = int(out_.start.size());
+  const ClassAmounts got = placement_amounts(work_, tasks);
+  const Queue& leaf = tree_.queue(e.job->queue);
+  ClassAmounts before;
+  for (auto& [c, v] : got)
+    if (owed_sum_.count(c)) before[c] = leaf_owed(*fs_, leaf, c);
+  fs_->add(e.job->queue, got, +1);
+  for (auto& [c, b] : before) owed_sum_[c] += leaf_owed(*fs_, leaf, c) - b;
+  user_milli_[e.job->user] += get_or(got, kAnyClass);
+  user_usage_[e.user] += get_or(got, kAnyClass);
+  out_.start.push_back({e.job->id, std::move(tasks)});
+}
+
+// A job moved out of an owed gang's way restarts on the GPUs held for it while it checkpointed, ahead
+// of the cycle's order (its queue keeps its share: the move is one step). Taken or gone since (a
+// failure): it is placed in order like any job.
+void Cycle::start_moved() {
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    Entry& e = entries_[i];
+    if (e.running || e.job->move_to.empty()) continue;
+    if (!fs_->within_limits(e.job->queue, amounts(e)).ok()) continue;
+    std::vector<TaskPlacement> tasks = settled(e.job->move_to);
+    if (int(tasks.size()) != e.job->gang.tasks) continue;
+    bool usable = true;
+    for (const TaskPlacement& p : tasks)
+      usable = usable && p.node.value < work_.nodes().size() && work_.node(p.node).schedulable &&
+               (e.job->gang.task.pool_kinds & pool_kind_bit(work_.node(p.node).pool_kind));
+    if (!usable || !work_.apply_all(tasks).ok()) continue;
+    order_.push_back(i);
+    commit_start(e, std::move(tasks));
+  }
 }
 
 // Which pool rule keeps the gang off nodes where it would fit now (or, if none would, off any
@@ -932,6 +993,8 @@ void Cycle::reserve(Entry& e, const Gang& gang) {
     if (x.running && !x.holding.empty()) ends.push_back({x.victim ? now_ : x.end, x.job->id, &x.holding, x.milli});
     if (x.started) ends.push_back({x.end, x.job->id, &out_.start[size_t(x.start_index)].placement, x.milli});
   }
+  for (const auto& [id, pl] : held_for_)  // what is held for e is e's at once
+    if (id == e.job->id) ends.push_back({now_, id, &pl, placement_milli(pl)});
   std::sort(ends.begin(), ends.end(), [](const Ending& a, const Ending& b) {
     return a.end != b.end ? a.end < b.end : a.id < b.id;
   });
@@ -1118,6 +1181,7 @@ std::string Cycle::takes_owed(const FairShare& fs, const Entry& e, const ClassAm
 }
 
 bool Cycle::try_preempt(Entry& e, const Gang& gang) {
+  only_leaving_ = false;
   const int budget = cfg_.max_preemptions_per_cycle - preemptions_;
   if (budget <= 0 || e.milli <= 0) return false;
   if (gang.task.mig() && cfg_.dynamic_mig && reclaim_gpu_for_mig(e, gang)) return true;
@@ -1236,7 +1300,9 @@ bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
     }
   }
   last_fit_.clear();
-  const bool found = find_victims_inner(e, gang, budget);
+  bool found = find_victims_inner(e, gang, budget);
+  MovePlan moves;
+  const bool plan = !found && !only_leaving_ && cfg_.defragment && cfg_.reclaim && find_moves(e, gang, moves);
   if (claims_active_) {
     for (auto it = claims_.rbegin(); it != claims_.rend(); ++it)
       for (const TaskPlacement& p : *it) {
@@ -1247,6 +1313,10 @@ bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
     reapply(gone);
     claims_active_ = false;
   }
+  if (plan) {
+    found = commit_moves(e, moves);
+    if (!found) last_fit_.clear();
+  }
   if (partial_) {  // the fit assumed victims not preempted yet: no claim on it this cycle
     claims_ok_ = false;
     claims_.clear();
@@ -1255,13 +1325,44 @@ bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
     for (const TaskPlacement& p : last_fit_)
       for (const GpuGrant& g : p.gpus) whole = whole && g.kind == GrantKind::kWhole;
     if (whole) {
-      claims_.push_back(std::move(last_fit_));
+      hold_free_part(e);
+      if (!last_fit_.empty()) claims_.push_back(std::move(last_fit_));
     } else {
       claims_ok_ = false;
       claims_.clear();
     }
   }
   return found;
+}
+
+// The GPUs of a waiting preemptor's fit that are free now are held for it for the rest of the cycle,
+// so a job later in the order does not take them and leave its victims' exits to nobody; what the
+// jobs leaving hold stays in last_fit_ as its claim, which later victim searches count.
+std::string Cycle::held_text() const {
+  int64_t milli = 0;
+  for (const auto& [id, pl] : held_for_) milli += placement_milli(pl);
+  std::string who;
+  for (const Entry& x : entries_)
+    if (x.job->id == held_for_.front().first) who = x.job->name;
+  return gpus_text(milli) + " held this cycle for " +
+         (held_for_.size() == 1 ? "job " + who : std::to_string(held_for_.size()) + " jobs (first " + who + ")") +
+         ", waiting for preempted jobs to leave";
+}
+
+void Cycle::hold_free_part(const Entry& e) {
+  std::vector<TaskPlacement> hold, claim;
+  for (const TaskPlacement& p : last_fit_) {
+    TaskPlacement h{p.node, MilliCpu{0}, MiB{0}, p.task_class, {}};
+    TaskPlacement c = p;
+    c.gpus.clear();
+    for (const GpuGrant& g : p.gpus) (work_.node(p.node).gpus[g.gpu].idle() ? h : c).gpus.push_back(g);
+    if (c.gpus.empty()) std::swap(h.cpu, c.cpu), std::swap(h.memory, c.memory);  // all free now
+    if (!h.gpus.empty()) hold.push_back(std::move(h));
+    if (!c.gpus.empty()) claim.push_back(std::move(c));
+  }
+  if (hold.empty() || !work_.apply_all(hold).ok()) return;
+  held_for_.push_back({e.job->id, std::move(hold)});
+  last_fit_ = std::move(claim);
 }
 
 bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
@@ -1467,6 +1568,221 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
   e.reason = "waiting for " + std::to_string(chosen.size()) +
              (chosen.size() == 1 ? " preempted job" : " preempted jobs") + " to checkpoint and exit";
   if (later > 0) e.reason += "; " + std::to_string(later) + " more to be preempted in later cycles (max_preemptions_per_cycle)";
+  return true;
+}
+
+bool Cycle::movable(const Entry& v, const Entry& e) const {
+  const Job& vj = *v.job;
+  if (!v.running || v.victim || v.claimed || vj.state != JobState::kRunning || v.holding.empty()) return false;
+  if (vj.checkpoint.interval <= 0 || v.pc->value > e.pc->value) return false;
+  if (vj.last_preempted >= 0 && now_ - vj.last_preempted < cfg_.preemption_protection) return false;
+  if (int(v.holding.size()) != vj.gang.tasks) return false;
+  for (const TaskPlacement& p : v.holding) {
+    if (p.node != v.holding.front().node) return false;
+    for (const GpuGrant& g : p.gpus)
+      if (g.kind != GrantKind::kWhole) return false;
+  }
+  return true;
+}
+
+Gang Cycle::mover_gang(const Entry& v) const {
+  Gang g = gang_of(v);
+  if (const GpuModel* m = work_.node(v.holding.front().node).gpu_model()) g.task.gpu_models = {m->name};
+  if (g.tasks > 1) {
+    g.topology.mode = TopologyMode::kRequired;
+    g.topology.level = "node";
+  }
+  return g;
+}
+
+// Plans on the working copy as find_victims left it: every borrower the owner may reclaim and every
+// job already leaving is released; then, node by node (the node that needs the fewest GPUs moved for
+// one more task's room first), movable jobs are released until the engine places the gang. The plan
+// keeps only the jobs whose GPUs that placement uses. The working copy is restored.
+bool Cycle::find_moves(Entry& e, const Gang& gang, MovePlan& plan) {
+  std::vector<std::string> classes;
+  if (!below_guarantee_after(e, classes) || moves_ >= cfg_.max_moves_per_cycle) return false;
+  const TaskRequest& t = gang.task;
+  const bool one_node = gang.topology.mode == TopologyMode::kRequired && gang.topology.level == "node";
+  // Moving frees GPUs in one place by taking as many elsewhere: it helps only tasks of several whole
+  // GPUs, or a gang that must share one node.
+  if (!t.whole_gpus() || t.gpu_count <= 0 || (t.gpu_count == 1 && !(one_node && gang.tasks > 1))) return false;
+  FairShare after = *fs_;
+  std::vector<size_t> released;  // entries whose holding is released here
+  std::vector<bool> is_borrower(entries_.size(), false);
+  auto release = [&](size_t i) {
+    for (const TaskPlacement& p : entries_[i].holding) {
+      Status st = work_.release(p);
+      assert(st.ok() && "releasing a job for a move plan failed");
+      (void)st;
+    }
+    released.push_back(i);
+  };
+  auto restore = [&] {
+    for (auto it = released.rbegin(); it != released.rend(); ++it) reapply({&entries_[*it].holding});
+    released.clear();
+  };
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Entry& v = entries_[i];
+    if (!v.running || v.victim || v.claimed || v.holding.empty()) continue;
+    if (v.job->state == JobState::kCheckpointing) {
+      release(i);
+    } else if (v.job->state == JobState::kRunning && v.job->queue != e.job->queue && reclaimable(v, e, classes)) {
+      release(i);
+      is_borrower[i] = true;
+      after.add(v.job->queue, amounts(v), -1);
+    }
+  }
+  if (work_.total_gpus() * 1000 - work_.allocated_gpu_milli() < e.milli) {
+    restore();
+    return false;
+  }
+  // Movable jobs per node that could hold a task, cheapest first.
+  std::map<uint32_t, std::vector<size_t>> on_node;
+  for (size_t i = 0; i < entries_.size(); ++i)
+    if (!is_borrower[i] && movable(entries_[i], e) && could_host(work_.node(entries_[i].holding.front().node), t))
+      on_node[entries_[i].holding.front().node.value].push_back(i);
+  for (auto& [n, ks] : on_node)
+    std::sort(ks.begin(), ks.end(), [&](size_t a, size_t b) {
+      const int64_t ca = lost_work_cost(entries_[a]), cb = lost_work_cost(entries_[b]);
+      return ca != cb ? ca < cb : entries_[a].job->id < entries_[b].job->id;
+    });
+  const int64_t per_task = t.gpu_count, tasks = gang.required_tasks();
+  auto slots = [&](const Node& n) -> int64_t {
+    if (!could_host(n, t)) return 0;
+    return one_node ? (n.idle_gpus >= per_task * tasks ? tasks : 0) : n.idle_gpus / per_task;
+  };
+  std::vector<size_t> moving;
+  bool fits = false;
+  const int room = cfg_.max_moves_per_cycle - moves_;
+  while (!fits) {
+    // The cheapest next step: (GPUs moved, lost work, node) to gain one more task's room on a node
+    // (a one-node gang: the whole gang's).
+    std::tuple<int64_t, int64_t, uint32_t> best{INT64_MAX, INT64_MAX, 0};
+    size_t best_count = 0;
+    for (const auto& [n, ks] : on_node) {
+      const Node& node = work_.node(NodeId(n));
+      const int64_t want = one_node ? per_task * tasks : per_task * (node.idle_gpus / per_task + 1);
+      int64_t idle = node.idle_gpus, gpus = 0, cost = 0;
+      size_t k = 0;
+      for (; k < ks.size() && idle < want; ++k) {
+        if (std::find(moving.begin(), moving.end(), ks[k]) != moving.end()) continue;
+        const int64_t g = entries_[ks[k]].milli / 1000;
+        idle += g, gpus += g, cost += lost_work_cost(entries_[ks[k]]);
+      }
+      if (idle < want || gpus == 0) continue;
+      if (std::make_tuple(gpus, cost, n) < best) best = {gpus, cost, n}, best_count = k;
+    }
+    if (std::get<0>(best) == INT64_MAX) break;
+    const std::vector<size_t>& ks = on_node[std::get<2>(best)];
+    for (size_t k = 0; k < best_count; ++k) {
+      if (std::find(moving.begin(), moving.end(), ks[k]) != moving.end()) continue;
+      moving.push_back(ks[k]);
+      release(ks[k]);
+    }
+    if (int(moving.size()) > room) break;
+    int64_t have = 0;
+    for (const Node& n : work_.nodes()) have = one_node ? std::max(have, slots(n)) : have + slots(n);
+    if (have >= tasks) fits = fits_under(after, e, gang);
+  }
+  if (!fits || int(moving.size()) > room) {
+    restore();
+    return false;
+  }
+  // Keep only the jobs whose GPUs the fit uses; the placement is confirmed with the others back.
+  std::set<std::pair<uint32_t, uint16_t>> used;
+  for (const TaskPlacement& p : last_fit_)
+    for (const GpuGrant& g : p.gpus) used.insert({p.node.value, g.gpu});
+  auto overlaps = [&](size_t i) {
+    for (const TaskPlacement& p : entries_[i].holding)
+      for (const GpuGrant& g : p.gpus)
+        if (used.count({p.node.value, g.gpu})) return true;
+    return false;
+  };
+  std::vector<size_t> keep;
+  FairShare confirm = *fs_;
+  for (size_t i : released) {
+    const Entry& v = entries_[i];
+    const bool leaving = v.job->state == JobState::kCheckpointing;
+    if (leaving || overlaps(i)) {
+      keep.push_back(i);
+      if (is_borrower[i]) plan.reclaimed.push_back(i);
+      else if (!leaving) plan.moved.push_back(i);
+      else if (overlaps(i)) plan.leaving.push_back(i);
+    } else {
+      reapply({&v.holding});
+    }
+  }
+  released = keep;
+  // Reclaim only while the victim's queue still borrows, cheapest first.
+  std::sort(plan.reclaimed.begin(), plan.reclaimed.end(), [&](size_t a, size_t b) {
+    const int64_t ca = lost_work_cost(entries_[a]), cb = lost_work_cost(entries_[b]);
+    return ca != cb ? ca < cb : entries_[a].job->id < entries_[b].job->id;
+  });
+  bool ok = !plan.moved.empty();
+  for (size_t i : plan.reclaimed) {
+    bool still = false;
+    for (const std::string& c : classes) still = still || confirm.borrowing(entries_[i].job->queue, c);
+    ok = ok && still;
+    confirm.add(entries_[i].job->queue, amounts(entries_[i]), -1);
+  }
+  ok = ok && fits_under(confirm, e, gang);
+  restore();
+  if (!ok) {
+    plan = {};
+    last_fit_.clear();
+  }
+  return ok;
+}
+
+// On the true state (this cycle's victims still hold their GPUs): each moved job is placed off the
+// gang's nodes and off a reservation's, and its new GPUs are held for the rest of the cycle.
+bool Cycle::commit_moves(Entry& e, MovePlan& plan) {
+  std::set<uint32_t> blocked;
+  for (const TaskPlacement& p : last_fit_) blocked.insert(p.node.value);
+  if (res_.active) blocked.insert(res_.nodes.begin(), res_.nodes.end());
+  std::vector<uint32_t> changed;
+  for (uint32_t n : blocked)
+    if (work_.node(NodeId(n)).schedulable) {
+      Status st = work_.set_schedulable(NodeId(n), false);
+      assert(st.ok());
+      (void)st;
+      changed.push_back(n);
+    }
+  std::sort(plan.moved.begin(), plan.moved.end(), [&](size_t a, size_t b) {
+    return entries_[a].milli != entries_[b].milli ? entries_[a].milli > entries_[b].milli : entries_[a].job->id < entries_[b].job->id;
+  });
+  std::vector<std::vector<TaskPlacement>> dest;
+  for (size_t i : plan.moved) {
+    PlacementResult r = trial_.place(work_, mover_gang(entries_[i]));
+    if (r.outcome != Outcome::kPlaced || !work_.apply_all(r.tasks).ok()) break;
+    dest.push_back(std::move(r.tasks));
+  }
+  for (uint32_t n : changed) {
+    Status st = work_.set_schedulable(NodeId(n), true);
+    assert(st.ok());
+    (void)st;
+  }
+  if (dest.size() < plan.moved.size()) {  // no room elsewhere for every mover: nothing moves
+    for (auto it = dest.rbegin(); it != dest.rend(); ++it)
+      for (const TaskPlacement& p : *it) (void)work_.release(p);
+    return false;
+  }
+  const std::string owner = tree_.queue(e.job->queue).name;
+  for (size_t i : plan.reclaimed) preempt(entries_[i], e, false, "reclaim: queue " + owner + " takes back its guarantee");
+  for (size_t k = 0; k < plan.moved.size(); ++k) {
+    Entry& v = entries_[plan.moved[k]];
+    preempt(v, e, false,
+            "move: checkpoints and restarts at once on node " + work_.node(dest[k].front().node).name +
+                " so that job " + e.job->name + " of queue " + owner + ", owed its guarantee, fits whole");
+    out_.preempt.back().move_to = std::move(dest[k]);
+  }
+  const int fresh = int(plan.reclaimed.size() + plan.moved.size());
+  preemptions_ += fresh;
+  moves_ += int(plan.moved.size());
+  for (size_t i : plan.leaving) entries_[i].claimed = true;  // not counted again by a later preemptor
+  e.reason = "waiting for " + std::to_string(fresh) + (fresh == 1 ? " preempted job" : " preempted jobs") +
+             " to checkpoint and exit (" + std::to_string(plan.moved.size()) + " moved to other GPUs to make room)";
   return true;
 }
 

@@ -83,6 +83,13 @@ struct SchedulerConfig {
   // stop) for room on one node before it may be spread over several (Slurm's --switches=N@max-time
   // at node level): a spread gang runs slower for as long as it runs. 0: spread at once.
   Duration topology_wait = 0;
+  // Defragmenting moves: a gang its queue is owed (within its guarantee) that reclaiming every
+  // borrowed GPU still cannot place may move checkpointing jobs out of its way, to free GPUs elsewhere
+  // that they fit on now (checkpoint, then restart there at once: PreemptDecision::move_to). Only
+  // jobs of its class or lower, whole GPUs on one node, outside preemption_protection; at most
+  // max_moves_per_cycle of them per cycle. Needs reclaim.
+  bool defragment = true;
+  int max_moves_per_cycle = 8;
   uint64_t seed = 0;
 };
 
@@ -110,6 +117,9 @@ struct PreemptDecision {
   // (its checkpoint grace; for reclaim capped by SchedulerConfig::reclaim_grace). A later cycle at or
   // after it emits the kEvict phase for a job still checkpointing. kEvict: now.
   Time evict_by = 0;
+  // A defragmenting move (SchedulerConfig::defragment): the victim restarts on this placement once it
+  // has left (the caller keeps it in Job::move_to); empty for every other preemption.
+  std::vector<TaskPlacement> move_to;
 };
 
 struct MigReconfigDecision {
