@@ -85,14 +85,14 @@ void run(const RunArgs& a) {
 
   std::printf("%-12s %9s %9s %9s %9s %9s %9s %8s %8s %6s %9s %9s %6s %8s %6s\n", "policy", "finished", "JCT mean",
               "JCT p99", "wait p99", "1st-start", "makespan", "alloc%", "effect%", "Jain", "below-g", "unmet-max",
-              "preem", "lostGPUh", "moves");
+              "preem", "lostGPUh", "defrag");
   for (const sim::SimReport& r : reports) {
     const sim::SimMetrics& m = r.metrics;
     std::printf("%-12s %9lld %8.2fh %8.2fh %8.2fh %8.2fh %8.1fh %8.1f %8.1f %6.3f %8.1fh %8.2fh %6lld %8.1f %6lld\n",
                 m.policy.c_str(), (long long)m.finished, m.jct_mean_s / 3600, m.jct_p99_s / 3600, m.wait_p99_s / 3600,
                 m.first_start_p99_s / 3600, m.makespan_s / 3600, m.allocation_pct, m.effective_util_pct, m.jain_fairness,
                 m.below_guarantee_s / 3600, m.max_guarantee_unmet_s / 3600, (long long)m.preemptions,
-                m.lost_gpu_hours, (long long)m.moves);
+                m.lost_gpu_hours, (long long)m.defrag_moves);
   }
   // Cost, when any pool is billed (priced pools; docs/simulator.md).
   for (const sim::SimReport& r : reports) {

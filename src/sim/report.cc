@@ -36,7 +36,7 @@ nlohmann::json metrics_json(const SimMetrics& m) {
           {"guarantee_unmet_s", m.guarantee_unmet_s},
           {"max_guarantee_unmet_s", m.max_guarantee_unmet_s},
           {"preemptions", m.preemptions},
-          {"moves", m.moves},
+          {"defrag_moves", m.defrag_moves},
           {"failures", m.failures},
           {"mig_reconfigurations", m.mig_reconfigurations},
           {"lost_gpu_hours", m.lost_gpu_hours},
@@ -166,7 +166,7 @@ std::string render_html_report(const std::vector<SimReport>& reports, const std:
       {"below guarantee (team-h)", [](const SimMetrics& m) { return num(m.below_guarantee_s / 3600, 1); }},
       {"owed, unmet: longest (h)", [](const SimMetrics& m) { return num(m.max_guarantee_unmet_s / 3600, 2); }},
       {"preemptions", [](const SimMetrics& m) { return std::to_string(m.preemptions); }},
-      {"moves", [](const SimMetrics& m) { return std::to_string(m.moves); }},
+      {"defrag moves", [](const SimMetrics& m) { return std::to_string(m.defrag_moves); }},
       {"lost GPU-h", [](const SimMetrics& m) { return num(m.lost_gpu_hours, 1); }},
       {"fragmentation %", [](const SimMetrics& m) { return num(m.fragmentation_pct, 1); }},
   };

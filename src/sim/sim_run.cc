@@ -545,7 +545,7 @@ void Simulation::cycle(Time t) {
     SimJob& v = jobs_[p.victim.value];
     if (v.job.state == JobState::kRunning && p.phase == PreemptPhase::kRequestCheckpoint && v.job.checkpoint.interval > 0) {
       ++rep_.metrics.preemptions;
-      if (!p.move_to.empty()) ++rep_.metrics.moves;
+      if (!p.move_to.empty()) ++rep_.metrics.defrag_moves;
       v.job.move_to = p.move_to;  // a move: the scheduler holds these GPUs and restarts it there
       v.job.state = JobState::kCheckpointing;
       v.job.evict_by = p.evict_by;

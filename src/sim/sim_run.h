@@ -74,7 +74,7 @@ struct SimMetrics {
   // waiting job of the team would fit within the team's unused guarantee.
   double guarantee_unmet_s = 0, max_guarantee_unmet_s = 0;
   int64_t preemptions = 0, failures = 0, mig_reconfigurations = 0;
-  int64_t moves = 0;  // defragmenting moves (counted in preemptions too): checkpoint, restart elsewhere
+  int64_t defrag_moves = 0;  // defragmenting moves (counted in preemptions too): checkpoint, restart elsewhere
   double lost_gpu_hours = 0;       // work lost to preemption and failures, in GPU-hours
   double jobs_per_hour = 0;        // finished jobs per hour of makespan
   double fragmentation_pct = 0;    // time-average free GPU capacity no pending request could use

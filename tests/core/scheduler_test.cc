@@ -574,6 +574,57 @@ TEST_F(DefragmentTest, AMovedJobWhoseGpusWereTakenIsPlacedInOrder) {
   EXPECT_TRUE(one) << "job 1 starts where the engine puts it";
 }
 
+TEST_F(DefragmentTest, AMoverMayGoWhereABorrowerIsReclaimedForIt) {
+  // 3 nodes of 4: every node runs one 1-GPU job of d (within its guarantee) and three GPUs of
+  // borrower c. Reclaiming all of c still leaves no node whole: d's job on n0 moves onto GPUs of one
+  // of c's jobs elsewhere, which is reclaimed for it, and c's job on n0 for the gang.
+  jobs.clear();
+  make_cluster(3, 4);
+  make_queues({{"a", "", {{"any", 4000}}, {}, 1}, {"c", "", {}, {}, 1}, {"d", "", {{"any", 3000}}, {}, 1}});
+  for (int n = 0; n < 3; ++n) {
+    running(1 + n, "d", "research", 1, 1, kNow - 5000).checkpoint.interval = 600;
+    running(4 + n, "c", "research", 1, 3, kNow - 8000).checkpoint.interval = 600;
+  }
+  pending(9, "a", "research", 1, 4, 0);
+  Decisions d = cycle();
+  ASSERT_EQ(d.preempt.size(), 3u) << info(d, 9)->reason;
+  std::set<uint32_t> reclaimed;
+  const PreemptDecision* move = nullptr;
+  for (const PreemptDecision& p : d.preempt) {
+    EXPECT_EQ(p.for_job.value, 9u);
+    if (p.move_to.empty()) reclaimed.insert(p.victim.value);
+    else move = &p;
+  }
+  ASSERT_NE(move, nullptr);
+  EXPECT_EQ(move->victim.value, 1u) << "d's job on n0";
+  ASSERT_EQ(move->move_to.size(), 1u);
+  const uint32_t dest = move->move_to[0].node.value;
+  EXPECT_NE(dest, 0u);
+  EXPECT_EQ(reclaimed, (std::set<uint32_t>{4, 4 + dest})) << "c's jobs on n0 (for the gang) and on the mover's node";
+  EXPECT_TRUE(d.start.empty());
+}
+
+TEST_F(SchedulerTest, ABorrowingStartWaitsForTheOwedInItsTier) {
+  // a runs 16 of its 24 guaranteed GPUs and is owed a whole node for its gang; b (guarantee 2) is
+  // first in the order (it uses nothing) but its 8-GPU job would borrow 6. The totals allow both
+  // (16 free, 8 owed), the shapes do not: n3 is the only whole node.
+  make_cluster(4, 8);
+  make_queues({{"a", "", {{"any", 24000}}, {}, 1}, {"b", "", {{"any", 2000}}, {}, 1}});
+  config.backfill = false;
+  running(1, "a", "research", 1, 8, kNow - 100);  // n0
+  running(2, "a", "research", 1, 4, kNow - 100);  // n1
+  ASSERT_TRUE(cluster.set_schedulable(NodeId(1), false).ok());
+  running(3, "a", "research", 1, 4, kNow - 100);  // n2
+  ASSERT_TRUE(cluster.set_schedulable(NodeId(1), true).ok());
+  pending(4, "b", "research", 1, 8, 0);
+  pending(5, "a", "research", 1, 8, 10);
+  Decisions d = cycle();
+  EXPECT_EQ(started(d), (std::vector<uint32_t>{5})) << "the owner's gang first; b's borrowing start after it";
+  ASSERT_EQ(d.start.size(), 1u);
+  EXPECT_EQ(d.start[0].placement[0].node.value, 3u);
+  EXPECT_EQ(info(d, 4)->overall_position, 1);
+}
+
 TEST_F(SchedulerTest, GpusOfAJobLeavingForAnOwnerAreOwedNotLent) {
   make_cluster(1, 8);
   make_queues({{"a", "", {{"any", 8000}}, {}, 1}, {"b", "", {}, {}, 1}});

@@ -6,6 +6,7 @@
 
 #include "server/controller.h"
 #include "server/server_main.h"
+#include "agentless_controller.h"
 #include "server_process.h"
 
 namespace tessera::server {
@@ -57,6 +58,44 @@ TEST(ControllerTest, FairShareUsageSurvivesARestart) {
   c->reset();
   store->reset();
   std::filesystem::remove_all(dir);
+}
+
+
+// A defragmenting move through the controller (docs/scheduling.md): the moved job is asked to
+// checkpoint with the move's reason, restarts on the GPUs held for it, and the gang gets its node.
+class DefragController : public testing::AgentlessController {
+ protected:
+  void SetUp() override { start(TESSERA_SOURCE_DIR "/tests/server/data/defrag_cluster.yaml"); }
+};
+
+TEST_F(DefragController, AMovedJobRestartsOnItsHeldGpusAndTheOwedGangGetsTheNode) {
+  const std::string b = R"({"name": "b", "queue": "team-b", "resources": {"gpus": 1}, "command": ["x"],
+                            "checkpoint": {"interval": 3600, "grace": 120}})";
+  const int64_t b0 = submit_json(b), b1 = submit_json(b);
+  const std::string n0 = wait_running(b0), n1 = wait_running(b1);
+  ASSERT_NE(n0, n1) << "spread: one per node";
+  const int64_t gang = submit_json(R"({"name": "gang", "queue": "team-a", "resources": {"gpus": 4}, "command": ["x"]})");
+  int64_t moved = -1;
+  for (int i = 0; i < 50 && moved < 0; ++i) {
+    ctl->wait_for_cycle();
+    for (int64_t id : {b0, b1})
+      if (job(id)["state"] == "checkpointing") moved = id;
+  }
+  ASSERT_GT(moved, 0) << job(gang).dump();
+  const std::string from = moved == b0 ? n0 : n1, to = moved == b0 ? n1 : n0;
+  Json asked;  // the store writes events in groups: wait for it
+  for (int i = 0; i < 50 && asked.is_null(); ++i, ctl->wait_for_cycle()) asked = event_of(job(moved), "checkpoint_requested");
+  ASSERT_TRUE(asked.contains("detail")) << job(moved).dump();
+  const std::string why = asked["detail"].value("reason", "");
+  EXPECT_EQ(why, "move: checkpoints and restarts at once on node " + to +
+                     " so that job gang of queue team-a, owed its guarantee, fits whole");
+  EXPECT_EQ(job(gang)["state"], "pending");
+  // Its task acknowledges the checkpoint and stops: it restarts on `to`, the gang runs whole on `from`.
+  heartbeat(from, Json::array({Json{{"job", moved}, {"attempt", 1}, {"task", 0}, {"state", "checkpointed"},
+                                    {"checkpoint", "/ck/1"}, {"checkpoint_requested", true}}}));
+  EXPECT_EQ(wait_running(moved, 1), to);
+  EXPECT_EQ(wait_running(gang), from);
+  EXPECT_EQ(job(moved)["resume_from"], "/ck/1");
 }
 
 }  // namespace

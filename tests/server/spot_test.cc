@@ -10,6 +10,7 @@
 #include "core/pool.h"
 #include "server/controller.h"
 #include "server/server_main.h"
+#include "agentless_controller.h"
 #include "server_process.h"
 
 namespace tessera::server {
@@ -17,81 +18,15 @@ namespace {
 
 const std::string kSpotCluster = TESSERA_SOURCE_DIR "/tests/server/data/spot_cluster.yaml";
 
-bool has_event(const Json& job, const std::string& kind) {
-  for (const Json& e : job.value("events", Json::array()))
-    if (e.value("kind", "") == kind) return true;
-  return false;
-}
-
-Json event_of(const Json& job, const std::string& kind) {
-  for (const Json& e : job.value("events", Json::array()))
-    if (e.value("kind", "") == kind) return e;
-  return Json();
-}
-
 // An agentless controller on the spot cluster with a fixed clock.
-class SpotController : public ::testing::Test {
+class SpotController : public testing::AgentlessController {
  protected:
-  void SetUp() override {
-    dir = testing::make_temp_dir("tessera-spot");
-    auto st = open_sqlite_store(dir);
-    ASSERT_TRUE(st.ok()) << st.error().message;
-    store = std::move(*st);
-    auto cfg = load_server_config(kSpotCluster);
-    ASSERT_TRUE(cfg.ok()) << cfg.error().message;
-    ControllerOptions opt;
-    opt.clock = [this] { return now.load(); };
-    opt.cycle_interval_ms = 20;
-    auto c = Controller::start(*cfg, store.get(), opt);
-    ASSERT_TRUE(c.ok()) << c.error().message;
-    ctl = std::move(*c);
-  }
-  void TearDown() override {
-    ctl.reset();
-    store.reset();
-    std::filesystem::remove_all(dir);
-  }
+  void SetUp() override { start(kSpotCluster); }
   int64_t submit(int64_t grace = 60) {
-    auto spec = config::parse_job_spec_json(
+    return submit_json(
         R"({"name": "train", "queue": "default", "resources": {"gpus": 8}, "command": ["x"], "spot": "preferred",
             "checkpoint": {"interval": 3600, "grace": )" + std::to_string(grace) + "}}");
-    EXPECT_TRUE(spec.ok()) << spec.error().message;
-    auto r = ctl->submit(admin, *spec, "", nullptr);
-    EXPECT_TRUE(r.ok());
-    return r.ok() ? (*r)["id"].get<int64_t>() : -1;
   }
-  Json job(int64_t id) {
-    auto r = ctl->show_job(admin, id);
-    EXPECT_TRUE(r.ok());
-    return r.ok() ? *r : Json();
-  }
-  // Cycles until the job runs (a new attempt when `after_attempt` > 0); returns its node.
-  std::string wait_running(int64_t id, int64_t after_attempt = 0) {
-    for (int i = 0; i < 50; ++i) {
-      const Json j = job(id);
-      if (j["state"] == "running" && j["attempt"].get<int64_t>() > after_attempt) return j["placement"][0]["node"];
-      ctl->wait_for_cycle();
-    }
-    ADD_FAILURE() << "job " << id << " did not start: " << job(id).dump();
-    return "";
-  }
-  Json heartbeat(const std::string& node, Json tasks) {
-    auto r = ctl->agent_heartbeat(admin, Json{{"node", node}, {"tasks", tasks}});
-    EXPECT_TRUE(r.ok()) << r.error().message;
-    return r.ok() ? *r : Json();
-  }
-  Json node(const std::string& name) {
-    auto r = ctl->nodes(admin);
-    for (const Json& n : (*r)["nodes"])
-      if (n["name"] == name) return n;
-    return Json();
-  }
-
-  const Principal admin{"admin", Role::kAdmin, ""};
-  std::atomic<int64_t> now{1'000'000};
-  std::string dir;
-  std::unique_ptr<Store> store;
-  std::unique_ptr<Controller> ctl;
 };
 
 TEST_F(SpotController, NoticeThatFitsAsksForACheckpointByTheReclaimTime) {

@@ -76,6 +76,8 @@ TEST(ScheduleScenarioParse, ConfigAndClassErrorsNameTheFieldAndTheChoices) {
   EXPECT_EQ(err("config: {reclaim_grace: -1}\njobs: []\n"), "config.reclaim_grace: must be >= 0, got -1");
   EXPECT_EQ(err("config: {usage_half_life: 0}\njobs: []\n"), "config.usage_half_life: must be > 0 seconds");
   EXPECT_EQ(err("config: {strict_order: maybe}\njobs: []\n"), "config.strict_order: wrong type");
+  EXPECT_EQ(err("config: {max_moves_per_cycle: -2}\njobs: []\n"), "config.max_moves_per_cycle: must be >= 0");
+  EXPECT_EQ(err("config: {defragment: often}\njobs: []\n"), "config.defragment: wrong type");
   EXPECT_EQ(err("priority_classes: [{name: a, value: 1}, {name: a, value: 2}]\njobs: []\n"),
             "priority_classes[1].name: \"a\" used twice");
   EXPECT_EQ(err("priority_classes: [{name: a}]\njobs: []\n"), "priority_classes[0].value: required");
@@ -99,6 +101,12 @@ TEST(ScheduleScenarioParse, ConfigAndClassErrorsNameTheFieldAndTheChoices) {
   EXPECT_TRUE(r->config.strict_order);
   EXPECT_TRUE(r->config.backfill);
   EXPECT_EQ(r->config.policy, "best-fit");
+  EXPECT_FALSE(r->config.defragment) << "the baselines' presets do not move jobs";
+  r = parse_schedule_scenario(base + "config: {defragment: false, max_moves_per_cycle: 3}\njobs: []\n");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_FALSE(r->config.defragment);
+  EXPECT_EQ(r->config.max_moves_per_cycle, 3);
+  EXPECT_TRUE(SchedulerConfig{}.defragment) << "on by default";
 }
 
 ScheduleRunResult run_text(const std::string& text) {

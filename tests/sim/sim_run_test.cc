@@ -239,6 +239,34 @@ TEST(SimRun, DynamicMigServesSlicesOnWholeGpusAfterTheReconfigureCost) {
   EXPECT_GT(t->metrics.effective_util_pct, k->metrics.effective_util_pct);
 }
 
+TEST(SimRun, DefragmentingMoveGivesAnOwedGangAWholeNodeForASaveAndARestart) {
+  // b's two 1-GPU jobs (within b's guarantee) sit one per node; a is owed a 4-GPU task on one node.
+  // One of b's jobs checkpoints (60 s) and restarts at once on the other node (120 s restart); the
+  // gang starts when it has left. Without moves the gang waits for b's jobs to end.
+  SimCluster c = make_cluster(2, 4, {{"a", "", {{"any", 4000}}, {}, 1}, {"b", "", {{"any", 4000}}, {}, 1}});
+  c.config.policy = "spread";
+  std::vector<WorkloadJob> jobs;
+  for (const char* n : {"b0", "b1"}) {
+    jobs.push_back(job(n, 0, 1, 1, 100000, "b"));
+    jobs.back().checkpoint = {600, -1, 60, 120, 300};
+  }
+  jobs.push_back(job("gang", 100, 1, 4, 1000, "a"));
+  SimRunOptions o;
+  auto r = run_simulation(c, workload(jobs), o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->metrics.defrag_moves, 1);
+  EXPECT_EQ(r->metrics.preemptions, 1);
+  std::vector<double> jct = r->jct_s;
+  std::sort(jct.begin(), jct.end());
+  EXPECT_EQ(jct, (std::vector<double>{1060, 100000, 100000 + 60 + 120})) << "the moved job loses its save and restart";
+  EXPECT_LE(r->metrics.max_guarantee_unmet_s, 60);
+  c.config.defragment = false;
+  auto f = run_simulation(c, workload(jobs), o);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->metrics.defrag_moves, 0);
+  EXPECT_GE(f->metrics.max_guarantee_unmet_s, 99000) << "the gang waits for b's jobs to end";
+}
+
 TEST(SimRun, BadInputNamesTheField) {
   SimCluster c = make_cluster(1, 8);
   Workload w = workload({job("x", 0, 1, 1, 10, "nobody")});

@@ -266,9 +266,11 @@ class Cycle {
     std::vector<size_t> reclaimed;  // borrowers whose GPUs the gang's fit uses
     std::vector<size_t> moved;      // jobs within their guarantee moved out of its way
     std::vector<size_t> leaving;    // jobs already on their way out whose GPUs it uses
+    std::vector<std::vector<TaskPlacement>> dest;  // per moved job: where it restarts
   };
   bool find_moves(Entry& e, const Gang& gang, MovePlan& plan);
   bool commit_moves(Entry& e, MovePlan& plan);
+  void hold_idle(const std::vector<TaskPlacement>& pl);
   // A job that may be moved for e: checkpoints, runs whole GPUs on one node, its class is not above
   // e's, and it was not preempted or moved within preemption_protection.
   bool movable(const Entry& v, const Entry& e) const;
@@ -318,6 +320,15 @@ class Cycle {
   // n could hold task t as far as fixed facts go: schedulable, big enough, a pool and GPU model t allows.
   bool could_host(const Node& n, const TaskRequest& t) const;
   std::string takes_owed(const FairShare& fs, const Entry& e, const ClassAmounts& got) const;
+  int64_t owed_to_others(const FairShare& fs, const Entry& e, const std::string& c) const;
+  // Starting e would make its queue (or an ancestor) borrow in a class it asks for.
+  bool borrows_after(const Entry& e) const;
+  // e's start would be borrowed while other leaves are owed room in its classes: inside its tier it is
+  // tried after the jobs that start within their guarantee, so those are placed (and what their
+  // victims free is held for them) before a borrower takes room they need. Without it, a queue one
+  // GPU short of its guarantee restarted an 8-GPU job on the node an owner's gang waited for, the
+  // owner reclaimed it back, and the two alternated every cycle.
+  bool defers_to_owed(const Entry& e) const;
   // Preemption trial: the engine places the gang on the working copy now, on GPUs the job's queue
   // limits and the owed guarantees allow under `fs`; the placement is kept in last_fit_.
   bool fits_under(const FairShare& fs, const Entry& e, const Gang& gang);
@@ -529,8 +540,7 @@ Decisions Cycle::run() {
   // GPUs held for jobs being moved (defragment) while they checkpoint: nobody else takes them. If they
   // are no longer free (a failure), the job restarts wherever it fits.
   for (const Entry& e : entries_)
-    if (e.running && e.job->state == JobState::kCheckpointing && !e.job->move_to.empty())
-      (void)work_.apply_all(settled(e.job->move_to));
+    if (e.running && e.job->state == JobState::kCheckpointing && !e.job->move_to.empty()) hold_idle(e.job->move_to);
 
   // Loads and capacity per class.
   std::vector<QueueLoad> load(tree_.size());
@@ -657,6 +667,7 @@ void Cycle::order_and_place() {
       for (QueueId q : tree_.path_to_root(entries_[i].job->queue)) ++remaining[q.value];
       ++total;
     }
+    std::vector<size_t> deferred;  // defers_to_owed, in the order they came
     for (; total > 0; --total) {
       const std::vector<QueueId>* level = &tree_.top_level();
       QueueId pick;
@@ -673,8 +684,10 @@ void Cycle::order_and_place() {
       const size_t i = *it;
       c.erase(it);
       for (QueueId q : tree_.path_to_root(pick)) --remaining[q.value];
-      place_in_order(i);
+      if (defers_to_owed(entries_[i])) deferred.push_back(i);
+      else place_in_order(i);
     }
+    for (size_t i : deferred) place_in_order(i);
   }
 }
 
@@ -1139,6 +1152,41 @@ bool Cycle::fits_free_now(const Entry& e) const {
 // that class that no other leaf queue is owed: a queue below its guarantee with jobs waiting there
 // would reclaim them at once, and when the borrower's priority tier comes first it would retake them
 // in the next cycle, a reclaim loop. Empty when allowed, else the reason.
+int64_t Cycle::owed_to_others(const FairShare& fs, const Entry& e, const std::string& c) const {
+  // Owed to other leaves (the only leaf on the path is the job's own): kept per class for the
+  // cycle's fair share, summed afresh for a trial copy.
+  const Queue& own = tree_.queue(e.job->queue);
+  int64_t owed = 0;
+  if (&fs == &*fs_) {
+    auto it = owed_sum_.find(c);
+    if (it == owed_sum_.end()) {
+      int64_t sum = 0;
+      for (const Queue& q : tree_.queues()) sum += leaf_owed(fs, q, c);
+      it = owed_sum_.emplace(c, sum).first;
+    }
+    owed = it->second - leaf_owed(fs, own, c);
+  } else {
+    for (const Queue& q : tree_.queues())
+      if (q.id != own.id) owed += leaf_owed(fs, q, c);
+  }
+  return owed;
+}
+
+bool Cycle::borrows_after(const Entry& e) const {
+  const std::vector<QueueId> path = tree_.path_to_root(e.job->queue);
+  for (const auto& [c, x] : amounts(e))
+    for (QueueId p : path)
+      if (x > 0 && fs_->allocated(p, c) + x > get_or(tree_.queue(p).guaranteed, c)) return true;
+  return false;
+}
+
+bool Cycle::defers_to_owed(const Entry& e) const {
+  if (!cfg_.reclaim || e.milli <= 0 || !borrows_after(e)) return false;
+  for (const auto& [c, x] : amounts(e))
+    if (x > 0 && owed_to_others(*fs_, e, c) > 0) return true;
+  return false;
+}
+
 std::string Cycle::takes_owed(const FairShare& fs, const Entry& e, const ClassAmounts& got) const {
   if (!cfg_.reclaim) return "";  // nobody reclaims: nothing is owed
   const std::vector<QueueId> path = tree_.path_to_root(e.job->queue);
@@ -1147,22 +1195,8 @@ std::string Cycle::takes_owed(const FairShare& fs, const Entry& e, const ClassAm
     bool borrows_c = false;
     for (QueueId p : path) borrows_c = borrows_c || fs.allocated(p, c) + x > get_or(tree_.queue(p).guaranteed, c);
     if (!borrows_c) continue;
-    // Owed to other leaves (the only leaf on the path is the job's own): kept per class for the
-    // cycle's fair share, summed afresh for a trial copy.
     const Queue& own = tree_.queue(e.job->queue);
-    int64_t owed = 0;
-    if (&fs == &*fs_) {
-      auto it = owed_sum_.find(c);
-      if (it == owed_sum_.end()) {
-        int64_t sum = 0;
-        for (const Queue& q : tree_.queues()) sum += leaf_owed(fs, q, c);
-        it = owed_sum_.emplace(c, sum).first;
-      }
-      owed = it->second - leaf_owed(fs, own, c);
-    } else {
-      for (const Queue& q : tree_.queues())
-        if (q.id != own.id) owed += leaf_owed(fs, q, c);
-    }
+    const int64_t owed = owed_to_others(fs, e, c);
     if (owed <= 0) continue;
     int64_t used = 0;
     for (QueueId t : tree_.top_level()) used += fs.allocated(t, c);
@@ -1595,10 +1629,13 @@ Gang Cycle::mover_gang(const Entry& v) const {
   return g;
 }
 
-// Plans on the working copy as find_victims left it: every borrower the owner may reclaim and every
-// job already leaving is released; then, node by node (the node that needs the fewest GPUs moved for
-// one more task's room first), movable jobs are released until the engine places the gang. The plan
-// keeps only the jobs whose GPUs that placement uses. The working copy is restored.
+// Plans on the working copy as find_victims left it (this cycle's victims gone, earlier preemptors'
+// claims placed). Jobs already leaving are released, and the borrowers the owner may reclaim (cheapest
+// first, while their queue still borrows, as find_victims_inner takes them); then, node by node (the
+// node that needs the fewest GPUs moved for one more task's room first), movable jobs are released
+// until the engine places the gang. The jobs whose GPUs that fit uses move: each is placed with the
+// fit applied, on its GPU model and one node, off a reservation's nodes, on free GPUs or GPUs of
+// borrowers, which are then reclaimed too. Everything else is put back, and so is the working copy.
 bool Cycle::find_moves(Entry& e, const Gang& gang, MovePlan& plan) {
   std::vector<std::string> classes;
   if (!below_guarantee_after(e, classes) || moves_ >= cfg_.max_moves_per_cycle) return false;
@@ -1608,8 +1645,9 @@ bool Cycle::find_moves(Entry& e, const Gang& gang, MovePlan& plan) {
   // GPUs, or a gang that must share one node.
   if (!t.whole_gpus() || t.gpu_count <= 0 || (t.gpu_count == 1 && !(one_node && gang.tasks > 1))) return false;
   FairShare after = *fs_;
-  std::vector<size_t> released;  // entries whose holding is released here
+  std::vector<size_t> released;  // entries whose holding is released here, in order
   std::vector<bool> is_borrower(entries_.size(), false);
+  std::vector<bool> out(entries_.size(), false);
   auto release = [&](size_t i) {
     for (const TaskPlacement& p : entries_[i].holding) {
       Status st = work_.release(p);
@@ -1617,30 +1655,44 @@ bool Cycle::find_moves(Entry& e, const Gang& gang, MovePlan& plan) {
       (void)st;
     }
     released.push_back(i);
+    out[i] = true;
   };
-  auto restore = [&] {
-    for (auto it = released.rbegin(); it != released.rend(); ++it) reapply({&entries_[*it].holding});
+  std::vector<std::vector<TaskPlacement>> applied;  // the fit and the movers' places, while planning
+  auto unwind = [&] {
+    for (auto it = applied.rbegin(); it != applied.rend(); ++it)
+      for (const TaskPlacement& p : *it) (void)work_.release(p);
+    applied.clear();
+    for (auto it = released.rbegin(); it != released.rend(); ++it)
+      if (out[*it]) reapply({&entries_[*it].holding});
     released.clear();
   };
+  std::vector<std::tuple<bool, int64_t, JobId, size_t>> borrowers;  // (inside own guarantee, cost, id)
   for (size_t i = 0; i < entries_.size(); ++i) {
     const Entry& v = entries_[i];
     if (!v.running || v.victim || v.claimed || v.holding.empty()) continue;
     if (v.job->state == JobState::kCheckpointing) {
       release(i);
     } else if (v.job->state == JobState::kRunning && v.job->queue != e.job->queue && reclaimable(v, e, classes)) {
-      release(i);
-      is_borrower[i] = true;
-      after.add(v.job->queue, amounts(v), -1);
+      borrowers.emplace_back(inside_own_guarantee(v, classes), lost_work_cost(v), v.job->id, i);
     }
   }
+  std::sort(borrowers.begin(), borrowers.end());
+  for (const auto& [inside, cost, id, i] : borrowers) {
+    bool still = false;
+    for (const std::string& c : classes) still = still || after.borrowing(entries_[i].job->queue, c);
+    if (!still) continue;
+    release(i);
+    is_borrower[i] = true;
+    after.add(entries_[i].job->queue, amounts(entries_[i]), -1);
+  }
   if (work_.total_gpus() * 1000 - work_.allocated_gpu_milli() < e.milli) {
-    restore();
+    unwind();
     return false;
   }
   // Movable jobs per node that could hold a task, cheapest first.
   std::map<uint32_t, std::vector<size_t>> on_node;
   for (size_t i = 0; i < entries_.size(); ++i)
-    if (!is_borrower[i] && movable(entries_[i], e) && could_host(work_.node(entries_[i].holding.front().node), t))
+    if (!out[i] && movable(entries_[i], e) && could_host(work_.node(entries_[i].holding.front().node), t))
       on_node[entries_[i].holding.front().node.value].push_back(i);
   for (auto& [n, ks] : on_node)
     std::sort(ks.begin(), ks.end(), [&](size_t a, size_t b) {
@@ -1652,138 +1704,139 @@ bool Cycle::find_moves(Entry& e, const Gang& gang, MovePlan& plan) {
     if (!could_host(n, t)) return 0;
     return one_node ? (n.idle_gpus >= per_task * tasks ? tasks : 0) : n.idle_gpus / per_task;
   };
-  std::vector<size_t> moving;
-  bool fits = false;
   const int room = cfg_.max_moves_per_cycle - moves_;
+  int moving = 0;
+  bool fits = false;
   while (!fits) {
-    // The cheapest next step: (GPUs moved, lost work, node) to gain one more task's room on a node
-    // (a one-node gang: the whole gang's).
+    // The cheapest next step, (GPUs moved, lost work, node): one more task's room on a node (for a
+    // one-node gang, the whole gang's).
     std::tuple<int64_t, int64_t, uint32_t> best{INT64_MAX, INT64_MAX, 0};
-    size_t best_count = 0;
     for (const auto& [n, ks] : on_node) {
       const Node& node = work_.node(NodeId(n));
       const int64_t want = one_node ? per_task * tasks : per_task * (node.idle_gpus / per_task + 1);
       int64_t idle = node.idle_gpus, gpus = 0, cost = 0;
-      size_t k = 0;
-      for (; k < ks.size() && idle < want; ++k) {
-        if (std::find(moving.begin(), moving.end(), ks[k]) != moving.end()) continue;
+      for (size_t k = 0; k < ks.size() && idle < want; ++k) {
+        if (out[ks[k]]) continue;
         const int64_t g = entries_[ks[k]].milli / 1000;
         idle += g, gpus += g, cost += lost_work_cost(entries_[ks[k]]);
       }
-      if (idle < want || gpus == 0) continue;
-      if (std::make_tuple(gpus, cost, n) < best) best = {gpus, cost, n}, best_count = k;
+      if (idle >= want && gpus > 0 && std::make_tuple(gpus, cost, n) < best) best = {gpus, cost, n};
     }
     if (std::get<0>(best) == INT64_MAX) break;
-    const std::vector<size_t>& ks = on_node[std::get<2>(best)];
-    for (size_t k = 0; k < best_count; ++k) {
-      if (std::find(moving.begin(), moving.end(), ks[k]) != moving.end()) continue;
-      moving.push_back(ks[k]);
-      release(ks[k]);
+    const Node& node = work_.node(NodeId(std::get<2>(best)));
+    const int64_t want = one_node ? per_task * tasks : per_task * (node.idle_gpus / per_task + 1);
+    for (size_t k : on_node[std::get<2>(best)]) {
+      if (node.idle_gpus >= want) break;
+      if (out[k]) continue;
+      release(k);
+      ++moving;
     }
-    if (int(moving.size()) > room) break;
+    if (moving > room) break;
     int64_t have = 0;
     for (const Node& n : work_.nodes()) have = one_node ? std::max(have, slots(n)) : have + slots(n);
     if (have >= tasks) fits = fits_under(after, e, gang);
   }
-  if (!fits || int(moving.size()) > room) {
-    restore();
+  if (!fits || moving > room) {
+    unwind();
     return false;
   }
-  // Keep only the jobs whose GPUs the fit uses; the placement is confirmed with the others back.
-  std::set<std::pair<uint32_t, uint16_t>> used;
-  for (const TaskPlacement& p : last_fit_)
-    for (const GpuGrant& g : p.gpus) used.insert({p.node.value, g.gpu});
-  auto overlaps = [&](size_t i) {
+  const std::vector<TaskPlacement> fit = last_fit_;
+  auto gpus_of = [](const std::vector<TaskPlacement>& pl) {
+    std::set<std::pair<uint32_t, uint16_t>> s;
+    for (const TaskPlacement& p : pl)
+      for (const GpuGrant& g : p.gpus) s.insert({p.node.value, g.gpu});
+    return s;
+  };
+  auto overlaps = [&](size_t i, const std::set<std::pair<uint32_t, uint16_t>>& used) {
     for (const TaskPlacement& p : entries_[i].holding)
       for (const GpuGrant& g : p.gpus)
         if (used.count({p.node.value, g.gpu})) return true;
     return false;
   };
-  std::vector<size_t> keep;
-  FairShare confirm = *fs_;
-  for (size_t i : released) {
-    const Entry& v = entries_[i];
-    const bool leaving = v.job->state == JobState::kCheckpointing;
-    if (leaving || overlaps(i)) {
-      keep.push_back(i);
-      if (is_borrower[i]) plan.reclaimed.push_back(i);
-      else if (!leaving) plan.moved.push_back(i);
-      else if (overlaps(i)) plan.leaving.push_back(i);
-    } else {
-      reapply({&v.holding});
+  // Movers the fit does not need stay; the others are placed with the fit applied.
+  std::set<std::pair<uint32_t, uint16_t>> used = gpus_of(fit);
+  for (size_t i : released)
+    if (out[i] && !is_borrower[i] && entries_[i].job->state == JobState::kRunning) {
+      if (overlaps(i, used)) plan.moved.push_back(i);
+      else if (work_.apply_all(entries_[i].holding).ok()) out[i] = false;
+      else plan.moved.push_back(i);
     }
-  }
-  released = keep;
-  // Reclaim only while the victim's queue still borrows, cheapest first.
-  std::sort(plan.reclaimed.begin(), plan.reclaimed.end(), [&](size_t a, size_t b) {
-    const int64_t ca = lost_work_cost(entries_[a]), cb = lost_work_cost(entries_[b]);
-    return ca != cb ? ca < cb : entries_[a].job->id < entries_[b].job->id;
-  });
-  bool ok = !plan.moved.empty();
-  for (size_t i : plan.reclaimed) {
-    bool still = false;
-    for (const std::string& c : classes) still = still || confirm.borrowing(entries_[i].job->queue, c);
-    ok = ok && still;
-    confirm.add(entries_[i].job->queue, amounts(entries_[i]), -1);
-  }
-  ok = ok && fits_under(confirm, e, gang);
-  restore();
-  if (!ok) {
-    plan = {};
-    last_fit_.clear();
-  }
-  return ok;
-}
-
-// On the true state (this cycle's victims still hold their GPUs): each moved job is placed off the
-// gang's nodes and off a reservation's, and its new GPUs are held for the rest of the cycle.
-bool Cycle::commit_moves(Entry& e, MovePlan& plan) {
-  std::set<uint32_t> blocked;
-  for (const TaskPlacement& p : last_fit_) blocked.insert(p.node.value);
-  if (res_.active) blocked.insert(res_.nodes.begin(), res_.nodes.end());
-  std::vector<uint32_t> changed;
-  for (uint32_t n : blocked)
-    if (work_.node(NodeId(n)).schedulable) {
-      Status st = work_.set_schedulable(NodeId(n), false);
-      assert(st.ok());
-      (void)st;
-      changed.push_back(n);
-    }
+  bool ok = !plan.moved.empty() && work_.apply_all(fit).ok();
+  if (ok) applied.push_back(fit);
   std::sort(plan.moved.begin(), plan.moved.end(), [&](size_t a, size_t b) {
     return entries_[a].milli != entries_[b].milli ? entries_[a].milli > entries_[b].milli : entries_[a].job->id < entries_[b].job->id;
   });
-  std::vector<std::vector<TaskPlacement>> dest;
-  for (size_t i : plan.moved) {
-    PlacementResult r = trial_.place(work_, mover_gang(entries_[i]));
-    if (r.outcome != Outcome::kPlaced || !work_.apply_all(r.tasks).ok()) break;
-    dest.push_back(std::move(r.tasks));
+  if (ok && res_.active && !off_reservation_) block_reserved(true);
+  for (size_t k = 0; ok && k < plan.moved.size(); ++k) {
+    PlacementResult r = trial_.place(work_, mover_gang(entries_[plan.moved[k]]));
+    ok = r.outcome == Outcome::kPlaced && work_.apply_all(r.tasks).ok();
+    if (ok) {
+      for (const TaskPlacement& p : r.tasks)
+        for (const GpuGrant& g : p.gpus) used.insert({p.node.value, g.gpu});
+      applied.push_back(r.tasks);
+      plan.dest.push_back(std::move(r.tasks));
+    }
   }
-  for (uint32_t n : changed) {
-    Status st = work_.set_schedulable(NodeId(n), true);
-    assert(st.ok());
-    (void)st;
+  if (res_.active && !off_reservation_) block_reserved(false);
+  // Borrowers whose GPUs the fit or a mover uses are reclaimed (while their queue still borrows,
+  // cheapest first); the others are put back.
+  FairShare confirm = *fs_;
+  for (const auto& [inside, cost, id, i] : borrowers) {
+    if (!ok || !is_borrower[i]) continue;
+    if (!overlaps(i, used) && work_.apply_all(entries_[i].holding).ok()) {
+      out[i] = false;
+      continue;
+    }
+    bool still = false;
+    for (const std::string& c : classes) still = still || confirm.borrowing(entries_[i].job->queue, c);
+    ok = still;
+    confirm.add(entries_[i].job->queue, amounts(entries_[i]), -1);
+    plan.reclaimed.push_back(i);
   }
-  if (dest.size() < plan.moved.size()) {  // no room elsewhere for every mover: nothing moves
-    for (auto it = dest.rbegin(); it != dest.rend(); ++it)
-      for (const TaskPlacement& p : *it) (void)work_.release(p);
+  for (size_t i : released)
+    if (ok && out[i] && entries_[i].job->state == JobState::kCheckpointing && overlaps(i, used)) plan.leaving.push_back(i);
+  if (ok) {
+    const ClassAmounts got = placement_amounts(work_, fit);
+    ok = confirm.within_limits(e.job->queue, got).ok() && takes_owed(confirm, e, got).empty();
+  }
+  unwind();
+  if (!ok) {
+    plan = {};
+    last_fit_.clear();
     return false;
   }
+  last_fit_ = fit;
+  return true;
+}
+
+// Emits the plan's decisions. The movers' new GPUs that are free now are held for the rest of the
+// cycle (the rest belong to borrowers reclaimed for them, which keep them until they leave).
+bool Cycle::commit_moves(Entry& e, MovePlan& plan) {
   const std::string owner = tree_.queue(e.job->queue).name;
   for (size_t i : plan.reclaimed) preempt(entries_[i], e, false, "reclaim: queue " + owner + " takes back its guarantee");
   for (size_t k = 0; k < plan.moved.size(); ++k) {
     Entry& v = entries_[plan.moved[k]];
     preempt(v, e, false,
-            "move: checkpoints and restarts at once on node " + work_.node(dest[k].front().node).name +
+            "move: checkpoints and restarts at once on node " + work_.node(plan.dest[k].front().node).name +
                 " so that job " + e.job->name + " of queue " + owner + ", owed its guarantee, fits whole");
-    out_.preempt.back().move_to = std::move(dest[k]);
+    hold_idle(plan.dest[k]);
+    out_.preempt.back().move_to = std::move(plan.dest[k]);
   }
+  for (size_t i : plan.leaving) entries_[i].claimed = true;  // not counted again by a later preemptor
   const int fresh = int(plan.reclaimed.size() + plan.moved.size());
   preemptions_ += fresh;
   moves_ += int(plan.moved.size());
-  for (size_t i : plan.leaving) entries_[i].claimed = true;  // not counted again by a later preemptor
   e.reason = "waiting for " + std::to_string(fresh) + (fresh == 1 ? " preempted job" : " preempted jobs") +
              " to checkpoint and exit (" + std::to_string(plan.moved.size()) + " moved to other GPUs to make room)";
   return true;
+}
+
+// Holds, GPU by GPU, the whole GPUs of `pl` that are idle on the working copy now.
+void Cycle::hold_idle(const std::vector<TaskPlacement>& pl) {
+  for (const TaskPlacement& p : pl)
+    for (const GpuGrant& g : p.gpus)
+      if (g.kind == GrantKind::kWhole && work_.node(p.node).gpus[g.gpu].idle())
+        (void)work_.apply(TaskPlacement{p.node, MilliCpu{0}, MiB{0}, p.task_class, {g}});
 }
 
 // Dynamic MIG: what could not be placed (MIG slices, whole GPUs for gangs) drives layout changes
