@@ -266,8 +266,8 @@ class Cycle {
   bool find_victims_inner(Entry& e, const Gang& gang, int budget);
   // Defragmenting moves (SchedulerConfig::defragment) for an owed gang that reclaiming every
   // borrower cannot place: find_moves plans on the working copy as find_victims_inner left it (the
-  // gang's fit in last_fit_, which jobs go), commit_moves finds the movers' new GPUs on the true
-  // state, off the gang's nodes, holds them for the rest of the cycle and emits the decisions.
+  // gang's fit in last_fit_, which jobs go and where the movers restart); commit_moves, on the true
+  // state, emits the decisions and holds the movers' new GPUs that are free for the rest of the cycle.
   struct MovePlan {
     std::vector<size_t> reclaimed;  // borrowers whose GPUs the gang's fit uses
     std::vector<size_t> moved;      // jobs within their guarantee moved out of its way
@@ -288,9 +288,10 @@ class Cycle {
   std::string leaving_note() const {
     return only_leaving_ ? "; jobs preempted for it are checkpointing and leaving: it starts when they have" : "";
   }
-  // For the reasons of jobs that found no room while GPUs are held.
+  // For the reasons of jobs that found no room while GPUs are held (built as holds are added: a
+  // reason per waiting job must not rescan the entries).
   int64_t held_milli_ = 0;
-  std::string held_first_, held_text_;
+  std::string held_first_, held_text_;  // name of the first job GPUs are held for; the reason text
   std::vector<std::pair<JobId, std::vector<TaskPlacement>>> held_for_;  // by hold_free_part
   // Jobs moved out of an owed gang's way restart on their held GPUs first (Job::move_to).
   void start_moved();
@@ -329,8 +330,16 @@ class Cycle {
   bool could_host(const Node& n, const TaskRequest& t) const;
   std::string takes_owed(const FairShare& fs, const Entry& e, const ClassAmounts& got) const;
   int64_t owed_to_others(const FairShare& fs, const Entry& e, const std::string& c) const;
+  // Adding x of class c to leaf would take it or an ancestor past its guarantee in c under fs.
+  bool would_borrow(const FairShare& fs, QueueId leaf, const std::string& c, int64_t x) const;
   // Starting e would make its queue (or an ancestor) borrow in a class it asks for.
   bool borrows_after(const Entry& e) const;
+  // v's queue still borrows under fs in one of the classes an owner reclaims.
+  bool still_borrows(const FairShare& fs, const Entry& v, const std::vector<std::string>& classes) const {
+    for (const std::string& c : classes)
+      if (fs.borrowing(v.job->queue, c)) return true;
+    return false;
+  }
   // e's start would be borrowed while other leaves are owed room in its classes: inside its tier it is
   // tried after the jobs that start within their guarantee, so those are placed (and what their
   // victims free is held for them) before a borrower takes room they need. Without it, a queue one
@@ -1166,10 +1175,6 @@ bool Cycle::fits_free_scan(const Gang& g) const {
   return false;
 }
 
-// A job whose start makes its queue (or an ancestor) borrow in a class may use only the free GPUs of
-// that class that no other leaf queue is owed: a queue below its guarantee with jobs waiting there
-// would reclaim them at once, and when the borrower's priority tier comes first it would retake them
-// in the next cycle, a reclaim loop. Empty when allowed, else the reason.
 int64_t Cycle::owed_to_others(const FairShare& fs, const Entry& e, const std::string& c) const {
   // Owed to other leaves (the only leaf on the path is the job's own): kept per class for the
   // cycle's fair share, summed afresh for a trial copy.
@@ -1190,11 +1195,15 @@ int64_t Cycle::owed_to_others(const FairShare& fs, const Entry& e, const std::st
   return owed;
 }
 
+bool Cycle::would_borrow(const FairShare& fs, QueueId leaf, const std::string& c, int64_t x) const {
+  for (QueueId p : tree_.path_to_root(leaf))
+    if (fs.allocated(p, c) + x > get_or(tree_.queue(p).guaranteed, c)) return true;
+  return false;
+}
+
 bool Cycle::borrows_after(const Entry& e) const {
-  const std::vector<QueueId> path = tree_.path_to_root(e.job->queue);
   for (const auto& [c, x] : amounts(e))
-    for (QueueId p : path)
-      if (x > 0 && fs_->allocated(p, c) + x > get_or(tree_.queue(p).guaranteed, c)) return true;
+    if (x > 0 && would_borrow(*fs_, e.job->queue, c, x)) return true;
   return false;
 }
 
@@ -1205,15 +1214,15 @@ bool Cycle::defers_to_owed(const Entry& e) const {
   return false;
 }
 
+// A job whose start makes its queue (or an ancestor) borrow in a class may use only the free GPUs of
+// that class that no other leaf queue is owed: a queue below its guarantee with jobs waiting there
+// would reclaim them at once, and when the borrower's priority tier comes first it would retake them
+// in the next cycle, a reclaim loop. Empty when allowed, else the reason.
 std::string Cycle::takes_owed(const FairShare& fs, const Entry& e, const ClassAmounts& got) const {
   if (!cfg_.reclaim) return "";  // nobody reclaims: nothing is owed
-  const std::vector<QueueId> path = tree_.path_to_root(e.job->queue);
+  const Queue& own = tree_.queue(e.job->queue);
   for (const auto& [c, x] : got) {
-    if (x <= 0) continue;
-    bool borrows_c = false;
-    for (QueueId p : path) borrows_c = borrows_c || fs.allocated(p, c) + x > get_or(tree_.queue(p).guaranteed, c);
-    if (!borrows_c) continue;
-    const Queue& own = tree_.queue(e.job->queue);
+    if (x <= 0 || !would_borrow(fs, own.id, c, x)) continue;
     const int64_t owed = owed_to_others(fs, e, c);
     if (owed <= 0) continue;
     int64_t used = 0;
@@ -1402,14 +1411,14 @@ void Cycle::hold_free_part(const Entry& e) {
     if (!c.gpus.empty()) claim.push_back(std::move(c));
   }
   if (hold.empty() || !work_.apply_all(hold).ok()) return;
+  if (held_for_.empty()) held_first_ = e.job->name;
   held_milli_ += placement_milli(hold);
   held_for_.push_back({e.job->id, std::move(hold)});
   last_fit_ = std::move(claim);
   held_text_ = gpus_text(held_milli_) + " held this cycle for " +
-               (held_for_.size() == 1 ? "job " + e.job->name
-                                      : std::to_string(held_for_.size()) + " jobs (the first " + held_first_ + ")") +
+               (held_for_.size() == 1 ? "job " + held_first_
+                                      : std::to_string(held_for_.size()) + " jobs (the first job " + held_first_ + ")") +
                ", waiting for preempted jobs to leave";
-  if (held_for_.size() == 1) held_first_ = "job " + e.job->name;
 }
 
 bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
@@ -1542,9 +1551,7 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
     if (int(chosen.size()) >= cap) break;
     const Entry& v = entries_[c.idx];
     if (!c.by_priority) {  // reclaim only while the victim's queue still borrows
-      bool still = false;
-      for (const std::string& cl : reclaim_classes) still = still || after.borrowing(v.job->queue, cl);
-      if (!still) continue;
+      if (!still_borrows(after, v, reclaim_classes)) continue;
     }
     after.add(v.job->queue, amounts(v), -1);
     const auto& pl = v.holding;
@@ -1653,8 +1660,8 @@ Gang Cycle::mover_gang(const Entry& v) const {
 }
 
 // Plans on the working copy as find_victims left it (this cycle's victims gone, earlier preemptors'
-// claims placed). Jobs already leaving are released, and the borrowers the owner may reclaim (cheapest
-// first, while their queue still borrows, as find_victims_inner takes them); then, node by node (the
+// claims placed). Jobs already leaving are released, and the borrowers the owner may reclaim (those
+// inside their own guarantee last, then cheapest first, while their queue still borrows); then, node by node (the
 // node that needs the fewest GPUs moved for one more task's room first), movable jobs are released
 // until the engine places the gang. The jobs whose GPUs that fit uses move: each is placed with the
 // fit applied, on its GPU model and one node, off a reservation's nodes, on free GPUs or GPUs of
@@ -1701,9 +1708,7 @@ bool Cycle::find_moves(Entry& e, const Gang& gang, MovePlan& plan) {
   }
   std::sort(borrowers.begin(), borrowers.end());
   for (const auto& [inside, cost, id, i] : borrowers) {
-    bool still = false;
-    for (const std::string& c : classes) still = still || after.borrowing(entries_[i].job->queue, c);
-    if (!still) continue;
+    if (!still_borrows(after, entries_[i], classes)) continue;
     release(i);
     is_borrower[i] = true;
     after.add(entries_[i].job->queue, amounts(entries_[i]), -1);
@@ -1810,9 +1815,7 @@ bool Cycle::find_moves(Entry& e, const Gang& gang, MovePlan& plan) {
       out[i] = false;
       continue;
     }
-    bool still = false;
-    for (const std::string& c : classes) still = still || confirm.borrowing(entries_[i].job->queue, c);
-    ok = still;
+    ok = still_borrows(confirm, entries_[i], classes);
     confirm.add(entries_[i].job->queue, amounts(entries_[i]), -1);
     plan.reclaimed.push_back(i);
   }
