@@ -10,6 +10,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libyaml-cpp-dev libsqlite3-dev libssl-dev libcpp-httplib-dev libspdlog-dev libfmt-dev sqlite3
+  libmicrohttpd-dev  # the controller's HTTP server (event-driven: slow clients hold no thread)
   python3-torch  # the distributed-training tests (PyTorch, CPU, gloo)
   chromium       # the portal's browser tests (tests/web)
 )

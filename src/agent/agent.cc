@@ -1,6 +1,7 @@
 #include "agent/agent.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -22,7 +23,10 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include "agent/log_server.h"
+#include "agent/task_env.h"
 #include "agent/task_process.h"
+#include "agent/task_user.h"
 
 extern char** environ;
 
@@ -65,11 +69,6 @@ int free_port(const std::string& address) {
   return port;
 }
 
-std::string log_path(const std::string& state_dir, int64_t job, int64_t attempt, int task) {
-  return state_dir + "/logs/job-" + std::to_string(job) + "/attempt-" + std::to_string(attempt) + "/task-" +
-         std::to_string(task) + ".log";
-}
-
 std::string pid_path(const std::string& state_dir, int64_t job, int64_t attempt, int task) {
   return state_dir + "/run/" + std::to_string(job) + "-" + std::to_string(attempt) + "-" + std::to_string(task) + ".pid";
 }
@@ -81,8 +80,11 @@ void append_line(const std::string& path, const std::string& line) {
   out << line << "\n";
 }
 
-// Variables a task inherits from the agent (the rest of the agent's environment stays out).
-const char* const kInherited[] = {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR", "PYTHONPATH", "LD_LIBRARY_PATH"};
+// A string field of the controller's assignment ("" when absent or not a string).
+std::string str_field(const nlohmann::json& a, const char* key) {
+  const auto it = a.find(key);
+  return it != a.end() && it->is_string() ? it->get<std::string>() : "";
+}
 
 }  // namespace
 
@@ -116,6 +118,8 @@ struct LocalTask {
   int exit_code = 0;
   int master_port = 0;       // task 0 of a gang: the port this agent picked
   std::string ckpt_dir;
+  std::optional<TaskUser> user;  // who it runs as (nullopt: as the agent)
+  std::string scratch;           // its own directory under TASK_DIR/work (removed when forgotten)
   int64_t ckpt_requested_at = -1;  // unix s; -1 = no checkpoint asked
   Clock::time_point ckpt_deadline{};
   std::string ack;           // the latest acknowledged checkpoint path (periodic or asked for)
@@ -145,6 +149,7 @@ struct Agent::Impl {
   std::thread log_thread;
   int log_port = 0;
   std::map<TaskKey, LocalTask> tasks;
+  TaskUserMap task_users;
   int64_t interval_ms = 5000;
   Inventory inventory;
   bool registered = false;
@@ -218,7 +223,7 @@ struct Agent::Impl {
     // Checkpoints the job took on its own (periodic): the newest .ack since the task started.
     for (auto& [key, t] : tasks)
       if (t.state == "running" && !t.ckpt_dir.empty())
-        if (auto ack = read_checkpoint_ack(t.ckpt_dir, t.started_unix); ack && *ack != t.ack) t.ack = *ack;
+        if (auto ack = read_checkpoint_ack(t.ckpt_dir, t.started_unix, t.user); ack && *ack != t.ack) t.ack = *ack;
     Json ts = Json::array();
     for (const auto& [key, t] : tasks) {
       Json e{{"job", t.job}, {"attempt", t.attempt}, {"task", t.task}, {"state", t.state}, {"exit_code", t.exit_code}};
@@ -338,6 +343,9 @@ struct Agent::Impl {
       if (it->second.terminal() && !wanted.count(it->first)) {
         std::error_code ec;
         fs::remove(pid_path(opt.state_dir, it->second.job, it->second.attempt, it->second.task), ec);
+        if (!it->second.scratch.empty())
+          if (Status st = remove_tree(it->second.scratch); !st.ok())
+            spdlog::warn("event=scratch_remove_failed node={} dir={} reason=\"{}\"", opt.node, it->second.scratch, st.message());
         it = tasks.erase(it);
       } else {
         ++it;
@@ -376,71 +384,10 @@ struct Agent::Impl {
     }
   }
 
-  // Environment of a task: a few inherited variables, the job's env, then Tessera's contract.
+  // Environment of a task (task_env.h).
   std::map<std::string, std::string> task_env(const LocalTask& t, int master_port) {
-    const Json& a = t.assignment;
-    std::map<std::string, std::string> env;
-    for (const char* name : kInherited)
-      if (const char* v = std::getenv(name)) env[name] = v;
-    if (!env.count("PATH")) env["PATH"] = "/usr/local/bin:/usr/bin:/bin";
-    const Json job_env = a.value("env", Json::object());
-    for (const auto& [k, v] : job_env.items())
-      if (v.is_string()) env[k] = v.get<std::string>();
-    // Rank layout: task order; nodes numbered in order of first appearance.
-    const Json nodes = a.value("task_nodes", Json::array());
-    std::vector<std::string> node_order;
-    int local_rank = 0, local_world = 0;
-    const std::string me = opt.node;
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      const std::string n = nodes[i].is_string() ? nodes[i].get<std::string>() : "";
-      if (std::find(node_order.begin(), node_order.end(), n) == node_order.end()) node_order.push_back(n);
-      if (n == me) {
-        if (int(i) < t.task) ++local_rank;
-        ++local_world;
-      }
-    }
-    const int node_rank = int(std::find(node_order.begin(), node_order.end(), me) - node_order.begin());
-    env["WORLD_SIZE"] = std::to_string(a.value("tasks", 1));
-    env["RANK"] = std::to_string(t.task);
-    env["LOCAL_RANK"] = std::to_string(local_rank);
-    env["LOCAL_WORLD_SIZE"] = std::to_string(std::max(1, local_world));
-    env["NODE_RANK"] = std::to_string(node_rank);
-    env["GROUP_RANK"] = env["NODE_RANK"];
-    env["MASTER_ADDR"] = a.value("master_addr", opt.address);
-    if (master_port > 0) env["MASTER_PORT"] = std::to_string(master_port);
-    // GPUs: UUIDs from NVML (GPU or MIG instance), indices on fake GPUs.
-    std::vector<std::string> devices;
-    const Json mig = a.value("mig", Json(nullptr));
-    const bool fake = inventory.source != "nvml";
-    if (mig.is_object()) {
-      const int gi = mig.value("gpu", 0), start = mig.value("start", 0);
-      std::string uuid;
-      if (size_t(gi) < inventory.gpus.size())
-        for (const MigInstanceInfo& m : inventory.gpus[size_t(gi)].instances)
-          if (m.start == start) uuid = m.uuid;
-      devices.push_back(fake || uuid.empty() ? std::to_string(gi) : uuid);
-      env["TESSERA_MIG_PROFILE"] = mig.value("profile", "");
-    } else {
-      for (const Json& g : a.value("gpus", Json::array())) {
-        const size_t gi = g.get<size_t>();
-        devices.push_back(fake || gi >= inventory.gpus.size() ? std::to_string(gi) : inventory.gpus[gi].uuid);
-      }
-    }
-    std::string list;
-    for (const std::string& d : devices) list += (list.empty() ? "" : ",") + d;
-    env["CUDA_VISIBLE_DEVICES"] = list;
-    env["NVIDIA_VISIBLE_DEVICES"] = list.empty() ? "void" : list;
-    if (a.value("gpu_milli", int64_t(0)) > 0 && a.value("gpu_milli", int64_t(0)) < 1000)
-      env["TESSERA_GPU_MILLI"] = std::to_string(a.value("gpu_milli", int64_t(0)));
-    env["TESSERA_JOB_ID"] = std::to_string(t.job);
-    env["TESSERA_JOB_NAME"] = a.value("name", "");
-    env["TESSERA_ATTEMPT"] = std::to_string(t.attempt);
-    env["TESSERA_TASK_INDEX"] = std::to_string(t.task);
-    env["TESSERA_NODE"] = opt.node;
-    env["TESSERA_CHECKPOINT_DIR"] = t.ckpt_dir;
-    const std::string resume = a.value("resume_from", "");
-    if (!resume.empty()) env["TESSERA_RESUME_FROM"] = resume;
-    return env;
+    return task_environment(TaskEnvInput{&t.assignment, t.job, t.attempt, t.task, master_port, opt.node, opt.address,
+                                         &inventory, t.ckpt_dir, t.scratch, t.user});
   }
 
   void try_start(LocalTask& t) {
@@ -466,30 +413,21 @@ struct Agent::Impl {
         for (const MigInstanceInfo& m : inventory.gpus[size_t(gi)].instances) exists = exists || m.start == start;
       if (!exists) return;
     }
-    const Json ck = a.value("checkpoint", Json::object());
-    const std::string dir = ck.value("dir", "");
-    t.ckpt_dir = dir.empty() ? opt.state_dir + "/checkpoints/job-" + std::to_string(t.job) : dir;
-    std::error_code ec;
-    fs::create_directories(t.ckpt_dir, ec);
-    clear_checkpoint_request(t.ckpt_dir);  // a stale request must not stop the new attempt at once
     TaskLaunch launch;
+    launch.log_path = log_path(opt.state_dir, t.job, t.attempt, t.task);
+    // Its user (by submitting user, then queue, then the default) and the directories it owns.
+    t.user = task_users.pick(str_field(a, "user"), str_field(a, "queue"));
+    if (Status st = prepare_dirs(t); !st.ok()) return fail_start(t, launch.log_path, st.message());
+    launch.user = t.user;
     for (const Json& c : a.value("command", Json::array())) launch.argv.push_back(c.get<std::string>());
     launch.env = task_env(t, port);
-    launch.working_dir = a.value("working_dir", "");
-    launch.log_path = log_path(opt.state_dir, t.job, t.attempt, t.task);
+    launch.working_dir = str_field(a, "working_dir");
+    if (launch.working_dir.empty()) launch.working_dir = t.scratch;
     launch.memory_limit_mib = a.value("memory_mib", int64_t(0));
     launch.cpu_limit_milli = a.value("cpu_milli", int64_t(0));
     launch.cgroup_name = "job-" + std::to_string(t.job) + "-a" + std::to_string(t.attempt) + "-t" + std::to_string(t.task);
     auto p = TaskProcess::start(launch);
-    if (!p.ok()) {
-      append_line(launch.log_path, "tessera-agent: could not start the task: " + p.error().message);
-      spdlog::warn("event=task_start_failed node={} job={} attempt={} task={} reason=\"{}\"", opt.node, t.job, t.attempt,
-                   t.task, p.error().message);
-      t.state = "failed";
-      t.exit_code = 127;
-      next_beat = Clock::now();
-      return;
-    }
+    if (!p.ok()) return fail_start(t, launch.log_path, p.error().message);
     t.proc.emplace(std::move(*p));
     t.state = "running";
     t.started_unix = unix_now();
@@ -497,10 +435,41 @@ struct Agent::Impl {
       std::ofstream pf(pid_path(opt.state_dir, t.job, t.attempt, t.task));
       pf << t.proc->pid() << "\n";
     }
-    spdlog::info("event=task_started node={} job={} attempt={} task={} pid={} rank={}/{} master={}:{} limits={}", opt.node,
+    spdlog::info("event=task_started node={} job={} attempt={} task={} pid={} rank={}/{} master={}:{} limits={} user={}", opt.node,
                  t.job, t.attempt, t.task, t.proc->pid(), t.task, world, launch.env["MASTER_ADDR"], port,
-                 t.proc->limits_enforced() ? "cgroup" : "none");
+                 t.proc->limits_enforced() ? "cgroup" : "none", t.user ? t.user->name : "agent");
     next_beat = Clock::now();  // report the start (and task 0's port) now
+  }
+
+  void fail_start(LocalTask& t, const std::string& log, const std::string& why) {
+    append_line(log, "tessera-agent: could not start the task: " + why);
+    spdlog::warn("event=task_start_failed node={} job={} attempt={} task={} reason=\"{}\"", opt.node, t.job, t.attempt, t.task, why);
+    t.state = "failed";
+    t.exit_code = 127;
+    next_beat = Clock::now();
+  }
+
+  // The task's scratch directory (TASK_DIR/work/job-J-aA-tT with tmp/, owned by its user) and its
+  // checkpoint directory: the default one under TASK_DIR/checkpoints is made and given to the user;
+  // one the job named is made as the user (it may only make what the user could).
+  Status prepare_dirs(LocalTask& t) {
+    t.scratch = opt.task_dir + "/work/job-" + std::to_string(t.job) + "-a" + std::to_string(t.attempt) + "-t" + std::to_string(t.task);
+    if (Status st = remove_tree(t.scratch); !st.ok()) return st;  // a leftover of an earlier start
+    for (const auto& [dir, owner] : {std::pair{t.scratch, std::optional<TaskUser>()}, {t.scratch + "/tmp", t.user}, {t.scratch, t.user}})
+      if (Status st = make_task_owned_dir(dir, owner); !st.ok()) return st;
+    const std::string dir = str_field(t.assignment.value("checkpoint", Json::object()), "dir");
+    if (dir.empty()) {
+      t.ckpt_dir = opt.task_dir + "/checkpoints/job-" + std::to_string(t.job);
+      if (Status st = make_task_owned_dir(t.ckpt_dir, t.user); !st.ok()) return st;
+    } else {
+      t.ckpt_dir = dir;
+      ScopedFsUser as_task(t.user);
+      std::error_code ec;
+      fs::create_directories(t.ckpt_dir, ec);
+      if (ec) spdlog::warn("event=checkpoint_dir_failed node={} job={} dir={} reason=\"{}\"", opt.node, t.job, dir, ec.message());
+    }
+    clear_checkpoint_request(t.ckpt_dir, t.user);  // a stale request must not stop the new attempt at once
+    return {};
   }
 
   void request_checkpoint(LocalTask& t, const Json& s) {
@@ -508,10 +477,10 @@ struct Agent::Impl {
     auto sig = signal_number(s.value("signal", "SIGUSR1"));
     t.ckpt_requested_at = unix_now();
     t.ckpt_requested_clock = Clock::now();
-    t.ckpt_stamp = checkpoint_ack_stamp(t.ckpt_dir);
+    t.ckpt_stamp = checkpoint_ack_stamp(t.ckpt_dir, t.user);
     t.save_pending = false;  // the stop request replaces a save in flight
     t.ckpt_deadline = Clock::now() + std::chrono::seconds(std::max<int64_t>(0, s.value("grace", int64_t(300))));
-    if (Status st = write_checkpoint_request(t.ckpt_dir, t.ckpt_requested_at, "preempted", "stop"); !st.ok())
+    if (Status st = write_checkpoint_request(t.ckpt_dir, t.ckpt_requested_at, "preempted", "stop", t.user); !st.ok())
       spdlog::warn("event=checkpoint_request_file_failed job={} reason=\"{}\"", t.job, st.message());
     t.proc->signal(sig.ok() ? *sig : SIGUSR1);
     spdlog::info("event=checkpoint_requested node={} job={} attempt={} task={} signal={}", opt.node, t.job, t.attempt, t.task,
@@ -538,13 +507,13 @@ struct Agent::Impl {
     // The first anchor + k * every after now.
     auto next_after = [&](int64_t x) { return anchor + t.save_every_s * ((std::max<int64_t>(x, anchor) - anchor) / t.save_every_s + 1); };
     if (t.save_pending) {
-      if (auto ack = read_checkpoint_ack_since(t.ckpt_dir, t.save_stamp)) {
+      if (auto ack = read_checkpoint_ack_since(t.ckpt_dir, t.save_stamp, t.user)) {
         t.cost_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - t.save_requested).count();
         ++t.saves;
         t.ack = *ack;
         t.save_pending = false;
         t.next_save = -1;
-        clear_checkpoint_request(t.ckpt_dir);
+        clear_checkpoint_request(t.ckpt_dir, t.user);
         spdlog::info("event=checkpoint_saved node={} job={} task={} path={} cost_ms={}", opt.node, t.job, t.task, t.ack,
                      t.cost_ms);
         return true;
@@ -552,7 +521,7 @@ struct Agent::Impl {
       if (now >= t.save_deadline) {
         t.save_pending = false;
         t.next_save = -1;
-        clear_checkpoint_request(t.ckpt_dir);
+        clear_checkpoint_request(t.ckpt_dir, t.user);
         spdlog::warn("event=checkpoint_save_unanswered node={} job={} task={} (no .ack within its grace; the task goes on)",
                      opt.node, t.job, t.task);
       }
@@ -564,8 +533,8 @@ struct Agent::Impl {
     }
     if (t.next_save < 0) t.next_save = next_after(now_s);
     if (now_s < t.next_save) return false;
-    t.save_stamp = checkpoint_ack_stamp(t.ckpt_dir);
-    if (Status st = write_checkpoint_request(t.ckpt_dir, now_s, "periodic save on spot", "save"); !st.ok()) {
+    t.save_stamp = checkpoint_ack_stamp(t.ckpt_dir, t.user);
+    if (Status st = write_checkpoint_request(t.ckpt_dir, now_s, "periodic save on spot", "save", t.user); !st.ok()) {
       spdlog::warn("event=checkpoint_request_file_failed job={} reason=\"{}\"", t.job, st.message());
       t.next_save = next_after(now_s);
       return false;
@@ -587,14 +556,14 @@ struct Agent::Impl {
       t.proc->tick();
       if (t.state == "running" && t.ckpt_requested_at < 0 && !t.stop_asked && drive_saves(t)) changed = true;
       if (t.ckpt_requested_at >= 0 && !t.request_acked) {
-        if (auto ack = read_checkpoint_ack_since(t.ckpt_dir, t.ckpt_stamp)) {
+        if (auto ack = read_checkpoint_ack_since(t.ckpt_dir, t.ckpt_stamp, t.user)) {
           t.ack = *ack;
           t.request_acked = true;
           t.cost_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t.ckpt_requested_clock).count();
           ++t.saves;
           changed = true;
           spdlog::info("event=checkpoint_acknowledged node={} job={} task={} path={}", opt.node, t.job, t.task, t.ack);
-          clear_checkpoint_request(t.ckpt_dir);
+          clear_checkpoint_request(t.ckpt_dir, t.user);
           stop_task(t, "checkpoint acknowledged");
         } else if (Clock::now() >= t.ckpt_deadline) {
           stop_task(t, "checkpoint grace ran out");
@@ -608,7 +577,7 @@ struct Agent::Impl {
           t.state = "stopped";
         else
           t.state = *code == 0 ? "succeeded" : "failed";
-        if (t.ckpt_requested_at >= 0) clear_checkpoint_request(t.ckpt_dir);
+        if (t.ckpt_requested_at >= 0) clear_checkpoint_request(t.ckpt_dir, t.user);
         std::error_code ec;
         fs::remove(pid_path(opt.state_dir, t.job, t.attempt, t.task), ec);
         spdlog::info("event=task_exited node={} job={} attempt={} task={} exit_code={} state={}", opt.node, t.job, t.attempt,
@@ -640,6 +609,10 @@ struct Agent::Impl {
       }
       fs::remove(e.path(), ec);
     }
+    // Their scratch directories (no task runs yet).
+    for (const auto& e : fs::directory_iterator(opt.task_dir + "/work", ec))
+      if (Status st = remove_tree(e.path().string()); !st.ok())
+        spdlog::warn("event=scratch_remove_failed node={} dir={} reason=\"{}\"", opt.node, e.path().string(), st.message());
   }
 
   void stop_all_tasks() {
@@ -669,34 +642,12 @@ struct Agent::Impl {
     }
     const std::string dir = opt.state_dir, secret = log_secret;
     log_server.Get("/logs", [dir, secret](const httplib::Request& req, httplib::Response& res) {
-      auto fail = [&](int status, const std::string& why) {
-        res.status = status;
-        res.set_content(Json{{"error", why}}.dump(), "application/json");
-      };
-      if (req.get_header_value("X-Tessera-Log-Secret") != secret) return fail(403, "wrong or missing log secret");
-      int64_t job = 0, attempt = 0, task = 0, offset = 0, limit = 1 << 20;
-      try {
-        job = std::stoll(req.get_param_value("job"));
-        attempt = std::stoll(req.get_param_value("attempt"));
-        task = std::stoll(req.get_param_value("task"));
-        if (req.has_param("offset")) offset = std::stoll(req.get_param_value("offset"));
-        if (req.has_param("limit")) limit = std::min<int64_t>(limit, std::stoll(req.get_param_value("limit")));
-      } catch (...) {
-        return fail(400, "job, attempt, task (and offset, limit) must be integers");
-      }
-      const std::string path = log_path(dir, job, attempt, int(task));
-      std::ifstream in(path, std::ios::binary);
-      if (!in) return fail(404, "no log for job " + std::to_string(job) + " attempt " + std::to_string(attempt) + " task " +
-                                    std::to_string(task) + " on this node (not started yet?)");
-      in.seekg(0, std::ios::end);
-      const int64_t size = in.tellg();
-      offset = std::clamp<int64_t>(offset, 0, size);
-      const int64_t n = std::min(limit, size - offset);
-      std::string bytes(size_t(n), '\0');
-      in.seekg(offset);
-      in.read(bytes.data(), n);
-      res.set_header("X-Tessera-Next-Offset", std::to_string(offset + n));
-      res.set_content(std::move(bytes), "text/plain");
+      // Constant-time secret check first, then each parameter (a 400 names it): log_server.h.
+      const LogReply r = serve_log(dir, secret, req.get_header_value("X-Tessera-Log-Secret"), req.params);
+      res.status = r.status;
+      if (r.status != 200) return res.set_content(r.body, "application/json");
+      res.set_header("X-Tessera-Next-Offset", std::to_string(r.next_offset));
+      res.set_content(r.body, "text/plain");
     });
     if (port == 0) {
       log_port = log_server.bind_to_any_port(host);
@@ -716,15 +667,41 @@ Result<std::unique_ptr<Agent>> Agent::create(AgentOptions options, std::unique_p
   if (options.address.empty()) return invalid_argument("--address: required (where other nodes reach this one)");
   if (auto t = parse_topology_flag(options.topology); !t.ok()) return t.error();
   if (!gpus) return invalid_argument("gpus: no GPU backend");
-  std::error_code ec;
-  fs::create_directories(options.state_dir, ec);
-  if (ec) return invalid_argument("--state-dir: cannot create " + options.state_dir + ": " + ec.message());
-  options.state_dir = fs::absolute(options.state_dir).lexically_normal().string();
-  if (options.state_dir.size() > 1 && options.state_dir.back() == '/') options.state_dir.pop_back();
+  auto users = make_task_user_map(options.task_user, options.task_user_map);
+  if (!users.ok()) return users.error();
+  auto absolute = [](const std::string& p) {
+    std::string out = fs::absolute(p).lexically_normal().string();
+    if (out.size() > 1 && out.back() == '/') out.pop_back();
+    return out;
+  };
+  // The state directory (logs, pid files) is the agent's alone; tasks get TASK_DIR, reachable by them.
+  options.state_dir = absolute(options.state_dir);
+  if (Status st = make_private_dir(options.state_dir, 0700); !st.ok()) return invalid_argument("--state-dir: " + st.message());
+  options.task_dir = absolute(options.task_dir.empty() ? options.state_dir + "-tasks" : options.task_dir);
+  auto within = [](const std::string& a, const std::string& b) { return a == b || a.rfind(b + "/", 0) == 0 || b == "/"; };
+  if (within(options.task_dir, options.state_dir) || within(options.state_dir, options.task_dir))
+    return invalid_argument("--task-dir " + options.task_dir + " and --state-dir " + options.state_dir +
+                            " must not contain one another (tasks reach the task directory, never the state directory)");
+  for (const std::string& d : {options.task_dir, options.task_dir + "/work", options.task_dir + "/checkpoints"})
+    if (Status st = make_private_dir(d, 0711); !st.ok()) return invalid_argument("--task-dir: " + st.message());
+  for (const TaskUser& u : users->all()) {
+    ScopedFsUser as_task(u);
+    if (::faccessat(AT_FDCWD, (options.task_dir + "/work").c_str(), X_OK, AT_EACCESS) != 0)
+      return failed_precondition("--task-dir " + options.task_dir + ": task user " + u.name + " (uid " + std::to_string(u.uid) +
+                                 ") cannot reach it: a directory above it is not searchable by that user (chmod o+x it, "
+                                 "or give --task-dir elsewhere)");
+  }
+  if (!can_switch_users())
+    spdlog::warn("event=tasks_run_as_agent uid={} (the agent is not root, so tasks run as its own user and can read its state "
+                 "directory, token file and process; run it as root for per-task users: docs/agent.md)", ::geteuid());
+  else
+    spdlog::info("event=task_users default={} uid={} users={} queues={}", users->fallback->name, users->fallback->uid,
+                 users->users.size(), users->queues.size());
   std::unique_ptr<Agent> a(new Agent());
   a->impl_ = std::make_unique<Impl>();
   a->impl_->opt = std::move(options);
   a->impl_->gpus = std::move(gpus);
+  a->impl_->task_users = std::move(*users);
   auto inv = a->impl_->gpus->inventory();
   if (!inv.ok()) return inv.error();
   a->impl_->inventory = *inv;

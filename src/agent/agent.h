@@ -2,12 +2,15 @@
 // heartbeats: it reports its tasks (state, exit code, checkpoint acknowledgements, the rendezvous
 // port of task 0), GPU utilisation and MIG layouts, and converges to the desired set the controller
 // answers with (level-triggered: a lost message or a restart of either side heals on the next beat).
-// It starts tasks as real processes (task_process.h) with the torchrun/NCCL environment, stops the
+// It starts tasks as real processes (task_process.h) as unprivileged users (task_user.h), each with a
+// scratch directory of its own, and the torchrun/NCCL environment (task_env.h), stops the
 // ones no longer wanted (TERM, grace, KILL), runs the checkpoint protocol (docs/checkpointing.md),
 // applies MIG layouts through the GpuBackend, and serves task logs to the controller.
 //
 // Threads: run() is the one thread that owns all task state; the log server's threads only read
 // log files (their paths derive from job/attempt/task) and share nothing else. stop() is thread-safe.
+// run()'s thread briefly takes a task user's file-system identity to touch that task's checkpoint
+// directory (ScopedFsUser); the identity is per thread, so the log server is unaffected.
 #pragma once
 
 #include <atomic>
@@ -26,7 +29,15 @@ struct AgentOptions {
   std::string node;                  // the node's name in the cluster config
   std::string address = "127.0.0.1"; // where other nodes reach this one (MASTER_ADDR)
   std::string log_listen = "127.0.0.1:0";  // HOST:PORT of the log server (port 0 = any free)
-  std::string state_dir;             // logs, pid files, default checkpoint dirs (created)
+  std::string state_dir;             // logs, pid files (created 0700: tasks cannot read it)
+  // Tasks' own directories: work/ (a scratch directory per task: default working directory, HOME for
+  // a switched user, TMPDIR) and checkpoints/ (default checkpoint directories). Created 0711; empty =
+  // STATE_DIR-tasks. Must be reachable by the task users.
+  std::string task_dir;
+  // Who tasks run as (task_user.h): NAME or UID:GID, and a per-user/per-queue map file. A root agent
+  // never runs tasks as root (default `nobody`); a non-root agent runs them as itself.
+  std::string task_user;
+  std::string task_user_map;
   std::string topology;              // "zone=a,spine=s1,leaf=l3" (reported; informational)
   int64_t heartbeat_interval_ms = 0; // 0 = what the controller says (default 5000)
   int64_t stop_grace_s = 30;         // TERM-to-KILL grace when a task is no longer wanted
@@ -42,8 +53,8 @@ Result<std::vector<std::pair<std::string, std::string>>> parse_topology_flag(con
 
 class Agent {
  public:
-  // Checks the options, creates the state directory, kills task processes a previous agent on this
-  // node left behind (pid files), and starts the log server.
+  // Checks the options and the task users, creates the state and task directories, kills task
+  // processes a previous agent on this node left behind (pid files), and starts the log server.
   static Result<std::unique_ptr<Agent>> create(AgentOptions options, std::unique_ptr<GpuBackend> gpus);
   ~Agent();
 

@@ -1,5 +1,5 @@
-// TaskProcess: fork/exec of one task with its own process group, exact environment, log file and
-// (where cgroup v2 is delegated to us) memory/CPU limits. See task_process.h.
+// TaskProcess: fork/exec of one task with its own process group, its user, exact environment, log
+// file and (where cgroup v2 is delegated to us) memory/CPU limits. See task_process.h.
 #include "agent/task_process.h"
 
 #include <fcntl.h>
@@ -109,12 +109,16 @@ Result<std::string> resolve_executable(const TaskLaunch& launch) {
   fs::path base = launch.working_dir.empty() ? fs::current_path() : fs::path(launch.working_dir);
   auto is_exec = [](const fs::path& p) {
     struct stat st{};
-    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
+    // AT_EACCESS: checked with the file-system identity (the task's user, see ScopedFsUser).
+    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::faccessat(AT_FDCWD, p.c_str(), X_OK, AT_EACCESS) == 0;
   };
   if (cmd.find('/') != std::string::npos) {
     fs::path p = fs::path(cmd).is_absolute() ? fs::path(cmd) : base / cmd;
-    if (!fs::exists(p)) return not_found("command[0] \"" + cmd + "\": no such file");
-    if (!is_exec(p)) return permission_denied("command[0] \"" + cmd + "\": not an executable file");
+    struct stat st{};
+    if (::stat(p.c_str(), &st) != 0)
+      return errno == EACCES ? permission_denied("command[0] \"" + cmd + "\": a directory on its path is not searchable by the task's user")
+                             : not_found("command[0] \"" + cmd + "\": no such file");
+    if (!is_exec(p)) return permission_denied("command[0] \"" + cmd + "\": not an executable file (for the task's user)");
     return p.string();
   }
   std::string path;
@@ -139,7 +143,7 @@ Result<std::string> resolve_executable(const TaskLaunch& launch) {
 }
 
 // What the child reports over the close-on-exec pipe: the step that failed and its errno.
-enum ChildStep : int32_t { kStepCgroup = 1, kStepChdir, kStepStdio, kStepExec };
+enum ChildStep : int32_t { kStepCgroup = 1, kStepUser, kStepChdir, kStepStdio, kStepExec };
 struct ChildReport {
   int32_t step;
   int32_t err;
@@ -148,6 +152,7 @@ struct ChildReport {
 const char* step_text(int32_t step) {
   switch (step) {
     case kStepCgroup: return "joining the cgroup";
+    case kStepUser: return "switching to the task's user";
     case kStepChdir: return "changing to the working directory";
     case kStepStdio: return "redirecting stdin/stdout/stderr";
     case kStepExec: return "exec";
@@ -155,8 +160,19 @@ const char* step_text(int32_t step) {
   return "starting";
 }
 
-// Child side between fork and exec: async-signal-safe calls only, no allocation.
-[[noreturn]] void child_exec(int report_fd, int log_fd, int cgroup_procs_fd, const char* dir,
+// Who the child becomes before exec (prepared before fork).
+struct ChildUser {
+  bool change = false;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  const gid_t* groups = nullptr;
+  size_t ngroups = 0;
+};
+
+// Child side between fork and exec: async-signal-safe calls only, no allocation. Order: process
+// group, cgroup (as root), signals, then the user (groups, gid, uid: raw system calls, the child has
+// one thread), then the working directory and stdio as that user, then exec.
+[[noreturn]] void child_exec(int report_fd, int log_fd, int cgroup_procs_fd, const ChildUser& user, const char* dir,
                              const char* exe, char* const* argv, char* const* envp, int max_fd) {
   auto report = [&](int32_t step, int err) {
     ChildReport r{step, static_cast<int32_t>(err)};
@@ -177,6 +193,15 @@ const char* step_text(int32_t step) {
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
 
+  if (user.change) {
+    errno = EPERM;
+    if (::syscall(SYS_setgroups, user.ngroups, user.groups) != 0 || ::syscall(SYS_setresgid, user.gid, user.gid, user.gid) != 0 ||
+        ::syscall(SYS_setresuid, user.uid, user.uid, user.uid) != 0 || ::getuid() != user.uid || ::geteuid() != user.uid ||
+        ::getegid() != user.gid || ::getuid() == 0) {
+      report(kStepUser, errno);
+      ::_exit(127);
+    }
+  }
   if (dir != nullptr && ::chdir(dir) != 0) {
     report(kStepChdir, errno);
     ::_exit(127);
@@ -245,13 +270,28 @@ CgroupSupport cgroup_support() {
 Result<TaskProcess> TaskProcess::start(const TaskLaunch& launch) {
   if (launch.argv.empty() || launch.argv[0].empty())
     return invalid_argument("command is empty: give at least the program to run");
-  if (!launch.working_dir.empty()) {
-    std::error_code ec;
-    if (!fs::is_directory(launch.working_dir, ec))
-      return not_found("working_dir \"" + launch.working_dir + "\" does not exist or is not a directory");
-  }
   if (launch.log_path.empty()) return invalid_argument("log_path is empty");
-  auto exe = resolve_executable(launch);
+  ChildUser child_user;
+  if (launch.user) {
+    const TaskUser& u = *launch.user;
+    if (u.uid == 0 || u.gid == 0) return invalid_argument("task user \"" + u.name + "\": tasks never run as root (uid or gid 0)");
+    child_user.change = u.uid != ::geteuid() || u.gid != ::getegid();
+    if (child_user.change && !can_switch_users())
+      return failed_precondition("task user \"" + u.name + "\": the agent is not root and cannot start tasks as another user");
+    child_user.uid = u.uid, child_user.gid = u.gid, child_user.groups = u.groups.data(), child_user.ngroups = u.groups.size();
+  }
+  Result<std::string> exe = std::string();
+  {
+    // What the task can reach, checked as the task's user.
+    ScopedFsUser as_task(child_user.change ? launch.user : std::nullopt);
+    if (!launch.working_dir.empty()) {
+      std::error_code ec;
+      if (!fs::is_directory(launch.working_dir, ec))
+        return not_found("working_dir \"" + launch.working_dir + "\" does not exist or is not a directory" +
+                         (child_user.change ? " that " + launch.user->name + " can reach" : std::string()));
+    }
+    exe = resolve_executable(launch);
+  }
   if (!exe.ok()) return exe.error();
 
   // Log file: parent directories and the file itself are made here so errors are reported here.
@@ -261,7 +301,7 @@ Result<TaskProcess> TaskProcess::start(const TaskLaunch& launch) {
     if (!parent.empty()) fs::create_directories(parent, ec);
     if (ec) return failed_precondition("cannot create the log directory " + parent.string() + ": " + ec.message());
   }
-  int log_fd = ::open(launch.log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  int log_fd = ::open(launch.log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (log_fd < 0)
     return failed_precondition("cannot open the log file " + launch.log_path + ": " + errno_text(errno));
 
@@ -330,7 +370,7 @@ Result<TaskProcess> TaskProcess::start(const TaskLaunch& launch) {
   }
   if (pid == 0) {
     ::close(pipefd[0]);
-    child_exec(pipefd[1], log_fd, procs_fd, dir, exe->c_str(), argv.data(), envp.data(), max_fd);
+    child_exec(pipefd[1], log_fd, procs_fd, child_user, dir, exe->c_str(), argv.data(), envp.data(), max_fd);
   }
   ::close(pipefd[1]);
   ::setpgid(pid, pid);  // also in the child; whichever runs first (EACCES after exec is fine)
@@ -359,6 +399,7 @@ Result<TaskProcess> TaskProcess::start(const TaskLaunch& launch) {
     if (!cgroup_path.empty()) ::rmdir(cgroup_path.c_str());
     std::string what = "command[0] \"" + launch.argv[0] + "\" (" + *exe + "): " + step_text(fatal->step);
     if (fatal->step == kStepChdir) what += " \"" + launch.working_dir + "\"";
+    if (fatal->step == kStepUser) what += " " + launch.user->name;
     what += " failed: " + errno_text(fatal->err);
     return failed_precondition(what);
   }
@@ -478,17 +519,23 @@ Result<int> signal_number(const std::string& name) {
   return invalid_argument("unknown signal \"" + name + "\"; accepted (with or without SIG, any case): " + names);
 }
 
-Status write_checkpoint_request(const std::string& dir, int64_t now_unix_s, const std::string& reason, const std::string& mode) {
+Status write_checkpoint_request(const std::string& dir, int64_t now_unix_s, const std::string& reason, const std::string& mode,
+                                const std::optional<TaskUser>& as) {
+  ScopedFsUser as_task(as);
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return failed_precondition("cannot create the checkpoint directory " + dir + ": " + ec.message());
   std::string final_path = dir + "/.request";
   std::string tmp = final_path + ".tmp." + std::to_string(::getpid());
   {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << now_unix_s << "\n" << reason << "\n" << mode << "\n";
-    out.flush();
-    if (!out) {
+    // A fresh file (O_EXCL, no link followed): whatever the task left under this name is replaced.
+    ::unlink(tmp.c_str());
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) return failed_precondition("cannot write " + tmp + ": " + errno_text(errno));
+    const std::string text = std::to_string(now_unix_s) + "\n" + reason + "\n" + mode + "\n";
+    const bool ok = ::write(fd, text.data(), text.size()) == ssize_t(text.size());
+    ::close(fd);
+    if (!ok) {
       fs::remove(tmp, ec);
       return failed_precondition("cannot write " + tmp);
     }
@@ -501,13 +548,21 @@ Status write_checkpoint_request(const std::string& dir, int64_t now_unix_s, cons
   return Status::ok_status();
 }
 
-std::optional<std::string> read_checkpoint_ack(const std::string& dir, int64_t since_unix_s) {
+std::optional<std::string> read_checkpoint_ack(const std::string& dir, int64_t since_unix_s, const std::optional<TaskUser>& as) {
+  ScopedFsUser as_task(as);
   std::string path = dir + "/.ack";
+  // Non-blocking and a regular file only: a FIFO or device the task put there must not stall the agent.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
   struct stat st{};
-  if (::stat(path.c_str(), &st) != 0 || static_cast<int64_t>(st.st_mtime) < since_unix_s) return std::nullopt;
-  std::ifstream in(path);
-  std::string line;
-  if (!in || !std::getline(in, line)) return std::nullopt;
+  char buf[4096];
+  ssize_t n = -1;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<int64_t>(st.st_mtime) >= since_unix_s)
+    n = ::read(fd, buf, sizeof buf);
+  ::close(fd);
+  if (n <= 0) return std::nullopt;
+  std::string line(buf, size_t(n));
+  line = line.substr(0, line.find('\n'));
   auto not_space = [](unsigned char c) { return !std::isspace(c); };
   line.erase(line.begin(), std::find_if(line.begin(), line.end(), not_space));
   line.erase(std::find_if(line.rbegin(), line.rend(), not_space).base(), line.end());
@@ -515,19 +570,22 @@ std::optional<std::string> read_checkpoint_ack(const std::string& dir, int64_t s
   return line;
 }
 
-AckStamp checkpoint_ack_stamp(const std::string& dir) {
+AckStamp checkpoint_ack_stamp(const std::string& dir, const std::optional<TaskUser>& as) {
+  ScopedFsUser as_task(as);
   struct stat st{};
   if (::stat((dir + "/.ack").c_str(), &st) != 0) return {};
   return AckStamp{uint64_t(st.st_ino), int64_t(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
 }
 
-std::optional<std::string> read_checkpoint_ack_since(const std::string& dir, const AckStamp& before) {
-  const AckStamp now = checkpoint_ack_stamp(dir);
+std::optional<std::string> read_checkpoint_ack_since(const std::string& dir, const AckStamp& before,
+                                                     const std::optional<TaskUser>& as) {
+  const AckStamp now = checkpoint_ack_stamp(dir, as);
   if (now == AckStamp{} || now == before) return std::nullopt;
-  return read_checkpoint_ack(dir, 0);
+  return read_checkpoint_ack(dir, 0, as);
 }
 
-void clear_checkpoint_request(const std::string& dir) {
+void clear_checkpoint_request(const std::string& dir, const std::optional<TaskUser>& as) {
+  ScopedFsUser as_task(as);
   std::error_code ec;
   fs::remove(dir + "/.request", ec);
 }

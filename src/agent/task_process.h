@@ -1,6 +1,7 @@
 // One task of a job as a real process on this node: started with argv (no shell), in its own process
-// group (so signals reach the whole tree), in a working directory, with exactly the given environment,
-// stdout and stderr appended to one log file. Memory and CPU limits go into a cgroup v2 child group
+// group (so signals reach the whole tree), as an unprivileged user when one is given (the agent is
+// root), in a working directory, with exactly the given environment, stdout and stderr appended to
+// one log file (opened by the agent, so the task needs no access to the log directory). Memory and CPU limits go into a cgroup v2 child group
 // when the machine delegates one to us (see cgroup_support()); elsewhere they are not enforced.
 //
 // Ownership: owned by the agent's main loop; not thread-safe. The destructor does not kill the
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/task_user.h"
 #include "core/status.h"
 
 namespace tessera::agent {
@@ -22,8 +24,11 @@ namespace tessera::agent {
 struct TaskLaunch {
   std::vector<std::string> argv;          // argv[0] searched in PATH when it has no '/'
   std::map<std::string, std::string> env; // the whole environment of the process
-  std::string working_dir;                // must exist; empty = the agent's cwd
-  std::string log_path;                   // created (with parent dirs) and appended to; stdout+stderr
+  std::string working_dir;                // must exist (for `user`); empty = the agent's cwd
+  std::string log_path;                   // created 0600 (with parent dirs) and appended to; stdout+stderr
+  // Run as this user (supplementary groups, gid, uid set before exec; needs a root agent). The
+  // working directory and the executable are checked with its permissions. nullopt: as the agent.
+  std::optional<TaskUser> user;
   int64_t memory_limit_mib = 0;           // 0 = none
   int64_t cpu_limit_milli = 0;            // 0 = none
   std::string cgroup_name;                // child group name under the agent's cgroup, e.g. "job-3-a1-t0"
@@ -41,8 +46,9 @@ CgroupSupport cgroup_support();
 class TaskProcess {
  public:
   // Forks and execs. Errors: argv empty, working_dir missing, log file not writable, executable not
-  // found (reported as an error here, not as a confusing exit code: the child reports exec failure
-  // over a close-on-exec pipe).
+  // found, `user` is root or cannot be switched to (the agent is not root); failures in the child
+  // (switching user, chdir, exec) are reported here too, not as a confusing exit code: the child
+  // reports them over a close-on-exec pipe.
   static Result<TaskProcess> start(const TaskLaunch& launch);
   TaskProcess(TaskProcess&&) noexcept;
   TaskProcess& operator=(TaskProcess&&) noexcept;
@@ -85,9 +91,12 @@ Result<int> signal_number(const std::string& name);
 // "stop" = save then exit, "save" = save and go on); the job writes DIR/.ack whose first line is the
 // checkpoint path. read_ack returns that path when .ack exists, is newer than or as new as
 // `since_unix_s` (mtime) and is non-empty.
+// `as`: the task's user; the directory is a path the task controls, so every function here touches
+// it with that user's permissions (ScopedFsUser), never the agent's.
 Status write_checkpoint_request(const std::string& dir, int64_t now_unix_s, const std::string& reason,
-                                const std::string& mode = "stop");
-std::optional<std::string> read_checkpoint_ack(const std::string& dir, int64_t since_unix_s);
+                                const std::string& mode = "stop", const std::optional<TaskUser>& as = std::nullopt);
+std::optional<std::string> read_checkpoint_ack(const std::string& dir, int64_t since_unix_s,
+                                               const std::optional<TaskUser>& as = std::nullopt);
 // Identity of DIR/.ack (inode and mtime in ns; zero when absent), to tell a new .ack from an old one
 // within the same second.
 struct AckStamp {
@@ -95,10 +104,11 @@ struct AckStamp {
   int64_t mtime_ns = 0;
   bool operator==(const AckStamp&) const = default;
 };
-AckStamp checkpoint_ack_stamp(const std::string& dir);
+AckStamp checkpoint_ack_stamp(const std::string& dir, const std::optional<TaskUser>& as = std::nullopt);
 // The .ack's path when .ack differs from `before` (written since) and is non-empty.
-std::optional<std::string> read_checkpoint_ack_since(const std::string& dir, const AckStamp& before);
+std::optional<std::string> read_checkpoint_ack_since(const std::string& dir, const AckStamp& before,
+                                                     const std::optional<TaskUser>& as = std::nullopt);
 // Removes DIR/.request (after the request was served) and leaves .ack in place.
-void clear_checkpoint_request(const std::string& dir);
+void clear_checkpoint_request(const std::string& dir, const std::optional<TaskUser>& as = std::nullopt);
 
 }  // namespace tessera::agent

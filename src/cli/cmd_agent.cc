@@ -1,6 +1,7 @@
 // `tessera agent` (the node agent, src/agent) and `tessera up` (a one-machine cluster: the controller
 // with its embedded store plus a local agent, in one process).
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 #include "cli/client_args.h"
 #include "cli/commands.h"
 #include "config/gpu_models.h"
+#include "config/log_format.h"
 #include "server/server_main.h"
 
 namespace tessera::cli {
@@ -53,6 +55,22 @@ Result<std::unique_ptr<agent::GpuBackend>> make_backend(const std::string& gpus,
   return b;
 }
 
+// Where `tessera up` keeps tasks' directories: DATA-tasks when tasks run as this user; when root,
+// /var/tmp/tessera-up-NODE-HASH (HASH of the data directory's path), which task users can reach
+// wherever the data directory is (e.g. under /root).
+std::string up_task_dir(const std::string& data, const std::string& node) {
+  std::string abs = std::filesystem::absolute(data).lexically_normal().string();
+  while (abs.size() > 1 && abs.back() == '/') abs.pop_back();
+  if (::geteuid() != 0) return abs + "-tasks";
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a: stable across builds
+  for (unsigned char c : abs) h = (h ^ c) * 1099511628211ULL;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  std::string safe;
+  for (char c : node) safe += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_' ? c : '_';
+  return "/var/tmp/tessera-up-" + safe + "-" + std::string(hex, 8);
+}
+
 }  // namespace
 
 void register_agent(CLI::App& app) {
@@ -65,12 +83,20 @@ void register_agent(CLI::App& app) {
   auto json = std::make_shared<bool>(false);
   auto log_level = std::make_shared<std::string>("info");
   cmd->add_option("--server", o->server, "Controller URL (env TESSERA_SERVER)")->envname("TESSERA_SERVER")->capture_default_str();
-  cmd->add_option("--token", o->token, "Agent token (`tessera token create --role agent`; env TESSERA_TOKEN)")->envname("TESSERA_TOKEN");
+  cmd->add_option("--token", o->token, "Agent token (`tessera token create --role agent --node NAME`; env TESSERA_TOKEN)")->envname("TESSERA_TOKEN");
   cmd->add_option("--token-file", *token_file, "Read the token from this file");
   cmd->add_option("--node", o->node, "This node's name in the cluster config (default: the host name)");
   cmd->add_option("--address", o->address, "Address other nodes reach this node at (MASTER_ADDR)")->capture_default_str();
   cmd->add_option("--listen", o->log_listen, "HOST:PORT of the agent's log server (port 0: any free port)")->capture_default_str();
-  cmd->add_option("--state-dir", o->state_dir, "Logs, pid files, default checkpoint dirs (default ./tessera-agent-NODE)");
+  cmd->add_option("--state-dir", o->state_dir, "Logs and pid files, private to the agent (0700; default ./tessera-agent-NODE)");
+  cmd->add_option("--task-dir", o->task_dir,
+                  "Tasks' scratch and default checkpoint directories (0711, each task's own dir owned by its user; "
+                  "default STATE_DIR-tasks); must be reachable by the task users");
+  cmd->add_option("--task-user", o->task_user,
+                  "Run tasks as this user, NAME or UID:GID (a root agent only; default nobody; never root)");
+  cmd->add_option("--task-user-map", o->task_user_map,
+                  "YAML/JSON file choosing the task user per submitting user or queue: "
+                  "{default: NAME, users: {alice: alice}, queues: {team-a: \"2001:2001\"}} (docs/agent.md)");
   cmd->add_option("--gpus", *gpus, "nvml (default) or a declared fake inventory: fake:8xH100-80GB-SXM[,nvswitch|pcie-pairs][,mig=3g.40gb@0+3g.40gb@4]");
   cmd->add_option("--gpu-models", *gpu_models, "JSON file declaring GPU models the built-in catalog lacks");
   cmd->add_option("--topology", o->topology, "Network position, e.g. zone=a,spine=s1,leaf=l3");
@@ -84,7 +110,7 @@ void register_agent(CLI::App& app) {
   cmd->add_flag("--json", *json, "With --discover: JSON");
   cmd->add_option("--log-level", *log_level, "trace, debug, info, warn, error")->capture_default_str();
   cmd->callback([=] {
-    spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z level=%l %v");
+    config::use_safe_log_format();
     spdlog::set_level(spdlog::level::from_str(*log_level));
     const std::string verb = "agent";
     if (o->node.empty()) o->node = host_name();
@@ -100,8 +126,17 @@ void register_agent(CLI::App& app) {
         std::cout << agent::inventory_report(*inv);
       return;
     }
-    if (!token_file->empty()) o->token = read_token_file(verb, *token_file);
-    if (o->token.empty()) fail(verb, "--token: required (an agent token: `tessera token create --role agent --user agent`)", 2);
+    if (!token_file->empty()) {
+      o->token = read_token_file(verb, *token_file);
+      struct stat st{};
+      if (::stat(token_file->c_str(), &st) == 0 && (st.st_mode & 0077) != 0)
+        spdlog::warn("event=token_file_readable path={} mode={:o} (others on this machine, tasks included, may read it: "
+                     "chmod 600 it)", *token_file, st.st_mode & 0777);
+    } else if (const char* env = std::getenv("TESSERA_TOKEN"); !o->token.empty() && (env == nullptr || o->token != env)) {
+      spdlog::warn("event=token_on_command_line (every process on this machine, tasks included, can read it in ps or "
+                   "/proc/PID/cmdline: use --token-file or TESSERA_TOKEN)");
+    }
+    if (o->token.empty()) fail(verb, "--token: required (an agent token: `tessera token create --role agent --user agent --node NAME`)", 2);
     if (o->state_dir.empty()) o->state_dir = "tessera-agent-" + o->node;
     // SIGINT/SIGTERM stop the agent from a waiting thread; task processes reset their mask.
     sigset_t signals;
@@ -132,15 +167,17 @@ void register_up(CLI::App& app) {
   auto listen = std::make_shared<std::string>("127.0.0.1:8420");
   auto gpus = std::make_shared<std::string>();
   auto node = std::make_shared<std::string>();
+  auto task_user = std::make_shared<std::string>();
   auto log_level = std::make_shared<std::string>("warn");
   cmd->add_option("--data", *data, "Data directory: store, admin token, cluster.yaml, agent state")->capture_default_str();
   cmd->add_option("--listen", *listen, "HOST:PORT of the API")->capture_default_str();
   cmd->add_option("--gpus", *gpus, "nvml, or fake:COUNTxMODEL (default: NVML when present, else fake:8xH100-80GB-SXM)");
   cmd->add_option("--node", *node, "The local node's name (default: the host name)");
+  cmd->add_option("--task-user", *task_user, "Run tasks as this user, NAME or UID:GID (when root; default nobody; never root)");
   cmd->add_option("--log-level", *log_level, "trace, debug, info, warn, error")->capture_default_str();
   cmd->callback([=] {
     const std::string verb = "up";
-    spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z level=%l %v");
+    config::use_safe_log_format();
     spdlog::set_level(spdlog::level::from_str(*log_level));
     const std::string name = node->empty() ? host_name() : *node;
     const GpuCatalog& catalog = GpuCatalog::builtin();
@@ -200,6 +237,9 @@ void register_up(CLI::App& app) {
       ao.token = token;
       ao.node = name;
       ao.state_dir = *data + "/agent";
+      ao.task_user = *task_user;
+      // Tasks' directories outside the data directory (0700: they could not reach it there).
+      ao.task_dir = up_task_dir(*data, name);
       ao.stop_tasks_on_exit = true;
       ao.stop_grace_s = 10;
       auto a = agent::Agent::create(ao, std::move(*shared_backend));

@@ -765,7 +765,7 @@ void register_infra(CLI::App& app) {
 
 struct TokenCreateArgs {
   ConnArgs conn;
-  std::string user, role, queue;
+  std::string user, role, queue, node;
 };
 
 void run_token_create(const TokenCreateArgs& a) {
@@ -777,9 +777,13 @@ void run_token_create(const TokenCreateArgs& a) {
   const bool scoped = a.role == "team-lead" || a.role == "member";
   if (scoped && a.queue.empty()) fail(verb, "--queue is required for role " + a.role + ": the queue subtree they act in", 2);
   if (!scoped && !a.queue.empty()) fail(verb, "--queue must be empty for role " + a.role + " (only team-lead and member have one)", 2);
+  if (a.role == "agent" && a.node.empty())
+    fail(verb, "--node is required for role agent: the node it speaks for, or a pattern such as 'gpu-*' ('*' for every node)", 2);
+  if (a.role != "agent" && !a.node.empty()) fail(verb, "--node is for agent tokens only", 2);
   auto api = connect(verb, a.conn);
   json body = {{"user", a.user}, {"role", a.role}};
   if (!a.queue.empty()) body["queue"] = a.queue;
+  if (!a.node.empty()) body["node"] = a.node;
   const ApiResponse r = call_post(verb, *api, "/api/v1/tokens", body);
   if (a.conn.json) return print_json(r.body);
   const std::string token = json_text(r.body, "token", "");
@@ -796,11 +800,25 @@ void run_token_list(const ConnArgs& c) {
   if (c.json) return print_json(body);
   const json list = body.is_array() ? body : body.value("tokens", json::array());
   Table t;
-  t.headers = {"ID", "USER", "ROLE", "QUEUE", "CREATED", "REVOKED"};
+  t.headers = {"ID", "USER", "ROLE", "QUEUE", "NODE", "CREATED", "REVOKED"};
   for (const auto& k : list)
     t.rows.push_back({json_text(k, "id"), json_text(k, "user"), json_text(k, "role"), json_text(k, "queue", "-").empty() ? "-" : json_text(k, "queue"),
+                      json_text(k, "node", "-").empty() ? "-" : json_text(k, "node", "-"),
                       format_local_time(json_int(k, "created").value_or(0)), json_text(k, "revoked", "no")});
   std::cout << render_table(t);
+}
+
+struct TokenRevokeArgs {
+  ConnArgs conn;
+  std::string id;
+};
+
+void run_token_revoke(const TokenRevokeArgs& a) {
+  const std::string verb = "token revoke";
+  auto api = connect(verb, a.conn);
+  const ApiResponse r = call_post(verb, *api, "/api/v1/tokens/" + a.id + "/revoke", json::object());
+  if (a.conn.json) return print_json(r.body);
+  std::cout << "token " << json_text(r.body, "id") << " (user " << json_text(r.body, "user") << ") revoked\n";
 }
 
 void run_whoami(const ConnArgs& c) {
@@ -814,7 +832,7 @@ void run_whoami(const ConnArgs& c) {
 }
 
 void register_tokens(CLI::App& app) {
-  CLI::App* token = app.add_subcommand("token", "API tokens (admin): create, list");
+  CLI::App* token = app.add_subcommand("token", "API tokens (admin): create, list, revoke");
   token->require_subcommand(1);
   auto ca = std::make_shared<TokenCreateArgs>();
   CLI::App* create = token->add_subcommand("create", "Create a token; prints only the token on stdout");
@@ -822,12 +840,19 @@ void register_tokens(CLI::App& app) {
   create->add_option("--user", ca->user, "user name")->required();
   create->add_option("--role", ca->role, "admin, team-lead, member, viewer or agent")->required();
   create->add_option("--queue", ca->queue, "queue subtree (team-lead and member only)");
+  create->add_option("--node", ca->node, "agent only (required): the node it may register and report for, or a pattern (gpu-*)");
   create->callback([ca] { run_token_create(*ca); });
 
   auto lc = std::make_shared<ConnArgs>();
   CLI::App* list = token->add_subcommand("list", "List tokens (id, user, role, queue, created)");
   add_conn_options(list, *lc);
   list->callback([lc] { run_token_list(*lc); });
+
+  auto rc = std::make_shared<TokenRevokeArgs>();
+  CLI::App* revoke = token->add_subcommand("revoke", "Revoke a token by its id (from `token list`); in force at once");
+  add_conn_options(revoke, rc->conn);
+  revoke->add_option("id", rc->id, "the token's id")->required();
+  revoke->callback([rc] { run_token_revoke(*rc); });
 
   auto wc = std::make_shared<ConnArgs>();
   CLI::App* whoami = app.add_subcommand("whoami", "Show who the token acts as");

@@ -1,4 +1,5 @@
-// `tessera server`: the control plane (src/server). `--check-config` validates the config and exits.
+// `tessera server`: the control plane (src/server). `--check-config` validates the config and exits;
+// `--check-store full` checks every index of the store at start (the quick check always runs).
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -19,6 +20,15 @@ void register_server(CLI::App& app) {
   cmd->add_option("--listen", opt->listen, "HOST:PORT to serve on (port 0: any free port)")->capture_default_str();
   cmd->add_option("--config", opt->config_path, "Cluster config YAML (nodes, queues, priority classes; docs/server.md). Default: a built-in demo cluster");
   cmd->add_option("--threads", opt->http_threads, "HTTP handler threads")->capture_default_str()->check(CLI::Range(2, 1024));
+  cmd->add_option("--agent-listen", opt->agent_listen,
+                  "HOST:PORT of a listener for agents only (their heartbeats never queue behind users' requests); "
+                  "point agents' --server at it");
+  cmd->add_option("--max-connections", opt->max_connections, "Open HTTP connections at most, per listener")
+      ->capture_default_str()->check(CLI::Range(16, 1000000));
+  cmd->add_option("--max-connections-per-ip", opt->max_connections_per_ip, "Open HTTP connections at most per client address (0: no cap)")
+      ->capture_default_str()->check(CLI::Range(0, 1000000));
+  cmd->add_option("--idle-timeout", opt->idle_timeout_s, "Seconds after which a silent HTTP connection is closed")
+      ->capture_default_str()->check(CLI::Range(1, 3600));
   cmd->add_option("--log-level", opt->log_level, "trace, debug, info, warn, error")->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   cmd->add_flag("--agentless", opt->agentless,
@@ -33,8 +43,14 @@ void register_server(CLI::App& app) {
                   "NotReady after this many missed heartbeats (sets --agent-timeout-ms to N x the interval)")
       ->check(CLI::Range(1, 1000));
   cmd->add_flag("--check-config", *check, "Validate the config and exit (0 = valid)");
-  cmd->callback([opt, check, missed] {
+  auto store_check = std::make_shared<std::string>("quick");
+  cmd->add_option("--check-store", *store_check,
+                  "Check of an existing store at start: quick (every page's structure) or full (also every index; "
+                  "slower). A store that fails is refused")
+      ->capture_default_str()->check(CLI::IsMember({"quick", "full"}));
+  cmd->callback([opt, check, missed, store_check] {
     if (*missed > 0) opt->agent_timeout_ms = opt->heartbeat_interval_ms * *missed;
+    opt->store_check = *store_check == "full" ? server::StoreCheck::kFull : server::StoreCheck::kQuick;
     if (*check) {
       auto cfg = server::load_server_config(opt->config_path);
       if (!cfg.ok()) {

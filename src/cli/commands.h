@@ -12,6 +12,7 @@ void register_scenario(CLI::App& sim);  // tessera sim scenario FILE... (under t
 void register_sim_run(CLI::App& sim);   // tessera sim run --cluster FILE --workload SPEC ...
 void register_server(CLI::App& app);      // tessera server --data DIR --listen HOST:PORT [--config FILE]
 void register_bench_api(CLI::App& bench);  // tessera bench api (under the bench subcommand)
+void register_bench_attack(CLI::App& bench);  // tessera bench attack (under the bench subcommand)
 // The REST API client verbs: submit, jobs, show, cancel, priority, queues, nodes, cordon, drain,
 // resume, token, whoami, admin (cmd_client.cc).
 void register_client(CLI::App& app);

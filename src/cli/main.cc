@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   tessera::cli::register_bench(app);
   tessera::cli::register_server(app);
   tessera::cli::register_bench_api(*app.get_subcommand("bench"));
+  tessera::cli::register_bench_attack(*app.get_subcommand("bench"));
   tessera::cli::register_client(app);
   tessera::cli::register_agent(app);
   tessera::cli::register_up(app);

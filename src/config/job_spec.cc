@@ -18,6 +18,7 @@ namespace {
 using json = nlohmann::json;
 
 constexpr size_t kMaxSpecBytes = 8 * 1024 * 1024;  // whole text; the HTTP layer has its own limit
+constexpr size_t kMaxSpecItems = 50000;            // YAML items: bounds the parser's memory
 constexpr int64_t kMaxCpuCores = 1000000;
 constexpr int64_t kMaxMemoryMiB = int64_t(1) << 40;  // 1 EiB: far beyond any node, far below overflow
 constexpr Duration kMaxDuration = 100LL * 365 * 24 * 3600;  // 100 years
@@ -508,6 +509,7 @@ Result<JobSpec> parse_job_spec_json(std::string_view text) {
 Result<JobSpec> parse_job_spec_yaml(std::string_view text) {
   if (text.size() > kMaxSpecBytes)
     return invalid_argument("spec: " + std::to_string(text.size()) + " bytes; at most " + std::to_string(kMaxSpecBytes));
+  TESSERA_TRY(yaml_precheck(text, kMaxSpecItems));
   json j;
   try {
     const YAML::Node root = YAML::Load(std::string(text));

@@ -206,6 +206,50 @@ json yaml_scalar(const YAML::Node& n) {
   return s;
 }
 
+}  // namespace
+
+Status yaml_precheck(std::string_view text, size_t max_items) {
+  int flow = 0, max_flow = 0, dashes = 0;
+  size_t items = 0;
+  bool line_start = true;    // only "- " and spaces so far on this line
+  bool scalar_start = true;  // the last non-blank character may be followed by a scalar
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    const char next = i + 1 < text.size() ? text[i + 1] : '\n';
+    if (c == '\n') {
+      line_start = scalar_start = true, dashes = 0;
+      continue;
+    }
+    if (c == '#' && (i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t' || text[i - 1] == '\n')) {
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
+      continue;
+    }
+    if ((c == '"' || c == '\'') && scalar_start) {  // a quoted scalar: skip to its end ('' and \" escape the quote)
+      for (++i; i < text.size(); ++i) {
+        if (c == '"' && text[i] == '\\') ++i;
+        else if (text[i] == c && !(c == '\'' && i + 1 < text.size() && text[i + 1] == '\'' && ++i)) break;
+      }
+      line_start = scalar_start = false;
+      continue;
+    }
+    if (c == '[' || c == '{') max_flow = std::max(max_flow, ++flow), ++items;
+    else if (c == ']' || c == '}') flow = std::max(0, flow - 1);
+    else if (c == ',') ++items;
+    else if (c == ':' && (next == ' ' || next == '\n')) ++items;
+    else if (c == '-' && (next == ' ' || next == '\n') && line_start) ++items, ++dashes;
+    if (c != ' ' && c != '-' && c != '\t') line_start = false;
+    // A quote opens a quoted scalar only where a scalar may start (elsewhere it is a plain character).
+    if (c != ' ' && c != '\t') scalar_start = c == ':' || c == '-' || c == '[' || c == '{' || c == ',' || c == '?';
+    if (max_flow > kMaxYamlDepth || dashes > kMaxYamlDepth)
+      return invalid_argument("spec: nested too deeply (at most " + std::to_string(kMaxYamlDepth) + " levels)");
+    if (items > max_items)
+      return invalid_argument("spec: too many YAML items (at most " + std::to_string(max_items) + ")");
+  }
+  return {};
+}
+
+namespace {
+
 Status to_json(const YAML::Node& n, json& out, int depth, size_t& budget, const std::string& at) {
   const std::string where = at.empty() ? "spec" : at;
   if (depth > kMaxYamlDepth)

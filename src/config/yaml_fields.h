@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -57,6 +58,12 @@ Status parse_priority_classes(const YAML::Node& list, std::vector<PriorityClass>
 // numbers that are not integers become non-integer JSON numbers), quoted scalars stay strings. Depth
 // and size (with aliases expanded) are bounded. `at` prefixes errors.
 Status yaml_to_json(const YAML::Node& n, nlohmann::json& out, const std::string& at);
+
+// A look at YAML text before it is parsed, so that the parser's memory stays proportional to a
+// sensible document: refuses nesting deeper than yaml_to_json allows (flow brackets, or chains of
+// "- " on one line) and more than `max_items` structural items (flow separators, sequence entries,
+// keys). Quoted scalars and comments are skipped. Cheap: one pass, no allocation.
+Status yaml_precheck(std::string_view text, size_t max_items);
 
 // The cluster sections of a cluster or scenario file into `out` (fields only; parse_cluster_config_yaml
 // validates the whole). `top` names the file's top level in messages ("scenario"; empty for none).

@@ -1,5 +1,7 @@
 #include "server/auth.h"
 
+#include <fnmatch.h>
+
 #include <openssl/evp.h>
 
 #include <fstream>
@@ -70,7 +72,7 @@ std::optional<Principal> TokenRegistry::find(const std::string& token) const {
   if (it == by_hash_.end() || it->second.revoked) return std::nullopt;
   auto role = parse_role(it->second.role);
   if (!role.ok()) return std::nullopt;
-  return Principal{it->second.user, *role, it->second.queue};
+  return Principal{it->second.user, *role, it->second.queue, it->second.node};
 }
 
 std::vector<TokenRow> TokenRegistry::list() const {
@@ -83,6 +85,10 @@ std::vector<TokenRow> TokenRegistry::list() const {
 size_t TokenRegistry::size() const {
   std::shared_lock lock(mu_);
   return by_hash_.size();
+}
+
+bool agent_may_speak_for(const std::string& pattern, const std::string& node) {
+  return pattern.empty() || ::fnmatch(pattern.c_str(), node.c_str(), 0) == 0;
 }
 
 bool in_subtree(const QueueTree& tree, const std::string& queue, const std::string& root) {

@@ -24,7 +24,11 @@ struct Principal {
   std::string user;
   Role role = Role::kViewer;
   std::string queue;  // team-lead / member: the root of the queue subtree they act in
+  std::string node;   // agent: the node name or fnmatch pattern it may register and report for ("" = any)
 };
+
+// May an agent token bound to `pattern` speak for node `node`? ("" and "*" match every node.)
+bool agent_may_speak_for(const std::string& pattern, const std::string& node);
 
 std::string sha256_hex(const std::string& data);
 std::string new_token();  // "tsr_" + 40 hex digits from the system's random source

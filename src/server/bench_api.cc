@@ -60,9 +60,9 @@ Result<BenchApiResult> run_bench_api(const BenchApiOptions& o, const std::functi
     auto controller = Controller::start(*cfg, store->get(), ControllerOptions{});
     if (!controller.ok()) return controller.error();
     const std::string token = new_token();
-    if (Status st = (*store)->write_sync(WriteBatch{{}, {}, {TokenRow{sha256_hex(token), "bench", "admin", "", 0, false}}, {}}); !st.ok())
+    if (Status st = (*store)->write_sync(WriteBatch{{}, {}, {TokenRow{sha256_hex(token), "bench", "admin", "", 0, false, ""}}, {}}); !st.ok())
       return st.error();
-    (*controller)->tokens().add(TokenRow{sha256_hex(token), "bench", "admin", "", 0, false});
+    (*controller)->tokens().add(TokenRow{sha256_hex(token), "bench", "admin", "", 0, false, ""});
     HttpApi api(**controller, [](const std::string&) { return Status(); });
     HttpOptions http;
     http.port = 0;

@@ -23,6 +23,8 @@
 #include "core/placement/policy.h"
 #include "core/sched/runtime_history.h"
 #include "core/sched/scheduler.h"
+#include "config/text.h"
+#include "server/agent_protocol.h"
 #include "server/job_record.h"
 
 namespace tessera::server {
@@ -50,6 +52,13 @@ const char* health_name(GpuHealth h) {
 Json event_json(const EventRow& e) {
   return Json{{"seq", e.seq}, {"job", e.job_id}, {"time", e.time}, {"kind", e.kind}, {"actor", e.actor},
               {"detail", Json::parse(e.detail, nullptr, false)}};
+}
+
+// A failed store write as the caller's answer: a full disk stays "unavailable, retry later" (503),
+// anything else is an internal error; both say that nothing was saved.
+Error store_failure(const Status& st, const std::string& what) {
+  if (st.error().code == ErrorCode::kUnavailable) return Error{ErrorCode::kUnavailable, st.message() + " (" + what + ")"};
+  return internal_error("store: " + st.message() + " (" + what + "; retry)");
 }
 
 bool active(JobState s) { return s == JobState::kPending || s == JobState::kRunning || s == JobState::kCheckpointing; }
@@ -85,7 +94,7 @@ struct NodeAdmin {
   std::string log_secret;
   std::string agent_version;
   std::string gpu_source;       // nvml | fake
-  Json gpu_stats = Json::array();  // last reported utilisation per GPU
+  std::vector<GpuSample> gpu_stats;  // last reported utilisation per GPU
   // Spot interruption (stored with the node's state): reclaimed at reclaim_at; reclaimed once that
   // time passed (NotReady until its agent registers again). last_notice: the newest notice handled,
   // so an agent that keeps reporting the same notice does not interrupt twice.
@@ -203,7 +212,8 @@ struct Controller::State {
   std::vector<StoppingTask> stopping_tasks;              // held until their agents report them gone
   std::set<int64_t> active_ids;                          // pending, running, checkpointing
   std::set<int64_t> placed_ids;                          // running, checkpointing
-  std::map<std::string, int64_t> by_idempotency_key;
+  // Idempotency keys are each user's own: (user, key) -> job id.
+  std::map<std::pair<std::string, std::string>, int64_t> by_idempotency_key;
   std::vector<NodeAdmin> node_admin;                     // by NodeId
   std::vector<double> usage;                             // decayed usage per queue id
   Time usage_at = 0;
@@ -257,6 +267,18 @@ struct Controller::State {
 
   // ---- helpers ----------------------------------------------------------------------------------
 
+  // Runs one piece of state-thread work. An exception is logged and contained: the thread and the
+  // other commands go on (a command's caller is answered by Controller::answer).
+  void run_contained(const char* what, const std::function<void(State&)>& fn) {
+    try {
+      fn(*this);
+    } catch (const std::exception& e) {
+      spdlog::error("event=state_thread_exception in={} error=\"{}\"", what, e.what());
+    } catch (...) {
+      spdlog::error("event=state_thread_exception in={} error=unknown", what);
+    }
+  }
+
   ClassAmounts held_by(const JobRecord& r) const {
     ClassAmounts a;
     for (const TaskPlacement& p : r.job.placement) {
@@ -267,11 +289,12 @@ struct Controller::State {
   }
 
   EventRow event(int64_t job, const std::string& kind, const std::string& actor, Json detail = Json::object()) const {
-    return EventRow{0, job, now(), kind, actor, detail.dump()};
+    // Replace, never throw: every text was checked at the edge, and a slip must not abort the thread.
+    return EventRow{0, job, now(), kind, actor, detail.dump(-1, ' ', false, Json::error_handler_t::replace)};
   }
 
   JobRow row(const JobRecord& r) const {
-    return JobRow{r.id, job_state_name(r.job.state), r.queue_name, r.job.user, r.job.submitted, record_to_json(r, cluster).dump()};
+    return JobRow{r.id, job_state_name(r.job.state), r.queue_name, r.job.user, r.job.submitted, record_to_json(r, cluster).dump(-1, ' ', false, Json::error_handler_t::replace)};
   }
 
   // Queues the batch; `done` gets the store's verdict on the writer thread.
@@ -282,7 +305,7 @@ struct Controller::State {
       if (s.ok())
         reply->set_value(answer);
       else
-        reply->set_value(internal_error("store: " + s.message() + " (the change was not saved; retry)"));
+        reply->set_value(store_failure(s, "the change was not saved"));
     });
   }
 
@@ -633,6 +656,15 @@ struct Controller::State {
     return permission_denied("priority_class: queue " + queue + " allows only " + names);
   }
 
+  // May `who` register or report for `node`? An agent token speaks only for the node(s) it is bound
+  // to; a refusal is audited.
+  Status may_speak_for(const Principal& who, const std::string& node, const std::string& what) {
+    if (who.role != Role::kAgent || agent_may_speak_for(who.node, node)) return {};
+    const std::string why = "agent token of " + who.user + " is bound to node " + who.node + ", not " + node;
+    deny(who, what + " " + node, why);
+    return permission_denied(why);
+  }
+
   // May `who` act (cancel, re-prioritise) on job r?
   Status may_modify(const Principal& who, const JobRecord& r) const {
     switch (who.role) {
@@ -668,10 +700,33 @@ struct Controller::State {
     return *id;
   }
 
-  void deny(const Principal& who, const std::string& what, const std::string& why) {
-    spdlog::info("event=denied user={} role={} call=\"{}\" reason=\"{}\"", who.user, role_name(who.role), what, why);
+  // Denied calls are audited, within a budget: each user's first kDeniedPerMinute denials a minute are
+  // written (names cut to 256 bytes); the rest are counted and the count goes into the next one
+  // written ("suppressed"), so a flood of denied calls cannot grow the store or the log.
+  static constexpr int kDeniedPerMinute = 20;
+  struct DenyBudget {
+    Time window = -1;
+    int written = 0;
+    int64_t suppressed = 0;
+  };
+  std::map<std::string, DenyBudget> deny_budget;  // by user (bounded by the tokens that exist)
+
+  void deny(const Principal& who, const std::string& what_in, const std::string& why_in) {
+    DenyBudget& budget = deny_budget[who.user];
+    const Time t = now();
+    if (t - budget.window >= 60) budget.window = t, budget.written = 0;
+    if (budget.written >= kDeniedPerMinute) {
+      ++budget.suppressed;
+      return;
+    }
+    ++budget.written;
+    const std::string what = config::truncate_utf8(what_in, 256), why = config::truncate_utf8(why_in, 256);
+    spdlog::info("event=denied user={} role={} call=\"{}\" reason=\"{}\" suppressed_before={}", who.user, role_name(who.role),
+                 what, why, budget.suppressed);
+    Json detail{{"call", what}, {"role", role_name(who.role)}, {"reason", why}};
+    if (budget.suppressed > 0) detail["suppressed"] = std::exchange(budget.suppressed, 0);
     WriteBatch b;
-    b.events.push_back(event(0, "denied", who.user, Json{{"call", what}, {"role", role_name(who.role)}, {"reason", why}}));
+    b.events.push_back(event(0, "denied", who.user, std::move(detail)));
     persist(std::move(b));
   }
 
@@ -884,11 +939,8 @@ struct Controller::State {
         if (!gpu_down(n, g)) a.total += 1000;
         const int64_t alloc = gpu_allocated_milli(g);
         a.allocated += alloc;
-        if (alloc == 0 || g.index >= na.gpu_stats.size() || !na.gpu_stats[g.index].is_object()) continue;
-        const Json& st = na.gpu_stats[g.index];
-        auto u = st.find("utilization_pct");
-        if (u == st.end() || !u->is_number()) continue;
-        const int64_t pct = std::clamp<int64_t>(int64_t(std::llround(u->get<double>())), 0, 100);
+        if (alloc == 0 || g.index >= na.gpu_stats.size() || na.gpu_stats[g.index].utilization_pct < 0) continue;
+        const int64_t pct = std::clamp<int64_t>(na.gpu_stats[g.index].utilization_pct, 0, 100);
         a.used += alloc * pct / 100;
         a.known += alloc;
       }
@@ -1109,7 +1161,7 @@ Result<std::unique_ptr<Controller>> Controller::start(config::ClusterConfig cfg,
     if (!rec.ok()) return internal_error("store: job " + std::to_string(row.id) + ": " + rec.error().message);
     JobRecord r = std::move(*rec);
     s.next_id = std::max(s.next_id, r.id + 1);
-    if (!r.idempotency_key.empty()) s.by_idempotency_key[r.idempotency_key] = r.id;
+    if (!r.idempotency_key.empty()) s.by_idempotency_key[{r.job.user, r.idempotency_key}] = r.id;
     if (placed(r.job.state)) {
       // Recreate MIG instances the placement holds, then hold its resources again.
       std::vector<TaskPlacement> ps = r.job.placement;
@@ -1184,8 +1236,8 @@ Result<std::unique_ptr<Controller>> Controller::start(config::ClusterConfig cfg,
       std::deque<std::function<void(State&)>> batch;
       batch.swap(sp->commands);
       lock.unlock();
-      for (auto& cmd : batch) cmd(*sp);
-      sp->tick();
+      for (auto& cmd : batch) sp->run_contained("command", cmd);
+      sp->run_contained("tick", [](State& st) { st.tick(); });
       const auto now = Clock::now();
       if (!sp->cycle_in_flight && now >= sp->next_cycle_at()) {
         sp->dirty = false;
@@ -1223,17 +1275,47 @@ Controller::~Controller() {
   store_->flush();
 }
 
+namespace {
+
+// Answers `reply` with `e` unless the command answered already (a command that threw after its
+// answer was set, or after handing the reply to the store).
 template <class T>
-Result<T> Controller::call(std::function<Result<T>(State&)> fn) {
+void answer_once(const std::shared_ptr<std::promise<Result<T>>>& reply, Error e) {
+  try {
+    reply->set_value(std::move(e));
+  } catch (const std::future_error&) {
+  }
+}
+
+}  // namespace
+
+template <class T>
+Result<T> Controller::answer(std::function<void(State&, const std::shared_ptr<std::promise<Result<T>>>&)> fn) {
   auto p = std::make_shared<std::promise<Result<T>>>();
   auto f = p->get_future();
   {
     std::lock_guard lock(state_->mu);
     if (state_->stopping) return Error{ErrorCode::kUnavailable, "the server is shutting down; retry shortly"};
-    state_->commands.push_back([p, fn = std::move(fn)](State& s) { p->set_value(fn(s)); });
+    // No exception leaves a command: it is logged and its caller answered 500; the state thread goes on.
+    state_->commands.push_back([p, fn = std::move(fn)](State& s) {
+      try {
+        fn(s, p);
+      } catch (const std::exception& e) {
+        spdlog::error("event=command_failed error=\"{}\"", e.what());
+        answer_once<T>(p, internal_error(std::string("internal error (logged; the request had no effect or a partial one): ") + e.what()));
+      } catch (...) {
+        spdlog::error("event=command_failed error=unknown");
+        answer_once<T>(p, internal_error("internal error (logged)"));
+      }
+    });
   }
   state_->cv.notify_one();
   return f.get();
+}
+
+template <class T>
+Result<T> Controller::call(std::function<Result<T>(State&)> fn) {
+  return answer<T>([fn = std::move(fn)](State& s, const std::shared_ptr<std::promise<Result<T>>>& reply) { reply->set_value(fn(s)); });
 }
 
 void Controller::wait_for_cycle() {
@@ -1250,21 +1332,11 @@ void Controller::wait_for_cycle() {
 
 // ---- jobs --------------------------------------------------------------------------------------
 
-#define ASYNC_CALL(...)                                                                   \
-  auto p_ = std::make_shared<std::promise<Result<Json>>>();                                \
-  auto f_ = p_->get_future();                                                              \
-  {                                                                                        \
-    std::lock_guard lock_(state_->mu);                                                     \
-    if (state_->stopping) return Error{ErrorCode::kUnavailable, "the server is shutting down; retry shortly"}; \
-    state_->commands.push_back([=, this](State& s) { Reply reply = p_; __VA_ARGS__ });           \
-  }                                                                                        \
-  state_->cv.notify_one();                                                                 \
-  return f_.get();
 
 Result<Json> Controller::submit(const Principal& who, config::JobSpec spec, const std::string& idem, bool* created) {
   auto created_flag = std::make_shared<bool>(false);
   auto result = [&]() -> Result<Json> {
-    ASYNC_CALL({
+    return answer<Json>([=, this](State& s, const Reply& reply) {
       if (who.role == Role::kViewer || who.role == Role::kAgent) {
         const std::string why = std::string(role_name(who.role)) + " tokens may not submit jobs";
         s.deny(who, "submit", why);
@@ -1272,7 +1344,7 @@ Result<Json> Controller::submit(const Principal& who, config::JobSpec spec, cons
         return;
       }
       if (!idem.empty()) {
-        auto it = s.by_idempotency_key.find(idem);
+        auto it = s.by_idempotency_key.find({who.user, idem});
         if (it != s.by_idempotency_key.end()) {
           // Earlier batches commit first: answering after this empty write means the original is durable.
           s.reply_when_durable(WriteBatch{}, reply, record_to_api(s.jobs.at(it->second), s.cluster, nullptr));
@@ -1341,7 +1413,7 @@ Result<Json> Controller::submit(const Principal& who, config::JobSpec spec, cons
       WriteBatch b;
       b.events.push_back(s.event(r.id, "submitted", who.user, Json{{"queue", qname}, {"priority_class", r.job.priority_class}}));
       b.jobs.push_back(s.row(r));
-      if (!idem.empty()) s.by_idempotency_key[idem] = r.id;
+      if (!idem.empty()) s.by_idempotency_key[{who.user, idem}] = r.id;
       s.active_ids.insert(r.id);
       Json answer = record_to_api(r, s.cluster, nullptr);
       const int64_t id = r.id;
@@ -1350,22 +1422,23 @@ Result<Json> Controller::submit(const Principal& who, config::JobSpec spec, cons
       *created_flag = true;
       // If the write fails, the job must not stay in memory either.
       Controller::State* sp = &s;
-      s.persist(std::move(b), [reply, answer, sp, id, idem, qname](Status st) {
+      const std::string user = who.user;
+      s.persist(std::move(b), [reply, answer, sp, id, idem, qname, user](Status st) {
         if (st.ok()) {
           sp->m.submitted->inc({qname});  // thread-safe; this runs on the store's writer thread
           reply->set_value(answer);
           return;
         }
-        reply->set_value(internal_error("store: " + st.message() + " (the job was not saved; retry)"));
+        reply->set_value(store_failure(st, "the job was not saved"));
         std::lock_guard lock(sp->mu);
-        sp->commands.push_back([id, idem](State& s2) {
+        sp->commands.push_back([id, idem, user](State& s2) {
           s2.jobs.erase(id);
           s2.active_ids.erase(id);
-          if (!idem.empty()) s2.by_idempotency_key.erase(idem);
+          if (!idem.empty()) s2.by_idempotency_key.erase({user, idem});
         });
         sp->cv.notify_one();
       });
-    })
+    });
   }();
   if (created) *created = *created_flag;
   return result;
@@ -1449,7 +1522,7 @@ Result<Json> Controller::show_job(const Principal& who, int64_t id) {
 }
 
 Result<Json> Controller::cancel_job(const Principal& who, int64_t id) {
-  ASYNC_CALL({
+  return answer<Json>([=, this](State& s, const Reply& reply) {
     JobRecord* rp = s.find_or_reply(id, reply);
     if (!rp) return;
     JobRecord& r = *rp;
@@ -1466,11 +1539,11 @@ Result<Json> Controller::cancel_job(const Principal& who, int64_t id) {
     WriteBatch b;
     s.finish(r, JobState::kCancelled, "cancelled by " + who.user, b, who.user, "cancelled");
     s.reply_when_durable(std::move(b), reply, record_to_api(r, s.cluster, nullptr));
-  })
+  });
 }
 
 Result<Json> Controller::set_priority(const Principal& who, int64_t id, const std::string& cls) {
-  ASYNC_CALL({
+  return answer<Json>([=, this](State& s, const Reply& reply) {
     JobRecord* rp = s.find_or_reply(id, reply);
     if (!rp) return;
     JobRecord& r = *rp;
@@ -1493,7 +1566,7 @@ Result<Json> Controller::set_priority(const Principal& who, int64_t id, const st
     b.jobs.push_back(s.row(r));
     s.dirty = true;
     s.reply_when_durable(std::move(b), reply, record_to_api(r, s.cluster, nullptr));
-  })
+  });
 }
 
 // ---- queues and nodes ----------------------------------------------------------------------------
@@ -1592,9 +1665,9 @@ Json node_json(const Controller::State& s, NodeId id) {
     std::sort(js.begin(), js.end());
     js.erase(std::unique(js.begin(), js.end()), js.end());
     Json util = nullptr, mem_used = nullptr;
-    if (g.index < na.gpu_stats.size() && na.gpu_stats[g.index].is_object()) {
-      util = na.gpu_stats[g.index].value("utilization_pct", Json(nullptr));
-      mem_used = na.gpu_stats[g.index].value("memory_used_mib", Json(nullptr));
+    if (g.index < na.gpu_stats.size()) {
+      if (na.gpu_stats[g.index].utilization_pct >= 0) util = na.gpu_stats[g.index].utilization_pct;
+      if (na.gpu_stats[g.index].memory_used_mib >= 0) mem_used = na.gpu_stats[g.index].memory_used_mib;
     }
     gpus.push_back(Json{{"index", g.index}, {"health", health_name(g.health)}, {"mig", g.mig_enabled},
                         {"used_milli", used}, {"jobs", js}, {"instances", instances},
@@ -1617,7 +1690,7 @@ Json node_json(const Controller::State& s, NodeId id) {
 }  // namespace
 
 Result<Json> Controller::node_op(const Principal& who, const std::string& node, const std::string& op, const std::string& reason) {
-  ASYNC_CALL({
+  return answer<Json>([=, this](State& s, const Reply& reply) {
     const std::optional<NodeId> id = s.admin_node(who, node, op + " node " + node, "only admins may " + op + " nodes", reply);
     if (!id) return;
     if (op != "resume" && reason.empty()) {
@@ -1652,11 +1725,11 @@ Result<Json> Controller::node_op(const Principal& who, const std::string& node, 
     s.after_release(b);
     s.dirty = true;
     s.reply_when_durable(std::move(b), reply, node_json(s, *id));
-  })
+  });
 }
 
 Result<Json> Controller::node_interrupt(const Principal& who, const std::string& node, int64_t notice_s, int64_t reclaim_at) {
-  ASYNC_CALL({
+  return answer<Json>([=, this](State& s, const Reply& reply) {
     const std::optional<NodeId> id = s.admin_node(who, node, "interrupt node " + node, "only admins may report spot interruptions", reply);
     if (!id) return;
     const Pool& pool = s.cluster.pool(s.cluster.node(*id).pool);
@@ -1681,7 +1754,7 @@ Result<Json> Controller::node_interrupt(const Principal& who, const std::string&
                 {"jobs", jobs}};
     if (!handled) answer["note"] = "node " + node + " already has an interruption notice (reclaim at " + std::to_string(na.reclaim_at) + ")";
     s.reply_when_durable(std::move(b), reply, answer);
-  })
+  });
 }
 
 std::vector<metrics::Family> Controller::metric_families() {
@@ -1744,25 +1817,24 @@ Json desired_mig(const Node& n) {
 }
 
 // Whether a reported layout ({gpu, instances:[{profile,start}]}) equals the GPU's.
-bool layout_matches(const Gpu& g, const Json& reported) {
+bool layout_matches(const Gpu& g, const MigLayoutReport& reported) {
   std::set<std::pair<std::string, int>> want, have;
   for (const MigInstance& m : g.mig.instances()) {
     const MigProfile* p = g.model->find_profile_id(m.profile_id);
     want.insert({p ? p->name : "?", m.start});
   }
-  for (const Json& i : reported.value("instances", Json::array()))
-    if (i.is_object()) have.insert({i.value("profile", ""), i.value("start", -1)});
+  for (const auto& [profile, start] : reported.instances) have.insert({profile, start});
   return want == have;
 }
 
 // Charges `dt_ms` at each GPU's reported utilisation (the agent's previous sample) to the job's
 // tasks on `node`; GPUs without a figure are not sampled.
-void add_utilisation_sample(JobRecord& r, NodeId node, const Json& held, int64_t dt_ms) {
+void add_utilisation_sample(JobRecord& r, NodeId node, const std::vector<GpuSample>& held, int64_t dt_ms) {
   for (const TaskPlacement& p : r.job.placement) {
     if (p.node != node) continue;
     for (const GpuGrant& g : p.gpus) {
-      if (g.gpu >= held.size() || !held[g.gpu].is_object()) continue;
-      const int64_t util = held[g.gpu].value("utilization_pct", int64_t(-1));
+      if (g.gpu >= held.size()) continue;
+      const int64_t util = held[g.gpu].utilization_pct;
       if (util < 0) continue;
       r.util_weighted += std::min<int64_t>(util, 100) * g.milli_held() * dt_ms;
       r.util_sampled += g.milli_held() * dt_ms;
@@ -1772,34 +1844,22 @@ void add_utilisation_sample(JobRecord& r, NodeId node, const Json& held, int64_t
 
 }  // namespace
 
-Result<Json> Controller::agent_register(const Principal& who, const Json& reg) {
+Result<Json> Controller::agent_register(const Principal& who, const Json& body) {
   if (who.role != Role::kAgent && who.role != Role::kAdmin) return permission_denied("only agent tokens may register nodes");
-  if (!reg.is_object() || !reg.contains("node") || !reg["node"].is_string())
-    return invalid_argument("node: required (the registering node's name, as in the cluster config)");
-  const std::string node = reg["node"];
-  const std::string address = reg.value("address", "");
-  if (address.empty()) return invalid_argument("address: required (the host name or IP other nodes reach this node at)");
-  if (!reg.contains("log_port") || !reg["log_port"].is_number_integer() || reg["log_port"].get<int64_t>() < 0 ||
-      reg["log_port"].get<int64_t>() > 65535)
-    return invalid_argument("log_port: required, an integer port 0..65535 (0 = no log server)");
-  if (!reg.contains("inventory") || !reg["inventory"].is_object() || !reg["inventory"].contains("gpus") ||
-      !reg["inventory"]["gpus"].is_array())
-    return invalid_argument("inventory.gpus: required, the list of GPUs the agent found");
-  const Json inventory = reg["inventory"];
-  for (size_t i = 0; i < inventory["gpus"].size(); ++i) {
-    const Json& g = inventory["gpus"][i];
-    if (!g.is_object() || !g.contains("model") || !g["model"].is_string() || !g.contains("mig_enabled") ||
-        !g["mig_enabled"].is_boolean())
-      return invalid_argument("inventory.gpus[" + std::to_string(i) + "]: needs a string model and a boolean mig_enabled");
-  }
-  ASYNC_CALL({
+  auto parsed = parse_registration(body);
+  if (!parsed.ok()) return parsed.error();
+  const auto reg = std::make_shared<const AgentRegistration>(std::move(*parsed));
+  const std::string& node = reg->node;
+  const std::string& address = reg->address;
+  return answer<Json>([=, this](State& s, const Reply& reply) {
+    if (Status st = s.may_speak_for(who, node, "register"); !st.ok()) return reply->set_value(st.error());
     auto nid = s.cluster.find_node(node);
     if (!nid.ok()) {
       reply->set_value(not_found("node " + node + ": not in the cluster configuration; add it under nodes: (or start the agent with --node NAME of a configured node)"));
       return;
     }
     const Node& n = s.empty_cluster.node(*nid);
-    const Json& gpus = inventory["gpus"];
+    const std::vector<InventoryGpu>& gpus = reg->gpus;
     if (gpus.size() != n.gpus.size()) {
       reply->set_value(failed_precondition("inventory: node " + node + " is configured with " + gpu_list_text(n) +
                                            " but its agent found " + std::to_string(gpus.size()) +
@@ -1807,7 +1867,7 @@ Result<Json> Controller::agent_register(const Principal& who, const Json& reg) {
       return;
     }
     for (size_t i = 0; i < gpus.size(); ++i) {
-      const std::string model = gpus[i]["model"];
+      const std::string& model = gpus[i].model;
       auto m = s.config.catalog->find(model);
       const std::string at = "inventory.gpus[" + std::to_string(i) + "]";
       if (!m.ok() || (*m)->name != n.gpus[i].model->name) {
@@ -1817,9 +1877,9 @@ Result<Json> Controller::agent_register(const Principal& who, const Json& reg) {
                                              "; fix the node in the cluster config or the agent's --gpus"));
         return;
       }
-      if (gpus[i]["mig_enabled"].get<bool>() != n.gpus[i].mig_enabled) {
+      if (gpus[i].mig_enabled != n.gpus[i].mig_enabled) {
         reply->set_value(failed_precondition(
-            at + ": MIG mode is " + (gpus[i]["mig_enabled"].get<bool>() ? "on" : "off") + " on node " + node +
+            at + ": MIG mode is " + (gpus[i].mig_enabled ? "on" : "off") + " on node " + node +
             " but the cluster config says " + (n.gpus[i].mig_enabled ? "on" : "off") +
             "; Tessera never changes MIG mode: set it with `nvidia-smi -i " + std::to_string(i) +
             " -mig 1|0` or fix the config"));
@@ -1834,10 +1894,10 @@ Result<Json> Controller::agent_register(const Principal& who, const Json& reg) {
     na.last_seen = s.now();
     na.beats = 0;
     na.address = address;
-    na.log_port = reg["log_port"].get<int>();
-    na.log_secret = reg.value("log_secret", "");
-    na.agent_version = reg.value("version", "");
-    na.gpu_source = inventory.value("source", "");
+    na.log_port = reg->log_port;
+    na.log_secret = reg->log_secret;
+    na.agent_version = reg->version;
+    na.gpu_source = reg->gpu_source;
     WriteBatch b;
     if (na.interrupted && (na.reclaimed || s.now() >= na.reclaim_at)) {  // a replacement machine
       na.interrupted = na.reclaimed = false;
@@ -1855,14 +1915,11 @@ Result<Json> Controller::agent_register(const Principal& who, const Json& reg) {
     s.dirty = true;
     // The network position the agent was given should agree with the config (the config decides).
     std::string topo_mismatch;
-    const Json topology = reg.value("topology", Json::object());
     const auto& levels = s.config.levels;
     const auto& path = s.config.nodes[nid->value].path;
-    if (topology.is_object())
-      for (size_t l = 0; l < levels.size() && l < path.size(); ++l)
-        if (topology.contains(levels[l]) && topology[levels[l]].is_string() && topology[levels[l]].get<std::string>() != path[l])
-          topo_mismatch += (topo_mismatch.empty() ? "" : ", ") + levels[l] + "=" + topology[levels[l]].get<std::string>() +
-                           " (config: " + path[l] + ")";
+    for (size_t l = 0; l < levels.size() && l < path.size(); ++l)
+      if (auto t = reg->topology.find(levels[l]); t != reg->topology.end() && t->second != path[l])
+        topo_mismatch += (topo_mismatch.empty() ? "" : ", ") + levels[l] + "=" + t->second + " (config: " + path[l] + ")";
     Json answer{{"node", node}, {"heartbeat_interval_ms", s.opt.heartbeat_interval_ms},
                 {"agent_timeout_ms", s.opt.agent_timeout_ms}};
     b.events.push_back(s.event(0, was_ready ? "node_registered" : "node_ready", "agent:" + node,
@@ -1876,64 +1933,19 @@ Result<Json> Controller::agent_register(const Principal& who, const Json& reg) {
       answer["warning"] = "--topology disagrees with the cluster config: " + topo_mismatch + "; the config's path is used";
     }
     s.reply_when_durable(std::move(b), reply, answer);
-  })
+  });
 }
 
-Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& report) {
+Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& body) {
   if (who.role != Role::kAgent && who.role != Role::kAdmin) return permission_denied("only agent tokens may report for nodes");
-  if (!report.is_object() || !report.contains("node") || !report["node"].is_string())
-    return invalid_argument("node: required (the reporting node's name)");
-  const std::string node = report["node"];
-  struct Reported {
-    int64_t job = 0, attempt = 0;
-    int task = 0;
-    std::string state;
-    int exit_code = 0;
-    std::string checkpoint;
-    bool answered_request = false;
-    int master_port = 0;
-    int64_t saves = 0, cost_ms = -1;
-  };
-  std::vector<Reported> reported;
-  if (report.contains("tasks")) {
-    if (!report["tasks"].is_array()) return invalid_argument("tasks: must be a list");
-    for (size_t i = 0; i < report["tasks"].size(); ++i) {
-      const Json& t = report["tasks"][i];
-      const std::string at = "tasks[" + std::to_string(i) + "]";
-      if (!t.is_object() || !t.contains("job") || !t["job"].is_number_integer() || !t.contains("task") ||
-          !t["task"].is_number_integer() || !t.contains("state") || !t["state"].is_string())
-        return invalid_argument(at + ": needs integer job, attempt and task, and a string state");
-      Reported r{t["job"], t.value("attempt", int64_t(0)), t["task"], t["state"], t.value("exit_code", 0),
-                 t.value("checkpoint", ""), t.value("checkpoint_requested", false), t.value("master_port", 0)};
-      for (const char* k : {"checkpoint_saves", "checkpoint_cost_ms"})
-        if (t.contains(k) && (!t[k].is_number_integer() || t[k].get<int64_t>() < 0))
-          return invalid_argument(at + "." + k + ": must be an integer >= 0");
-      r.saves = t.value("checkpoint_saves", int64_t(0));
-      r.cost_ms = t.value("checkpoint_cost_ms", int64_t(-1));
-      static const std::set<std::string> states = {"starting", "running", "succeeded", "failed", "checkpointed", "stopped"};
-      if (!states.count(r.state))
-        return invalid_argument(at + ".state: unknown \"" + r.state +
-                                "\"; expected starting, running, succeeded, failed, checkpointed, stopped");
-      if (r.state == "starting") r.state = "running";  // waiting for its rendezvous port: as good as running
-      if (r.master_port < 0 || r.master_port > 65535) return invalid_argument(at + ".master_port: must be a port 1..65535");
-      reported.push_back(r);
-    }
-  }
-  const Json gpu_stats = report.contains("gpus") && report["gpus"].is_array() ? report["gpus"] : Json::array();
-  const Json mig_report = report.contains("mig") && report["mig"].is_array() ? report["mig"] : Json::array();
-  // A spot interruption notice the agent found (--interruption-notice-file): when it was noticed
-  // and, when the notice said, the reclaim time (unix seconds).
-  int64_t notice_at = -1, notice_reclaim = -1;
-  if (report.contains("interruption_notice") && !report["interruption_notice"].is_null()) {
-    const Json& n = report["interruption_notice"];
-    if (!n.is_object()) return invalid_argument("interruption_notice: must be an object {noticed_at, reclaim_at}");
-    for (const char* k : {"noticed_at", "reclaim_at"})
-      if (n.contains(k) && !n[k].is_null() && (!n[k].is_number_integer() || n[k].get<int64_t>() < 0))
-        return invalid_argument(std::string("interruption_notice.") + k + ": must be unix seconds (an integer >= 0)");
-    notice_at = n.value("noticed_at", Json(nullptr)).is_number_integer() ? n["noticed_at"].get<int64_t>() : 0;
-    if (n.contains("reclaim_at") && n["reclaim_at"].is_number_integer()) notice_reclaim = n["reclaim_at"];
-  }
-  ASYNC_CALL({
+  auto parsed = parse_heartbeat(body);
+  if (!parsed.ok()) return parsed.error();
+  const auto report = std::make_shared<const HeartbeatReport>(std::move(*parsed));
+  const std::string& node = report->node;
+  const std::vector<TaskReport>& reported = report->tasks;
+  const int64_t notice_at = report->notice ? report->noticed_at : -1, notice_reclaim = report->reclaim_at;
+  return answer<Json>([=, this](State& s, const Reply& reply) {
+    if (Status st = s.may_speak_for(who, node, "heartbeat"); !st.ok()) return reply->set_value(st.error());
     auto nid = s.cluster.find_node(node);
     if (!nid.ok()) {
       reply->set_value(not_found("node " + node + ": not in the cluster configuration"));
@@ -1958,8 +1970,8 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& repor
         std::chrono::duration_cast<std::chrono::milliseconds>(beat_at - na.last_beat).count());
     na.last_beat = beat_at;
     // The utilisation an agent reported holds until its next report: charge the previous sample.
-    const Json held = std::exchange(na.gpu_stats, gpu_stats);
-    const bool sample = dt_ms > 0 && held.is_array() && !held.empty();
+    const std::vector<GpuSample> held = std::exchange(na.gpu_stats, report->gpus);
+    const bool sample = dt_ms > 0 && !held.empty();
     WriteBatch b;
     if (s.opt.agents_required && !na.agent_ready) {  // back after being NotReady
       na.agent_ready = true;
@@ -1986,13 +1998,14 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& repor
     Json stop = Json::array();
     std::set<std::pair<int64_t, int>> seen;
     std::set<int64_t> touched;
-    for (const Reported& rep : reported) {
+    for (const TaskReport& rep : reported) {
+      const std::string state = reported_state_name(rep.state);
       JobRecord* r = s.jobs.find(rep.job);
       const bool current = r && placed(r->job.state) && rep.attempt == r->attempt && rep.task >= 0 &&
                            rep.task < int(r->job.placement.size()) && r->job.placement[rep.task].node == *nid;
       if (!current) {
         // Not wanted here (ended, requeued, an older attempt, another node): make sure it stops.
-        if (rep.state == "running")
+        if (rep.state == ReportedState::kRunning)
           stop.push_back(Json{{"job", rep.job}, {"attempt", rep.attempt}, {"task", rep.task}, {"checkpoint", false}});
         continue;
       }
@@ -2025,8 +2038,8 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& repor
           b.jobs.push_back(s.row(*r));
         }
       }
-      if (tr.state != rep.state) {
-        tr.state = rep.state;
+      if (tr.state != state) {
+        tr.state = state;
         tr.exit_code = rep.exit_code;
         touched.insert(rep.job);
       }
@@ -2083,15 +2096,14 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& repor
     // Tasks of ended attempts that this agent no longer runs give their resources back.
     if (!s.stopping_tasks.empty()) {
       std::set<std::tuple<int64_t, int64_t, int>> running_here;
-      for (const Reported& rep : reported)
-        if (rep.state == "running") running_here.insert({rep.job, rep.attempt, rep.task});
+      for (const TaskReport& rep : reported)
+        if (rep.state == ReportedState::kRunning) running_here.insert({rep.job, rep.attempt, rep.task});
       s.release_stopped(*nid, &running_here, b);
     }
     // MIG layouts: a GPU being reconfigured is ready once its agent reports the new layout.
     const Node& n = s.cluster.node(*nid);
-    for (const Json& m : mig_report) {
-      if (!m.is_object() || !m.contains("gpu") || !m["gpu"].is_number_integer()) continue;
-      const int gi = m["gpu"];
+    for (const MigLayoutReport& m : report->mig) {
+      const int gi = m.gpu;
       if (gi < 0 || size_t(gi) >= n.gpus.size()) continue;
       const Gpu& g = n.gpus[size_t(gi)];
       if (g.health != GpuHealth::kReconfiguring || !layout_matches(g, m)) continue;
@@ -2136,7 +2148,7 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& repor
       s.dirty = true;
       s.reply_when_durable(std::move(b), reply, answer);
     }
-  })
+  });
 }
 
 Result<Json> Controller::log_source(const Principal& who, int64_t id, int task) {
@@ -2161,11 +2173,14 @@ Result<Json> Controller::log_source(const Principal& who, int64_t id, int task) 
 // ---- tokens, events, config -------------------------------------------------------------------
 
 Result<Json> Controller::create_token(const Principal& who, const std::string& user, const std::string& role_text,
-                                      const std::string& queue) {
+                                      const std::string& queue, const std::string& node) {
   auto role = parse_role(role_text);
   if (!role.ok()) return role.error();
   if (user.empty()) return invalid_argument("user: required");
-  ASYNC_CALL({
+  if (*role == Role::kAgent && node.empty())
+    return invalid_argument("node: required for agent tokens: the node it speaks for, or a pattern such as gpu-* (* for every node)");
+  if (*role != Role::kAgent && !node.empty()) return invalid_argument("node: only agent tokens are bound to a node");
+  return answer<Json>([=, this](State& s, const Reply& reply) {
     if (who.role != Role::kAdmin) {
       s.deny(who, "create token", "only admins may create tokens");
       reply->set_value(permission_denied("only admins may create tokens"));
@@ -2181,20 +2196,58 @@ Result<Json> Controller::create_token(const Principal& who, const std::string& u
       return;
     }
     const std::string token = new_token();
-    TokenRow row{sha256_hex(token), user, role_name(*role), queue, s.now(), false};
+    TokenRow row{sha256_hex(token), user, role_name(*role), queue, s.now(), false, node};
     WriteBatch b;
     b.tokens.push_back(row);
-    b.events.push_back(s.event(0, "token_created", who.user, Json{{"user", user}, {"role", row.role}, {"queue", queue}}));
+    Json detail{{"user", user}, {"role", row.role}, {"queue", queue}};
+    if (!node.empty()) detail["node"] = node;
+    b.events.push_back(s.event(0, "token_created", who.user, std::move(detail)));
     Controller* self = s.self;
     s.persist(std::move(b), [self, reply, row, token](Status st) {
       if (!st.ok()) {
-        reply->set_value(internal_error("store: " + st.message()));
+        reply->set_value(store_failure(st, "the token was not created"));
         return;
       }
       self->tokens_.add(row);
-      reply->set_value(Json{{"token", token}, {"user", row.user}, {"role", row.role}, {"queue", row.queue}});
+      Json answer{{"token", token}, {"user", row.user}, {"role", row.role}, {"queue", row.queue}};
+      if (!row.node.empty()) answer["node"] = row.node;
+      reply->set_value(answer);
     });
-  })
+  });
+}
+
+Result<Json> Controller::revoke_token(const Principal& who, const std::string& id) {
+  if (id.size() < 6 || id.size() > 64 || id.find_first_not_of("0123456789abcdef") != std::string::npos)
+    return invalid_argument("id: a token id is 6 to 64 lowercase hex digits, as `tessera token list` shows");
+  return answer<Json>([=, this](State& s, const Reply& reply) {
+    if (who.role != Role::kAdmin) {
+      s.deny(who, "revoke token", "only admins may revoke tokens");
+      reply->set_value(permission_denied("only admins may revoke tokens"));
+      return;
+    }
+    std::vector<TokenRow> match;
+    int active_admins = 0;
+    for (const TokenRow& r : tokens_.list()) {
+      if (r.hash.rfind(id, 0) == 0) match.push_back(r);
+      active_admins += r.role == "admin" && !r.revoked;
+    }
+    if (match.empty()) return reply->set_value(not_found("id: no token " + id + "; `tessera token list` shows them"));
+    if (match.size() > 1) return reply->set_value(failed_precondition("id: " + id + " names " + std::to_string(match.size()) + " tokens; give more digits"));
+    TokenRow row = match[0];
+    if (row.revoked) return reply->set_value(Json{{"id", row.hash.substr(0, 12)}, {"user", row.user}, {"revoked", true}});
+    if (row.role == "admin" && active_admins <= 1)
+      return reply->set_value(failed_precondition("id: " + id + " is the last admin token; create another admin token first"));
+    row.revoked = true;
+    WriteBatch b;
+    b.tokens.push_back(row);
+    b.events.push_back(s.event(0, "token_revoked", who.user, Json{{"id", row.hash.substr(0, 12)}, {"user", row.user}, {"role", row.role}}));
+    Controller* self = s.self;
+    s.persist(std::move(b), [self, reply, row](Status st) {
+      if (!st.ok()) return reply->set_value(store_failure(st, "the token was not revoked"));
+      self->tokens_.add(row);  // in force for the next request
+      reply->set_value(Json{{"id", row.hash.substr(0, 12)}, {"user", row.user}, {"role", row.role}, {"revoked", true}});
+    });
+  });
 }
 
 Result<Json> Controller::list_tokens(const Principal& who) {
@@ -2205,6 +2258,7 @@ Result<Json> Controller::list_tokens(const Principal& who) {
   Json out = Json::array();
   for (const TokenRow& r : tokens_.list())
     out.push_back(Json{{"id", r.hash.substr(0, 12)}, {"user", r.user}, {"role", r.role}, {"queue", r.queue},
+                       {"node", r.role == "agent" ? (r.node.empty() ? Json("*") : Json(r.node)) : Json(nullptr)},
                        {"created", r.created}, {"revoked", r.revoked}});
   return Json{{"tokens", out}};
 }

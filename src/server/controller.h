@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
 #include <string>
 
@@ -88,8 +89,13 @@ class Controller {
   // Where task `task` of job `id` ran last (for logs): {node, address, log_port, log_secret, attempt}.
   Result<Json> log_source(const Principal& who, int64_t id, int task);
   // Tokens (admin).
-  Result<Json> create_token(const Principal& who, const std::string& user, const std::string& role, const std::string& queue);
+  // `node`: agent tokens only (required): the node name or fnmatch pattern the token speaks for.
+  Result<Json> create_token(const Principal& who, const std::string& user, const std::string& role, const std::string& queue,
+                            const std::string& node = "");
   Result<Json> list_tokens(const Principal& who);
+  // Revokes the token whose id (a prefix of its hash, as listed) is `id`; in force for the next
+  // request. The last admin token cannot be revoked.
+  Result<Json> revoke_token(const Principal& who, const std::string& id);
   Result<Json> events(const Principal& who, int64_t after, int64_t limit);
   // Replaces queues, priority classes and the scheduler's configuration. Refused (old config kept,
   // the error says why) when it is invalid, changes the nodes, or drops a queue that holds jobs.
@@ -118,7 +124,12 @@ class Controller {
 
  private:
   Controller(Store* store, ControllerOptions options);
-  // Runs fn on the state thread and returns its result.
+  // The one way other threads reach the state: `fn` runs on the state thread and answers through the
+  // promise, at once or later (e.g. once its writes are durable). An exception it throws is logged
+  // and answered as an internal error for that call only. Blocks until answered.
+  template <class T>
+  Result<T> answer(std::function<void(State&, const std::shared_ptr<std::promise<Result<T>>>&)> fn);
+  // answer() for a function that returns its result at once.
   template <class T>
   Result<T> call(std::function<Result<T>(State&)> fn);
   Store* store_;

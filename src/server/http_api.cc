@@ -1,5 +1,8 @@
 #include "server/http_api.h"
 #include "server/route_groups.h"
+#include "server/http_server.h"
+
+#include "config/text.h"
 
 #include <httplib.h>
 #include <spdlog/spdlog.h>
@@ -10,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 namespace tessera::server {
@@ -30,6 +34,22 @@ const char* code_name(ErrorCode c) {
   return "internal";
 }
 
+// What the edge refuses before routing: a path, query parameter or header that is not UTF-8 (or, for
+// the path and parameters, holds control characters). Nothing a client chose reaches JSON or a log
+// unchecked. The message names the field.
+std::optional<Error> refuse_text(const httplib::Request& req) {
+  if (!config::printable_utf8(req.path)) return invalid_argument("path: must be printable UTF-8 once percent-decoded");
+  for (const auto& [k, v] : req.params) {
+    if (!config::printable_utf8(k)) return invalid_argument("query: parameter names must be printable UTF-8");
+    if (!config::printable_utf8(v)) return invalid_argument(config::truncate_utf8(k, 64) + ": must be printable UTF-8");
+  }
+  for (const auto& [k, v] : req.headers) {
+    if (!config::printable_utf8(k)) return invalid_argument("headers: header names must be printable UTF-8");
+    if (!config::valid_utf8(v)) return invalid_argument(config::truncate_utf8(k, 64) + ": header value must be UTF-8");
+  }
+  return std::nullopt;
+}
+
 // "resources.gpus: must be >= 0" -> "resources.gpus" (a leading token made of path characters).
 std::string field_of(const std::string& message) {
   const auto colon = message.find(": ");
@@ -44,7 +64,7 @@ std::string field_of(const std::string& message) {
 
 void send_json(httplib::Response& res, int status, const Json& body) {
   res.status = status;
-  res.set_content(body.dump(), "application/json");
+  res.set_content(body.dump(-1, ' ', false, Json::error_handler_t::replace), "application/json");
 }
 
 void send_error(httplib::Response& res, const Error& e) {
@@ -77,7 +97,14 @@ Result<int64_t> path_id(const httplib::Request& req) {
   return int64_t(x);
 }
 
+// Request bodies are text (JSON or YAML): UTF-8 or refused.
+Status utf8_body(const httplib::Request& req) {
+  if (!config::valid_utf8(req.body)) return invalid_argument("body: not valid UTF-8");
+  return {};
+}
+
 Result<Json> json_body(const httplib::Request& req) {
+  if (Status st = utf8_body(req); !st.ok()) return st.error();
   if (req.body.empty()) return Json::object();
   Json j = Json::parse(req.body, nullptr, false);
   if (j.is_discarded()) return invalid_argument("body: not valid JSON");
@@ -107,12 +134,8 @@ int http_status(ErrorCode code) {
 std::string error_body(const Error& e) {
   Json err{{"code", code_name(e.code)}, {"message", e.message}};
   if (std::string f = field_of(e.message); !f.empty()) err["field"] = f;
-  return Json{{"error", err}}.dump();
+  return Json{{"error", err}}.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
-
-namespace {
-thread_local std::chrono::steady_clock::time_point request_started_at;
-}  // namespace
 
 HttpApi::HttpApi(Controller& controller, std::function<Status(const std::string&)> reload)
     : controller_(controller), reload_(std::move(reload)) {}
@@ -120,81 +143,103 @@ HttpApi::HttpApi(Controller& controller, std::function<Status(const std::string&
 HttpApi::~HttpApi() { stop(); }
 
 void HttpApi::stop() {
+  if (agent_server_) agent_server_->stop();
   if (server_) server_->stop();
-  if (thread_.joinable()) thread_.join();
 }
 
-Status HttpApi::start(const HttpOptions& o) {
-  server_ = std::make_unique<httplib::Server>();
-  const int threads = o.threads;
-  server_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
-  server_->set_payload_max_length(o.max_body_bytes);
-  server_->set_keep_alive_max_count(100000);
-  server_->set_tcp_nodelay(true);  // no Nagle + delayed-ACK stalls (40 ms) on small replies
-  server_->set_error_handler([](const httplib::Request&, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    if (res.status == 413)
-      send_error(res, Error{ErrorCode::kInvalidArgument, "body: larger than the 1 MiB limit; split the request"}), res.status = 413;
-    else if (res.status == 404)
+void HttpApi::configure(HttpServer& s) {
+  s.set_error_body([](const httplib::Request&, httplib::Response& res) {
+    if (res.status == 404)
       send_error(res, not_found("path: no such API endpoint; see docs/api.md"));
     else
       res.set_content(Json{{"error", {{"code", "http_" + std::to_string(res.status)}, {"message", "HTTP " + std::to_string(res.status)}}}}.dump(),
                       "application/json");
   });
-  server_->set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown";
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
+  // Before routing, and before the body is read: refuse text that is not UTF-8, chunked bodies (every
+  // client of ours sends Content-Length, which bounds the body before it is read), and API calls
+  // without a known token, so that no unauthenticated body is ever buffered.
+  Controller& c = controller_;
+  s.set_pre_routing([&c](const httplib::Request& req, httplib::Response& res) {
+    const auto refuse = [&res](int status, const Error& e) {
+      send_error(res, e);
+      res.status = status;
+      return HttpServer::Hook::kAnswered;
+    };
+    if (auto e = refuse_text(req)) return refuse(400, *e);
+    const std::string te = req.get_header_value("Transfer-Encoding");
+    if (!te.empty() && te != "identity")
+      return refuse(411, invalid_argument("Transfer-Encoding: chunked bodies are not accepted; send Content-Length"));
+    if (req.path.rfind("/api/", 0) == 0) {
+      const std::string h = req.get_header_value("Authorization");
+      if (h.rfind("Bearer ", 0) != 0)
+        return refuse(401, unauthenticated("Authorization: missing; send `Authorization: Bearer <token>` "
+                                           "(the first admin token is in DATA_DIR/admin.token)"));
+      if (!c.tokens().find(h.substr(7))) return refuse(401, unauthenticated("Authorization: unknown or revoked token"));
     }
-    spdlog::error("event=handler_exception method={} path={} error=\"{}\"", req.method, req.path, what);
-    send_error(res, internal_error("internal error: " + what));
+    return HttpServer::Hook::kContinue;
   });
-  // The library listens with a backlog of 5: a burst of new connections would overflow it (dropped
-  // handshakes, 1 s SYN retries, resets). Keep the socket and listen again with the system's maximum.
-  int listen_fd = -1;
-  // Not the library's default options: they add SO_REUSEPORT, with which a second server on the
-  // same HOST:PORT binds too and the kernel splits the connections between the two. SO_REUSEADDR
-  // alone still lets a restart bind past the old connections in TIME_WAIT.
-  server_->set_socket_options([&listen_fd](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    listen_fd = sock;
-  });
-  // Handling time per request (for the API latency metric): stamped before routing, read by the
-  // logger, which runs on the same thread once the answer is ready.
-  server_->set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
-    request_started_at = std::chrono::steady_clock::now();
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-  server_->set_logger([](const httplib::Request& req, const httplib::Response& res) {
-    observe_request(req, res, std::chrono::duration<double>(std::chrono::steady_clock::now() - request_started_at).count());
+  s.set_logger([](const httplib::Request& req, const httplib::Response& res, double seconds) {
+    observe_request(req, res, seconds);
     if (spdlog::should_log(spdlog::level::debug))
       spdlog::debug("event=request method={} path={} status={} remote={}", req.method, req.path, res.status, req.remote_addr);
   });
-  routes();
-  if (o.port == 0) {
-    port_ = server_->bind_to_any_port(o.host.c_str());
-    if (port_ <= 0) return invalid_argument("listen: cannot bind " + o.host + " to any port");
-  } else {
-    if (!server_->bind_to_port(o.host.c_str(), o.port))
-      return invalid_argument("listen: cannot bind " + o.host + ":" + std::to_string(o.port) +
-                              " (in use, or not an address of this machine); pick another with --listen HOST:PORT");
-    port_ = o.port;
+}
+
+Status HttpApi::start(const HttpOptions& o) {
+  HttpServerOptions so;
+  so.host = o.host;
+  so.port = o.port;
+  so.workers = o.threads;
+  so.max_body_bytes = o.max_body_bytes;
+  so.max_connections = o.max_connections;
+  so.max_connections_per_ip = o.max_connections_per_ip;
+  so.idle_timeout_s = o.idle_timeout_s;
+  server_ = std::make_unique<HttpServer>();
+  configure(*server_);
+  routes(*server_);
+  if (Status st = server_->start(so); !st.ok()) return st;
+  port_ = server_->port();
+  if (o.agent_port >= 0) {
+    // Agents' own listener: their heartbeats never wait behind users' requests or connections.
+    HttpServerOptions ao = so;
+    ao.host = o.agent_host.empty() ? o.host : o.agent_host;
+    ao.port = o.agent_port;
+    ao.workers = std::max(2, o.threads / 4);
+    ao.max_connections_per_ip = 0;
+    agent_server_ = std::make_unique<HttpServer>();
+    configure(*agent_server_);
+    agent_routes(*agent_server_);
+    if (Status st = agent_server_->start(ao); !st.ok())
+      return invalid_argument("--agent-listen: " + st.message());
+    agent_port_ = agent_server_->port();
   }
-  if (listen_fd >= 0) ::listen(listen_fd, SOMAXCONN);
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
   return {};
 }
 
-void HttpApi::routes() {
-  httplib::Server& s = *server_;
+void HttpApi::agent_routes(HttpServer& s) {
   Controller& c = controller_;
+  auto auth = authenticator();
+  s.Get("/healthz", [&c](const httplib::Request&, httplib::Response& res) { send_json(res, 200, c.health()); });
+  s.Post("/api/v1/agent/heartbeat", [auth, &c](const httplib::Request& req, httplib::Response& res) {
+    auto p = auth(req, res);
+    if (!p) return;
+    auto body = json_body(req);
+    if (!body.ok()) return send_error(res, body.error());
+    send_result(res, c.agent_heartbeat(*p, *body));
+  });
+  s.Post("/api/v1/agent/register", [auth, &c](const httplib::Request& req, httplib::Response& res) {
+    auto p = auth(req, res);
+    if (!p) return;
+    auto body = json_body(req);
+    if (!body.ok()) return send_error(res, body.error());
+    send_result(res, c.agent_register(*p, *body));
+  });
+}
 
+Authenticator HttpApi::authenticator() {
+  Controller& c = controller_;
   // Authentication: the principal of the request's bearer token, or an error already sent.
-  auto auth = [&c](const httplib::Request& req, httplib::Response& res) -> std::optional<Principal> {
+  return [&c](const httplib::Request& req, httplib::Response& res) -> std::optional<Principal> {
     const std::string h = req.get_header_value("Authorization");
     if (h.rfind("Bearer ", 0) != 0) {
       send_error(res, unauthenticated("Authorization: missing; send `Authorization: Bearer <token>` "
@@ -215,6 +260,12 @@ void HttpApi::routes() {
     }
     return p;
   };
+}
+
+void HttpApi::routes(HttpServer& s) {
+  Controller& c = controller_;
+  auto auth = authenticator();
+  agent_routes(s);
 
   // Admin-only calls: anyone else gets 403 and an audit entry.
   auto admin_only = [&c](const Principal& p, const std::string& what, httplib::Response& res) {
@@ -224,8 +275,6 @@ void HttpApi::routes() {
     send_error(res, permission_denied(why));
     return false;
   };
-
-  s.Get("/healthz", [&c](const httplib::Request&, httplib::Response& res) { send_json(res, 200, c.health()); });
 
   s.Get("/api/v1/whoami", [auth](const httplib::Request& req, httplib::Response& res) {
     auto p = auth(req, res);
@@ -247,6 +296,7 @@ void HttpApi::routes() {
                       "application/json");
       return;
     }
+    if (Status st = utf8_body(req); !st.ok()) return send_error(res, st.error());
     auto spec = yaml ? config::parse_job_spec_yaml(req.body) : config::parse_job_spec_json(req.body);
     if (!spec.ok()) return send_error(res, spec.error());
     const std::string key = req.get_header_value("Idempotency-Key");
@@ -358,15 +408,23 @@ void HttpApi::routes() {
     if (!p) return;
     auto body = json_body(req);
     if (!body.ok()) return send_error(res, body.error());
-    for (const char* k : {"user", "role", "queue"})
+    for (const char* k : {"user", "role", "queue", "node"})
       if (body->contains(k) && !(*body)[k].is_string()) return send_error(res, invalid_argument(std::string(k) + ": must be a string"));
-    send_result(res, c.create_token(*p, body->value("user", ""), body->value("role", ""), body->value("queue", "")), 201);
+    send_result(res, c.create_token(*p, body->value("user", ""), body->value("role", ""), body->value("queue", ""), body->value("node", "")),
+                201);
   });
   s.Get("/api/v1/tokens", [auth, &c](const httplib::Request& req, httplib::Response& res) {
     auto p = auth(req, res);
     if (!p) return;
     send_result(res, c.list_tokens(*p));
   });
+  auto revoke = [auth, &c](const httplib::Request& req, httplib::Response& res) {
+    auto p = auth(req, res);
+    if (!p) return;
+    send_result(res, c.revoke_token(*p, req.matches[1]));
+  };
+  s.Delete(R"(/api/v1/tokens/([^/]+))", revoke);
+  s.Post(R"(/api/v1/tokens/([^/]+)/revoke)", revoke);
   s.Get("/api/v1/events", [auth, &c](const httplib::Request& req, httplib::Response& res) {
     auto p = auth(req, res);
     if (!p) return;
@@ -406,22 +464,6 @@ void HttpApi::routes() {
     Status st = reload_(p->user);
     if (!st.ok()) return send_error(res, st.error());
     send_json(res, 200, Json{{"reloaded", true}});
-  });
-
-  s.Post("/api/v1/agent/heartbeat", [auth, &c](const httplib::Request& req, httplib::Response& res) {
-    auto p = auth(req, res);
-    if (!p) return;
-    Json body = Json::parse(req.body, nullptr, false);
-    if (body.is_discarded()) return send_error(res, invalid_argument("body: not valid JSON"));
-    send_result(res, c.agent_heartbeat(*p, body));
-  });
-
-  s.Post("/api/v1/agent/register", [auth, &c](const httplib::Request& req, httplib::Response& res) {
-    auto p = auth(req, res);
-    if (!p) return;
-    Json body = Json::parse(req.body, nullptr, false);
-    if (body.is_discarded()) return send_error(res, invalid_argument("body: not valid JSON"));
-    send_result(res, c.agent_register(*p, body));
   });
 
   // Logs live on the node that ran the task: the controller fetches them from its agent.

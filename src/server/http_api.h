@@ -1,7 +1,9 @@
-// The REST API of `tessera server` (docs/api.md) over cpp-httplib: routing, bearer-token
-// authentication, body limits, JSON/YAML bodies, and one error shape for every failure. Handlers run
-// on the HTTP thread pool; they parse and check requests there and hand the rest to the Controller
-// (which owns the state). Thread-safe. The Controller must outlive the HttpApi.
+// The REST API of `tessera server` (docs/api.md) on HttpServer (libmicrohttpd): routing, bearer-token
+// authentication before any body is read, body limits, JSON/YAML bodies checked to be UTF-8, and one
+// error shape for every failure. Handlers run on the server's workers; they parse and check requests
+// there and hand the rest to the Controller (which owns the state). Agents may have a listener of
+// their own, so that users' connections never delay heartbeats. Thread-safe. The Controller must
+// outlive the HttpApi.
 #pragma once
 
 #include <atomic>
@@ -12,10 +14,9 @@
 
 #include "core/status.h"
 #include "server/controller.h"
+#include "server/http_server.h"
+#include "server/route_groups.h"
 
-namespace httplib {
-class Server;
-}
 
 namespace tessera::server {
 
@@ -24,26 +25,34 @@ struct HttpOptions {
   int port = 8420;               // 0 = any free port (see HttpApi::port)
   int threads = 64;              // handler threads (submissions wait for durability on them)
   size_t max_body_bytes = 1 << 20;
+  int max_connections = 4096;    // open connections in all
+  int max_connections_per_ip = 0;  // 0 = no per-address cap
+  int idle_timeout_s = 30;       // a connection silent this long is closed
+  // Agents' own listener (the agent routes and /healthz only): -1 = none, 0 = any free port.
+  std::string agent_host;        // "" = host
+  int agent_port = -1;
 };
 
 class HttpApi {
  public:
-  // `reload` re-reads the config file (POST /admin/reload); `backup` writes an online copy to a path.
+  // `reload` re-reads the config file (POST /admin/reload).
   HttpApi(Controller& controller, std::function<Status(const std::string& who)> reload);
   ~HttpApi();
-  // Binds and starts serving on a background thread. Errors name the address and the cause.
+  // Binds and starts serving on background threads. Errors name the address and the cause.
   Status start(const HttpOptions& options);
   int port() const { return port_; }
+  int agent_port() const { return agent_port_; }  // -1 without an agent listener
   void stop();
 
  private:
-  void routes();
+  void configure(HttpServer& s);     // error bodies, the checks before routing, the request log
+  void routes(HttpServer& s);        // every route
+  void agent_routes(HttpServer& s);  // what agents call, and /healthz
+  Authenticator authenticator();
   Controller& controller_;
   std::function<Status(const std::string&)> reload_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
-  int port_ = 0;
-  std::string backup_dir_;
+  std::unique_ptr<HttpServer> server_, agent_server_;
+  int port_ = 0, agent_port_ = -1;
 };
 
 // HTTP status for an error code (400, 401, 403, 404, 409, 500, 503).

@@ -218,7 +218,7 @@ Json task_assignment_json(const JobRecord& r, int task, const ClusterState& clus
   Json peers = Json::array();  // every task's node, in task order (for rendezvous)
   for (const Json& q : placement) peers.push_back(q["node"]);
   return Json{{"job", r.id},        {"attempt", r.attempt},          {"task", task},
-              {"tasks", placement.size()}, {"name", r.spec.name},    {"user", r.job.user},
+              {"tasks", placement.size()}, {"name", r.spec.name},    {"user", r.job.user}, {"queue", r.queue_name},
               {"command", r.spec.command}, {"env", env},             {"working_dir", r.spec.working_dir},
               {"gpus", p["gpus"]},  {"gpu_milli", p["gpu_milli"]},   {"mig", p["mig"]},
               {"cpu_milli", p["cpu_milli"]}, {"memory_mib", p["memory_mib"]}, {"checkpoint", ckpt},

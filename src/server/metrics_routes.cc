@@ -96,7 +96,7 @@ void observe_request(const httplib::Request& req, const httplib::Response& res, 
   m.duration->observe({route}, seconds);
 }
 
-void register_metrics_routes(httplib::Server& s, Controller& c, const Authenticator& auth) {
+void register_metrics_routes(HttpServer& s, Controller& c, const Authenticator& auth) {
   s.Get("/metrics", [&c](const httplib::Request&, httplib::Response& res) {
     std::vector<metrics::Family> families = c.metric_families();
     for (metrics::Family& f : api_metrics().registry.collect()) families.push_back(std::move(f));

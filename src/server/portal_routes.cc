@@ -47,7 +47,7 @@ void send_index(httplib::Response& res) {
 
 }  // namespace
 
-void register_portal_routes(httplib::Server& s) {
+void register_portal_routes(HttpServer& s) {
   s.Get("/", [](const httplib::Request&, httplib::Response& res) { send_index(res); });
   s.Get("/index.html", [](const httplib::Request&, httplib::Response& res) { send_index(res); });
   s.Get(R"(/assets/[^/]+)", [](const httplib::Request& req, httplib::Response& res) {

@@ -107,7 +107,7 @@ void reply_csv(httplib::Response& res, const std::string& body, const std::strin
 
 }  // namespace
 
-void register_report_routes(httplib::Server& s, Controller& c, const Authenticator& auth) {
+void register_report_routes(HttpServer& s, Controller& c, const Authenticator& auth) {
   s.Get("/api/v1/reports/chargeback", [&c, auth](const httplib::Request& req, httplib::Response& res) {
     auto p = auth(req, res);
     if (!p) return;

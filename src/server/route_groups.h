@@ -13,6 +13,7 @@
 #include "core/status.h"
 #include "server/auth.h"
 #include "server/controller.h"
+#include "server/http_server.h"
 
 namespace tessera::server {
 
@@ -24,12 +25,12 @@ void reply_json(httplib::Response& res, int status, const nlohmann::json& body);
 void reply_error(httplib::Response& res, const Error& e);
 
 // GET /api/v1/reports/chargeback, GET /api/v1/reports/usage (server/report_routes.cc).
-void register_report_routes(httplib::Server& s, Controller& c, const Authenticator& auth);
+void register_report_routes(HttpServer& s, Controller& c, const Authenticator& auth);
 // GET /metrics and GET /api/v1/utilisation (server/metrics_routes.cc).
-void register_metrics_routes(httplib::Server& s, Controller& c, const Authenticator& auth);
+void register_metrics_routes(HttpServer& s, Controller& c, const Authenticator& auth);
 // Every request once answered, with its handling time: API latency by route and code.
 void observe_request(const httplib::Request& req, const httplib::Response& res, double seconds);
 // The portal: / and its static assets (server/portal_routes.cc).
-void register_portal_routes(httplib::Server& s);
+void register_portal_routes(HttpServer& s);
 
 }  // namespace tessera::server

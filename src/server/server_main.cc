@@ -4,16 +4,20 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
 
+#include "config/log_format.h"
 #include "server/controller.h"
+#include "server/data_dir.h"
 #include "server/http_api.h"
 #include "server/store.h"
 
@@ -67,7 +71,7 @@ Status write_admin_token(const std::string& path, const std::string& token) {
 }  // namespace
 
 int run_server(const ServerOptions& o) {
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z level=%l %v");
+  config::use_safe_log_format();
   spdlog::set_level(spdlog::level::from_str(o.log_level));
   if (o.data_dir.empty()) {
     std::cerr << "tessera server: --data DIR is required (where the store lives, created if missing)\n";
@@ -87,6 +91,25 @@ int run_server(const ServerOptions& o) {
     return 2;
   }
   http.threads = o.http_threads;
+  http.max_connections = o.max_connections;
+  http.max_connections_per_ip = o.max_connections_per_ip;
+  http.idle_timeout_s = o.idle_timeout_s;
+  if (!o.agent_listen.empty()) {
+    const auto ac = o.agent_listen.rfind(':');
+    char* end = nullptr;
+    const long p = ac == std::string::npos ? -1 : std::strtol(o.agent_listen.c_str() + ac + 1, &end, 10);
+    if (ac == std::string::npos || *end != '\0' || p < 0 || p > 65535) {
+      std::cerr << "tessera server: --agent-listen must be HOST:PORT, got \"" << o.agent_listen << "\"\n";
+      return 2;
+    }
+    http.agent_host = o.agent_listen.substr(0, ac);
+    http.agent_port = int(p);
+  }
+  // Every open connection is a descriptor: allow as many as the hard limit does.
+  if (rlimit lim{}; ::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &lim);
+  }
 
   auto cfg = load_server_config(o.config_path);
   if (!cfg.ok()) {
@@ -101,18 +124,24 @@ int run_server(const ServerOptions& o) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  // One controller per data directory: a second one would write the same store. The kernel drops the
-  // lock when the process dies, so a restart after kill -9 is not blocked.
-  std::error_code dir_ec;
-  std::filesystem::create_directories(o.data_dir, dir_ec);
-  const std::string lock_path = o.data_dir + "/tessera.lock";
-  const int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
-    std::cerr << "tessera server: " << o.data_dir << " is in use by another tessera server (" << lock_path
-              << " is locked); stop it first or pick another --data\n";
+  // One controller per data directory: a second one would write the same store. The lock is on the
+  // directory itself (no file to remove from under it), held until this function returns; the kernel
+  // drops it when the process dies, so a restart after kill -9 is not blocked.
+  const auto warn = [](const std::string& msg) { spdlog::warn("event=data_dir_warning detail=\"{}\"", msg); };
+  auto dir_lock = lock_data_dir(o.data_dir, warn);
+  if (!dir_lock.ok()) {
+    if (dir_lock.error().code == ErrorCode::kUnavailable) {
+      std::cerr << "tessera server: " << o.data_dir << " is in use by another tessera server: " << dir_lock.error().message
+                << " or pick another --data\n";
+    } else {
+      std::cerr << "tessera server: " << dir_lock.error().message << "\n";
+    }
     return 1;
   }
-  auto store = open_sqlite_store(o.data_dir);
+  SqliteOpenOptions store_options;
+  store_options.check = o.store_check;
+  store_options.warn = warn;
+  auto store = open_sqlite_store(o.data_dir, store_options);
   if (!store.ok()) {
     std::cerr << "tessera server: store: " << store.error().message << "\n";
     return 1;
@@ -124,10 +153,14 @@ int run_server(const ServerOptions& o) {
     return 1;
   }
   const std::string token_path = o.data_dir + "/admin.token";
+  if (Status st = make_file_private(token_path, warn); !st.ok()) {
+    std::cerr << "tessera server: " << st.message() << "\n";
+    return 1;
+  }
   if (loaded->tokens.empty()) {
     const std::string token = new_token();
     WriteBatch b;
-    b.tokens.push_back(TokenRow{sha256_hex(token), "admin", "admin", "", int64_t(std::time(nullptr)), false});
+    b.tokens.push_back(TokenRow{sha256_hex(token), "admin", "admin", "", int64_t(std::time(nullptr)), false, ""});
     std::error_code ec;
     std::filesystem::remove(token_path, ec);
     if (Status st = write_admin_token(token_path, token); !st.ok()) {
@@ -171,6 +204,8 @@ int run_server(const ServerOptions& o) {
   }
   spdlog::info("event=listening address={}:{} data={} config=\"{}\" cluster=\"{}\"", http.host, api.port(), o.data_dir,
                o.config_path.empty() ? "(built-in)" : o.config_path, describe_config(*cfg));
+  if (api.agent_port() >= 0)
+    spdlog::info("event=agent_listener address={}:{} (agents' --server)", http.agent_host, api.agent_port());
   std::cout << "tessera server listening on http://" << http.host << ":" << api.port() << std::endl;
   if (!o.agentless)
     spdlog::info("event=waiting_for_agents nodes={} heartbeat_ms={} timeout_ms={} (nodes take work once their agent registers)",

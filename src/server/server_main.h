@@ -8,6 +8,7 @@
 
 #include "config/cluster_config.h"
 #include "core/status.h"
+#include "server/store.h"
 
 namespace tessera::server {
 
@@ -16,7 +17,14 @@ struct ServerOptions {
   std::string listen = "127.0.0.1:8420";  // HOST:PORT; port 0 = any free port (printed)
   std::string config_path;                // empty = the built-in default
   int http_threads = 64;
+  // Agents' own listener, HOST:PORT ("" = none: agents use --listen). Point agents' --server here.
+  std::string agent_listen;
+  int max_connections = 4096;       // open HTTP connections in all, per listener
+  int max_connections_per_ip = 0;   // 0 = no cap per client address
+  int idle_timeout_s = 30;          // an HTTP connection silent this long is closed
   std::string log_level = "info";
+  // The check of an existing store at start (--check-store): quick, or full (also every index).
+  StoreCheck store_check = StoreCheck::kQuick;
   // Agents (docs/agent.md). agentless: nodes are ready as configured and nothing runs tasks.
   bool agentless = false;
   int64_t heartbeat_interval_ms = 5000;

@@ -7,8 +7,9 @@
 // runs their `done` callbacks after COMMIT has returned (i.e. after fsync). A `done` runs on the
 // writer thread: it may call write() but must not wait on the store (write_sync, flush), nor throw.
 // Invariants: batches commit in write() order; completed_ <= enqueued_, and completed_ counts
-// batches whose `done` has already run; PRAGMA user_version is the schema version (1..kSchemaVersion)
-// and PRAGMA application_id is kApplicationId in every database this file creates.
+// batches whose `done` has already run; the schema and its checks are sqlite_db.h's; every transaction
+// bumps meta "store/commits" (hidden from load()), and DIR/tessera.db-state (commit_record.h)
+// records the count as of the last commit, so that a store missing acknowledged commits is refused.
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -26,277 +27,20 @@
 #include <string_view>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
+#include "server/commit_record.h"
+#include "server/data_dir.h"
+#include "server/sqlite_db.h"
 #include "server/store.h"
 
 namespace tessera::server {
 namespace {
 
-// "TSRA": marks a SQLite file as a Tessera store (PRAGMA application_id).
-constexpr int32_t kApplicationId = 0x54535241;
-constexpr const char* kDbFileName = "tessera.db";
-constexpr int kBusyTimeoutMs = 10000;
+using namespace sqlite;  // NOLINT: the plumbing shared with sqlite_db.cc
+
 // Upper bound on the batches one group-commit transaction takes from the queue.
 constexpr size_t kMaxGroupBatches = 4096;
-
-// Schema migrations; kMigrations[i] brings a store from user_version i to i + 1. Append only: a
-// released step is never edited, a change is a new step.
-constexpr const char* kMigrations[] = {
-    // 1: the initial schema.
-    R"sql(
-      CREATE TABLE jobs (
-        id INTEGER PRIMARY KEY CHECK (id > 0),
-        state TEXT NOT NULL,
-        queue TEXT NOT NULL,
-        user TEXT NOT NULL,
-        submitted INTEGER NOT NULL,
-        record TEXT NOT NULL
-      );
-      CREATE INDEX jobs_state ON jobs(state);
-      CREATE INDEX jobs_queue ON jobs(queue);
-      CREATE INDEX jobs_user ON jobs(user);
-      CREATE TABLE events (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        job_id INTEGER NOT NULL,
-        time INTEGER NOT NULL,
-        kind TEXT NOT NULL,
-        actor TEXT NOT NULL,
-        detail TEXT NOT NULL
-      );
-      CREATE INDEX events_job_id ON events(job_id);
-      CREATE TABLE tokens (
-        hash TEXT PRIMARY KEY CHECK (length(hash) > 0),
-        user TEXT NOT NULL,
-        role TEXT NOT NULL,
-        queue TEXT NOT NULL,
-        created INTEGER NOT NULL,
-        revoked INTEGER NOT NULL
-      );
-      CREATE TABLE meta (
-        "key" TEXT PRIMARY KEY,
-        "value" TEXT NOT NULL
-      );
-    )sql",
-};
-constexpr int kSchemaVersion = static_cast<int>(std::size(kMigrations));
-
-Error internal(std::string msg) { return {ErrorCode::kInternal, std::move(msg)}; }
-
-std::string errno_text(int err) { return std::strerror(err); }
-
-struct DbCloser {
-  void operator()(sqlite3* db) const { sqlite3_close_v2(db); }
-};
-using DbPtr = std::unique_ptr<sqlite3, DbCloser>;
-struct StmtFinalizer {
-  void operator()(sqlite3_stmt* s) const { sqlite3_finalize(s); }
-};
-using StmtPtr = std::unique_ptr<sqlite3_stmt, StmtFinalizer>;
-
-// One connection plus the file name every error message carries.
-struct Conn {
-  DbPtr db;
-  std::string path;
-
-  // "PATH: WHAT: sqlite's message (OS error)".
-  Error error(std::string_view what) const {
-    std::string msg = path + ": " + std::string(what) + ": " + sqlite3_errmsg(db.get());
-    // The OS error only where the failure was the OS's (it is stale otherwise).
-    int code = errcode();
-    bool os_failure = code == SQLITE_IOERR || code == SQLITE_CANTOPEN || code == SQLITE_FULL ||
-                      code == SQLITE_READONLY || code == SQLITE_PERM;
-    if (int os = sqlite3_system_errno(db.get()); os_failure && os != 0) msg += " (" + errno_text(os) + ")";
-    return internal(std::move(msg));
-  }
-  int errcode() const { return sqlite3_errcode(db.get()) & 0xff; }
-
-  Status exec(const char* sql, std::string_view what) const {
-    if (sqlite3_exec(db.get(), sql, nullptr, nullptr, nullptr) != SQLITE_OK) return error(what);
-    return {};
-  }
-  Result<StmtPtr> prepare(const char* sql) const {
-    sqlite3_stmt* raw = nullptr;
-    if (sqlite3_prepare_v3(db.get(), sql, -1, SQLITE_PREPARE_PERSISTENT, &raw, nullptr) != SQLITE_OK) {
-      return error(std::string("cannot prepare \"") + sql + "\"");
-    }
-    return StmtPtr(raw);
-  }
-  // The first column of the first row of `sql`, as an integer (0 if no row).
-  Result<int64_t> query_int(const char* sql) const {
-    auto stmt = prepare(sql);
-    if (!stmt) return stmt.error();
-    int rc = sqlite3_step(stmt->get());
-    if (rc == SQLITE_ROW) return static_cast<int64_t>(sqlite3_column_int64(stmt->get(), 0));
-    if (rc == SQLITE_DONE) return int64_t{0};
-    return error(std::string("\"") + sql + "\" failed");
-  }
-  Result<std::string> query_text(const char* sql) const {
-    auto stmt = prepare(sql);
-    if (!stmt) return stmt.error();
-    int rc = sqlite3_step(stmt->get());
-    if (rc == SQLITE_ROW) {
-      const unsigned char* t = sqlite3_column_text(stmt->get(), 0);
-      return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
-    }
-    if (rc == SQLITE_DONE) return std::string();
-    return error(std::string("\"") + sql + "\" failed");
-  }
-  void rollback_if_open() const {
-    if (!sqlite3_get_autocommit(db.get())) sqlite3_exec(db.get(), "ROLLBACK", nullptr, nullptr, nullptr);
-  }
-};
-
-Result<Conn> open_conn(const std::string& path, int flags) {
-  sqlite3* raw = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &raw, flags | SQLITE_OPEN_NOMUTEX, nullptr);
-  Conn conn{DbPtr(raw), path};
-  if (rc != SQLITE_OK) {
-    if (!raw) return internal(path + ": cannot open: " + sqlite3_errstr(rc));
-    return conn.error("cannot open");
-  }
-  sqlite3_extended_result_codes(raw, 1);
-  sqlite3_busy_timeout(raw, kBusyTimeoutMs);
-  return conn;
-}
-
-Error not_tessera(const std::string& path, const std::string& why) {
-  return failed_precondition(path + " is not a Tessera database (" + why + ")");
-}
-
-std::string hex32(int64_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%08x", static_cast<unsigned>(v));
-  return buf;
-}
-
-// Checks that `conn` is a Tessera store (or an empty database) this binary can read; returns its
-// schema version (0 for an empty database).
-Result<int> check_tessera(const Conn& conn) {
-  auto app_id = conn.query_int("PRAGMA application_id");
-  if (!app_id) {
-    if (conn.errcode() == SQLITE_NOTADB) {
-      return not_tessera(conn.path, std::string("not a SQLite file: ") + sqlite3_errmsg(conn.db.get()));
-    }
-    return app_id.error();
-  }
-  auto version = conn.query_int("PRAGMA user_version");
-  if (!version) return version.error();
-  if (*app_id == 0) {
-    if (*version != 0) {
-      return not_tessera(conn.path, "no Tessera application_id, user_version " + std::to_string(*version));
-    }
-    auto stmt = conn.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
-    if (!stmt) return stmt.error();
-    std::string tables;
-    int rc;
-    while ((rc = sqlite3_step(stmt->get())) == SQLITE_ROW) {
-      if (!tables.empty()) tables += ", ";
-      tables += reinterpret_cast<const char*>(sqlite3_column_text(stmt->get(), 0));
-    }
-    if (rc != SQLITE_DONE) return conn.error("cannot list tables");
-    if (!tables.empty()) {
-      return not_tessera(conn.path, "a SQLite database with other tables (" + tables +
-                                        ") and no Tessera application_id");
-    }
-    return 0;  // empty: a new store
-  }
-  if (*app_id != kApplicationId) {
-    return not_tessera(conn.path, "SQLite application_id " + hex32(*app_id) + ", Tessera's is " +
-                                      hex32(kApplicationId));
-  }
-  if (*version > kSchemaVersion) {
-    return failed_precondition(conn.path + " has schema version " + std::to_string(*version) +
-                               ", newer than version " + std::to_string(kSchemaVersion) +
-                               " that this tessera binary knows; run a newer tessera or restore an "
-                               "older backup");
-  }
-  return static_cast<int>(*version);
-}
-
-// Brings the store from its current schema version up to kSchemaVersion, one transaction per step.
-Status migrate(const Conn& conn) {
-  for (int target = 1; target <= kSchemaVersion; ++target) {
-    if (Status s = conn.exec("BEGIN IMMEDIATE", "cannot start migration"); !s.ok()) return s;
-    // Re-read inside the write transaction: another process may have migrated meanwhile.
-    auto version = conn.query_int("PRAGMA user_version");
-    if (!version) {
-      conn.rollback_if_open();
-      return version.error();
-    }
-    if (*version >= target) {
-      conn.rollback_if_open();
-      continue;
-    }
-    std::string step = std::to_string(target);
-    std::string set_version = "PRAGMA user_version = " + step + "; PRAGMA application_id = " +
-                              std::to_string(kApplicationId) + ";";
-    for (const char* sql : {kMigrations[target - 1], set_version.c_str(), "COMMIT"}) {
-      if (Status s = conn.exec(sql, "schema migration to version " + step + " failed"); !s.ok()) {
-        conn.rollback_if_open();
-        return s;
-      }
-    }
-  }
-  return {};
-}
-
-// mkdir DIR (mode 0700) and its missing parents.
-Status ensure_dir(const std::string& dir) {
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) == 0) {
-    if (!S_ISDIR(st.st_mode)) return failed_precondition(dir + " exists and is not a directory");
-    return {};
-  }
-  std::error_code ec;
-  std::filesystem::path parent = std::filesystem::path(dir).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  if (ec) return internal(parent.string() + ": cannot create directory: " + ec.message());
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return internal(dir + ": cannot create directory: " + errno_text(errno));
-  }
-  return {};
-}
-
-Status fsync_path(const std::string& path, bool directory) {
-  int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
-  if (fd < 0) return internal(path + ": cannot open for fsync: " + errno_text(errno));
-  int rc = ::fsync(fd);
-  int err = errno;
-  ::close(fd);
-  if (rc != 0) return internal(path + ": fsync failed: " + errno_text(err));
-  return {};
-}
-
-std::string parent_dir(const std::string& path) {
-  std::string parent = std::filesystem::path(path).parent_path().string();
-  return parent.empty() ? "." : parent;
-}
-
-// Copies the database at `src` (a consistent snapshot, even while other connections write) into the
-// existing empty file `dst` with the SQLite online backup API; `dst` ends self-contained (rollback
-// journal mode, no -wal file) and fsynced.
-Status copy_database(const Conn& src, const std::string& dst_path) {
-  auto dst = open_conn(dst_path, SQLITE_OPEN_READWRITE);
-  if (!dst) return dst.error();
-  sqlite3_backup* backup = sqlite3_backup_init(dst->db.get(), "main", src.db.get(), "main");
-  if (!backup) return dst->error("cannot start backup from " + src.path);
-  // -1: all pages in one step, i.e. under one read transaction, so the copy is one snapshot.
-  int rc = sqlite3_backup_step(backup, -1);
-  for (int attempt = 0; (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) && attempt < 100; ++attempt) {
-    sqlite3_sleep(50);
-    rc = sqlite3_backup_step(backup, -1);
-  }
-  int finish_rc = sqlite3_backup_finish(backup);
-  if (rc != SQLITE_DONE || finish_rc != SQLITE_OK) {
-    return internal(src.path + " -> " + dst_path + ": backup failed: " +
-                    sqlite3_errstr(rc != SQLITE_DONE ? rc : finish_rc) + ": " + sqlite3_errmsg(dst->db.get()));
-  }
-  auto mode = dst->query_text("PRAGMA journal_mode = DELETE");
-  if (!mode) return mode.error();
-  if (*mode != "delete") return internal(dst_path + ": cannot leave WAL mode (journal_mode " + *mode + ")");
-  if (sqlite3_close(dst->db.release()) != SQLITE_OK) return internal(dst_path + ": close failed");
-  if (Status s = fsync_path(dst_path, false); !s.ok()) return s;
-  return fsync_path(parent_dir(dst_path), true);
-}
 
 std::string column_text(sqlite3_stmt* stmt, int col) {
   const unsigned char* text = sqlite3_column_text(stmt, col);
@@ -323,14 +67,19 @@ EventRow read_event(sqlite3_stmt* stmt) {
 class SqliteStore final : public Store {
  public:
   struct WriteStatements {
-    StmtPtr upsert_job, append_event, upsert_token, upsert_meta;
+    StmtPtr upsert_job, append_event, upsert_token, upsert_meta, bump_commits;
   };
   struct ReadStatements {
     StmtPtr jobs, tokens, meta, last_seq, events_for_job, events_after;
   };
 
-  SqliteStore(Conn writer, WriteStatements ws, Conn reader, ReadStatements rs)
-      : writer_(std::move(writer)), ws_(std::move(ws)), reader_(std::move(reader)), rs_(std::move(rs)) {
+  SqliteStore(Conn writer, WriteStatements ws, CommitRecord record, int64_t commits, Conn reader, ReadStatements rs)
+      : writer_(std::move(writer)),
+        ws_(std::move(ws)),
+        record_(std::move(record)),
+        commits_(commits),
+        reader_(std::move(reader)),
+        rs_(std::move(rs)) {
     writer_thread_ = std::thread([this] { writer_loop(); });
   }
 
@@ -341,9 +90,13 @@ class SqliteStore final : public Store {
     }
     work_cv_.notify_one();
     writer_thread_.join();
-    // Statements before their connections.
+    // Statements before their connections; the last connection to close checkpoints the -wal into
+    // tessera.db and removes it. Only then is the store closed cleanly.
     ws_ = {};
     rs_ = {};
+    reader_.db.reset();
+    writer_.db.reset();
+    record_.update({false, commits_}, true);
   }
 
   void write(WriteBatch batch, std::function<void(Status)> done) override {
@@ -391,13 +144,23 @@ class SqliteStore final : public Store {
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
       if (errno == EEXIST) return failed_precondition(path + " already exists; backup writes a new file only");
-      return internal(path + ": cannot create backup file: " + errno_text(errno));
+      return internal_error(path + ": cannot create backup file: " + std::strerror(errno));
     }
     ::close(fd);
     Status s = [&]() -> Status {
       auto src = open_conn(writer_.path, SQLITE_OPEN_READONLY);
       if (!src) return src.error();
-      return copy_database(*src, path);
+      // A damaged store must not become a backup that looks good: check it, and the copy.
+      auto problems = integrity_problems(*src, StoreCheck::kQuick);
+      if (!problems) return problems.error();
+      if (!problems->empty()) return backup_refused(*problems);
+      if (Status c = copy_database(*src, path); !c.ok()) return c;
+      auto copy = open_conn(path, SQLITE_OPEN_READONLY);
+      if (!copy) return copy.error();
+      problems = integrity_problems(*copy, StoreCheck::kQuick);
+      if (!problems) return problems.error();
+      if (!problems->empty()) return backup_refused(*problems);
+      return {};
     }();
     if (!s.ok()) ::unlink(path.c_str());
     return s;
@@ -412,6 +175,13 @@ class SqliteStore final : public Store {
     WriteBatch batch;
     std::function<void(Status)> done;
   };
+
+  Error backup_refused(const std::string& problems) const {
+    std::string dir = parent_dir(writer_.path);
+    return failed_precondition("no backup taken: " + writer_.path + " fails " + check_name(StoreCheck::kQuick) + " (" +
+                               problems + "), and a copy of it would not restore. The store needs recovery: " +
+                               restore_advice(dir));
+  }
 
   void writer_loop() {
     std::vector<Pending> group;
@@ -458,10 +228,18 @@ class SqliteStore final : public Store {
         return s;
       }
     }
+    auto commits = bump_commits();
+    if (!commits) {
+      writer_.rollback_if_open();
+      return commits.error();
+    }
     if (Status s = writer_.exec("COMMIT", "commit failed"); !s.ok()) {
       writer_.rollback_if_open();
       return s;
     }
+    // After COMMIT (durable), never before: the record must not count what may not be there.
+    commits_ = *commits;
+    record_.update({true, commits_}, false);
     transactions_.fetch_add(1, std::memory_order_relaxed);
     batches_.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
     return {};
@@ -474,6 +252,18 @@ class SqliteStore final : public Store {
     if (rc != SQLITE_DONE) s = writer_.error("write failed (" + what + ")");
     sqlite3_reset(stmt);
     return s;
+  }
+
+  // Counts this transaction in meta "store/commits"; returns the new count.
+  Result<int64_t> bump_commits() {
+    sqlite3_stmt* st = ws_.bump_commits.get();
+    int rc = sqlite3_step(st);
+    int64_t value = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+    while (rc == SQLITE_ROW) rc = sqlite3_step(st);
+    Result<int64_t> out = value;
+    if (rc != SQLITE_DONE || value <= 0) out = writer_.error("write failed (the commit count)");
+    sqlite3_reset(st);
+    return out;
   }
 
   Status apply(const WriteBatch& batch) {
@@ -504,6 +294,7 @@ class SqliteStore final : public Store {
       bind_text(st, 4, t.queue);
       sqlite3_bind_int64(st, 5, t.created);
       sqlite3_bind_int(st, 6, t.revoked ? 1 : 0);
+      bind_text(st, 7, t.node);
       if (Status s = step(st, "token of user " + t.user); !s.ok()) return s;
     }
     for (const auto& [key, value] : batch.meta) {
@@ -542,7 +333,7 @@ class SqliteStore final : public Store {
     if (!s.ok()) return s.error();
     s = for_each_row(rs_.tokens.get(), "cannot read tokens", [&](sqlite3_stmt* st) {
       state.tokens.push_back({column_text(st, 0), column_text(st, 1), column_text(st, 2), column_text(st, 3),
-                              sqlite3_column_int64(st, 4), sqlite3_column_int(st, 5) != 0});
+                              sqlite3_column_int64(st, 4), sqlite3_column_int(st, 5) != 0, column_text(st, 6)});
     });
     if (!s.ok()) return s.error();
     s = for_each_row(rs_.meta.get(), "cannot read meta", [&](sqlite3_stmt* st) {
@@ -558,6 +349,8 @@ class SqliteStore final : public Store {
   // Writer side: used by the writer thread only (and by the constructor before it starts).
   Conn writer_;
   WriteStatements ws_;
+  CommitRecord record_;
+  int64_t commits_ = 0;  // meta "store/commits" as of the last commit
   std::atomic<int64_t> batches_{0};
   std::atomic<int64_t> transactions_{0};
 
@@ -584,8 +377,11 @@ Result<SqliteStore::WriteStatements> prepare_writes(const Conn& conn) {
        "INSERT OR REPLACE INTO jobs (id, state, queue, user, submitted, record) VALUES (?, ?, ?, ?, ?, ?)"},
       {&ws.append_event, "INSERT INTO events (job_id, time, kind, actor, detail) VALUES (?, ?, ?, ?, ?)"},
       {&ws.upsert_token,
-       "INSERT OR REPLACE INTO tokens (hash, user, role, queue, created, revoked) VALUES (?, ?, ?, ?, ?, ?)"},
+       "INSERT OR REPLACE INTO tokens (hash, user, role, queue, created, revoked, node) VALUES (?, ?, ?, ?, ?, ?, ?)"},
       {&ws.upsert_meta, "INSERT OR REPLACE INTO meta (\"key\", \"value\") VALUES (?, ?)"},
+      {&ws.bump_commits,
+       "INSERT INTO meta (\"key\", \"value\") VALUES ('store/commits', '1') ON CONFLICT (\"key\") DO UPDATE "
+       "SET \"value\" = CAST(\"value\" AS INTEGER) + 1 RETURNING CAST(\"value\" AS INTEGER)"},
   };
   for (auto& [stmt, sql] : specs) {
     auto prepared = conn.prepare(sql);
@@ -599,8 +395,8 @@ Result<SqliteStore::ReadStatements> prepare_reads(const Conn& conn) {
   SqliteStore::ReadStatements rs;
   std::pair<StmtPtr*, const char*> specs[] = {
       {&rs.jobs, "SELECT id, state, queue, user, submitted, record FROM jobs ORDER BY id"},
-      {&rs.tokens, "SELECT hash, user, role, queue, created, revoked FROM tokens ORDER BY hash"},
-      {&rs.meta, "SELECT \"key\", \"value\" FROM meta ORDER BY \"key\""},
+      {&rs.tokens, "SELECT hash, user, role, queue, created, revoked, node FROM tokens ORDER BY hash"},
+      {&rs.meta, "SELECT \"key\", \"value\" FROM meta WHERE \"key\" <> 'store/commits' ORDER BY \"key\""},
       {&rs.last_seq, "SELECT coalesce(max(seq), 0) FROM events"},
       {&rs.events_for_job,
        "SELECT seq, job_id, time, kind, actor, detail FROM events WHERE job_id = ? ORDER BY seq"},
@@ -616,24 +412,105 @@ Result<SqliteStore::ReadStatements> prepare_reads(const Conn& conn) {
 }
 
 }  // namespace
+namespace {
 
-int sqlite_schema_version() { return kSchemaVersion; }
+// What an existing store's files said before SQLite opened them (opening creates an empty -wal).
+struct PriorFiles {
+  bool db = false;                          // tessera.db existed and was not empty
+  bool wal = false;                         // tessera.db-wal existed
+  bool wal_lost = false;                    // WAL mode, no -wal, and the last run did not close cleanly
+  std::optional<CommitRecordState> record;  // DIR/tessera.db-state
+};
 
-Result<std::unique_ptr<Store>> open_sqlite_store(const std::string& dir) {
-  if (Status s = ensure_dir(dir); !s.ok()) return s.error();
-  std::string path = (std::filesystem::path(dir) / kDbFileName).string();
+PriorFiles inspect_files(const std::string& path, const std::string& state_path, const WarnFn& warn) {
+  PriorFiles prior;
+  struct stat st {};
+  prior.db = ::stat(path.c_str(), &st) == 0 && st.st_size > 0;
+  std::string unreadable;
+  prior.record = CommitRecord::read(state_path, &unreadable);
+  if (!unreadable.empty()) warn(unreadable + "; this start cannot tell whether acknowledged commits are missing");
+  prior.wal = ::access((path + "-wal").c_str(), F_OK) == 0;
+  prior.wal_lost = prior.db && !prior.wal && header_says_wal(path) && prior.record && prior.record->open;
+  return prior;
+}
+
+// The refusal of a store holding fewer commits than were acknowledged.
+Error lost_commits(const std::string& path, const std::string& dir, const std::string& state_path, int64_t has,
+                   int64_t acknowledged, const PriorFiles& prior) {
+  const std::string wal = path + "-wal (the write-ahead log)";
+  std::string cause = prior.wal        ? wal + " was truncated or damaged, or tessera.db was replaced by an older copy"
+                      : prior.wal_lost ? wal + " is missing after a run that did not stop cleanly"
+                                       : "tessera.db was replaced by an older copy, or lost writes";
+  return failed_precondition(
+      path + " is missing acknowledged commits and will not be used: it holds " + std::to_string(has) +
+      " committed transactions, but " + std::to_string(acknowledged) + " were acknowledged (" + state_path +
+      "), so the last " + std::to_string(acknowledged - has) + " are lost; " + cause + ". To recover, " +
+      restore_advice(dir) + "; or, to start with what is left and lose those commits, remove " + state_path);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> open_sqlite_store(const std::string& dir, const SqliteOpenOptions& options) {
+  const WarnFn warn = options.warn ? options.warn : WarnFn([](const std::string& msg) {
+    spdlog::warn("event=store_warning detail=\"{}\"", msg);
+  });
+  if (Status s = ensure_private_dir(dir, warn); !s.ok()) return s.error();
+  const std::string path = (std::filesystem::path(dir) / kDbFileName).string();
+  const std::string state_path = (std::filesystem::path(dir) / kStateFileName).string();
+  const PriorFiles prior = inspect_files(path, state_path, warn);
+  const std::string wal_note =
+      prior.wal_lost ? "; " + path + "-wal is missing after a run that did not stop cleanly" : std::string();
+
+  // Created 0600 before SQLite opens it: SQLite gives -wal and -shm the database file's mode.
+  if (!prior.db) {
+    auto fd = create_private_file(path, O_RDWR);
+    if (!fd) return fd.error();
+    ::close(*fd);
+  }
+  for (const std::string& f : {path, path + "-wal", path + "-shm", state_path}) {
+    if (Status s = make_file_private(f, warn); !s.ok()) return s.error();
+  }
 
   auto writer = open_conn(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   if (!writer) return writer.error();
-  if (auto version = check_tessera(*writer); !version) return version.error();
+  auto version = check_tessera(*writer);
+  if (!version) {
+    // Not a SQLite file at all (SQLITE_NOTADB) is check_tessera's message; a damaged schema is ours.
+    if (writer->errcode() == SQLITE_CORRUPT) {
+      return damaged_store(path, dir, options.check, version.error().message, wal_note);
+    }
+    return version.error();
+  }
+  int64_t commits = 0;
+  if (*version > 0) {
+    auto problems = integrity_problems(*writer, options.check);
+    if (!problems) return problems.error();
+    if (!problems->empty()) return damaged_store(path, dir, options.check, *problems, wal_note);
+    auto count = writer->query_int("SELECT CAST(\"value\" AS INTEGER) FROM meta WHERE \"key\" = 'store/commits'");
+    if (!count) return count.error();
+    commits = *count;
+  }
+  // Acknowledged commits are all there, or the store is refused (before anything writes to it).
+  if (prior.record && commits < prior.record->commits) {
+    return lost_commits(path, dir, state_path, commits, prior.record->commits, prior);
+  }
   auto mode = writer->query_text("PRAGMA journal_mode = WAL");
   if (!mode) return mode.error();
-  if (*mode != "wal") return internal(path + ": cannot switch to WAL mode (journal_mode is " + *mode + ")");
+  if (*mode != "wal") return internal_error(path + ": cannot switch to WAL mode (journal_mode is " + *mode + ")");
   if (Status s = writer->exec("PRAGMA synchronous = FULL; PRAGMA foreign_keys = OFF", "cannot set pragmas");
       !s.ok()) {
     return s.error();
   }
   if (Status s = migrate(*writer); !s.ok()) return s.error();
+
+  if (prior.wal_lost) {
+    warn(path + "-wal is missing after a run that did not stop cleanly (it was removed, or another program "
+         "checkpointed it); the store holds all " + std::to_string(commits) + " acknowledged commits, so none is lost");
+  } else if (prior.record && prior.record->open) {
+    spdlog::info("event=store_recovered path={} commits={} (the last run did not stop cleanly)", path, commits);
+  }
+  auto record = CommitRecord::create(state_path, {true, commits});
+  if (!record) return record.error();
   auto writes = prepare_writes(*writer);
   if (!writes) return writes.error();
 
@@ -642,54 +519,12 @@ Result<std::unique_ptr<Store>> open_sqlite_store(const std::string& dir) {
   if (Status s = reader->exec("PRAGMA query_only = ON", "cannot set pragmas"); !s.ok()) return s.error();
   auto reads = prepare_reads(*reader);
   if (!reads) return reads.error();
-
-  return std::unique_ptr<Store>(
-      std::make_unique<SqliteStore>(std::move(*writer), std::move(*writes), std::move(*reader), std::move(*reads)));
-}
-
-Status restore_sqlite_store(const std::string& backup_file, const std::string& dir, bool force) {
-  struct stat st {};
-  if (::stat(backup_file.c_str(), &st) != 0) return not_found(backup_file + ": " + errno_text(errno));
-  if (!S_ISREG(st.st_mode)) return invalid_argument(backup_file + " is not a regular file");
-
-  auto src = open_conn(backup_file, SQLITE_OPEN_READONLY);
-  if (!src) return src.error();
-  auto version = check_tessera(*src);
-  if (!version) return version.error();
-  if (*version == 0) return not_tessera(backup_file, "an empty SQLite database");
-  auto check = src->query_text("PRAGMA integrity_check");
-  if (!check) return check.error();
-  if (*check != "ok") return failed_precondition(backup_file + " fails the integrity check: " + *check);
-
-  if (Status s = ensure_dir(dir); !s.ok()) return s;
-  std::string target = (std::filesystem::path(dir) / kDbFileName).string();
-  if (::access(target.c_str(), F_OK) == 0 && !force) {
-    return failed_precondition(target + " already exists; use --force to replace it");
+  for (const std::string& f : {path + "-wal", path + "-shm"}) {
+    if (Status s = make_file_private(f, warn); !s.ok()) return s.error();
   }
 
-  std::string temp = target + ".restore-XXXXXX";
-  int fd = ::mkstemp(temp.data());
-  if (fd < 0) return internal(dir + ": cannot create a temporary file: " + errno_text(errno));
-  ::close(fd);
-  if (Status s = copy_database(*src, temp); !s.ok()) {
-    ::unlink(temp.c_str());
-    return s;
-  }
-  // A stale WAL next to the new file would be replayed onto it: remove before the rename.
-  for (const char* suffix : {"-wal", "-shm"}) {
-    std::string stale = target + suffix;
-    if (::unlink(stale.c_str()) != 0 && errno != ENOENT) {
-      int err = errno;
-      ::unlink(temp.c_str());
-      return internal(stale + ": cannot remove: " + errno_text(err));
-    }
-  }
-  if (::rename(temp.c_str(), target.c_str()) != 0) {
-    int err = errno;
-    ::unlink(temp.c_str());
-    return internal(temp + " -> " + target + ": rename failed: " + errno_text(err));
-  }
-  return fsync_path(dir, true);
+  return std::unique_ptr<Store>(std::make_unique<SqliteStore>(std::move(*writer), std::move(*writes), std::move(*record),
+                                                              commits, std::move(*reader), std::move(*reads)));
 }
 
 }  // namespace tessera::server

@@ -43,6 +43,7 @@ struct TokenRow {
   std::string queue;       // team-lead/member: the queue subtree they act in ("" = none)
   int64_t created = 0;
   bool revoked = false;
+  std::string node;        // agent: the node name or fnmatch pattern it may report for ("" = any, older tokens)
 };
 
 // One atomic unit: everything in it commits together or not at all.
@@ -82,19 +83,37 @@ class Store {
   virtual Result<std::vector<EventRow>> events_for_job(int64_t job_id) = 0;
   // Events with seq > after_seq, in seq order, at most `limit`.
   virtual Result<std::vector<EventRow>> events_after(int64_t after_seq, int64_t limit) = 0;
-  // An online, consistent copy of the whole store to `path` (which must not exist), taken while
-  // writes go on. The copy is itself a valid store.
+  // An online, consistent copy of the whole store to `path` (which must not exist, created 0600),
+  // taken while writes go on. The copy is itself a valid store: a store (or copy) that fails the
+  // quick check is refused and nothing is left at `path`.
   virtual Status backup(const std::string& path) = 0;
   virtual StoreStats stats() const = 0;
 };
 
+// How much of an existing store open_sqlite_store checks before using it.
+enum class StoreCheck {
+  kQuick,  // PRAGMA quick_check: every page's structure (reads the whole file, skips index contents)
+  kFull,   // PRAGMA integrity_check: also that every index matches its table
+};
+
+struct SqliteOpenOptions {
+  StoreCheck check = StoreCheck::kQuick;
+  // Warnings (a missing -wal after an unclean stop, modes tightened); empty: logged with spdlog.
+  std::function<void(const std::string&)> warn;
+};
+
 // The embedded default: a SQLite database DIR/tessera.db in WAL mode, synchronous=FULL (a batch's
-// `done` runs only after fsync), created and migrated to the current schema on open. Errors name the
-// file and the cause (not writable, newer schema than this binary knows, not a Tessera database).
-Result<std::unique_ptr<Store>> open_sqlite_store(const std::string& dir);
+// `done` runs only after fsync), created and migrated to the current schema on open. DIR is made
+// 0700 and the database files 0600. An existing store is checked first (options.check) and refused
+// if damaged, or if it holds fewer commits than DIR/tessera.db-state recorded as acknowledged (a
+// lost or truncated -wal); the message names the recovery (`tessera admin restore`). Errors name
+// the file and the cause (not writable, newer schema than this binary knows, not a Tessera database).
+// It does not lock DIR (the server does: data_dir.h).
+Result<std::unique_ptr<Store>> open_sqlite_store(const std::string& dir, const SqliteOpenOptions& options = {});
 
 // Restore (server stopped): checks that `backup_file` is a Tessera store whose schema this binary
-// can read, then installs it as DIR/tessera.db. Refuses if DIR already has a store unless `force`.
+// can read and that passes the integrity check, then installs it as DIR/tessera.db. Holds DIR's lock
+// while it works (refused while a server holds it). Refuses if DIR already has a store unless `force`.
 Status restore_sqlite_store(const std::string& backup_file, const std::string& dir, bool force);
 
 // The schema version this binary writes (migrations bring older stores up to it on open).

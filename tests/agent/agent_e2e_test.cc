@@ -133,7 +133,7 @@ TEST(Agents, RegisterChecksTheInventoryAgainstTheConfig) {
 TEST(Agents, GangGetsTheTorchrunEnvironmentAndLogs) {
   Cluster c(3);
   ASSERT_TRUE(c.all_ready(3)) << c.agent_output();
-  const std::string out = make_temp_dir("tessera-env");
+  const std::string out = task_writable_dir("tessera-env");
   const int64_t id = c.submit(Json{{"name", "env"},
                                    {"queue", "default"},
                                    {"tasks", 2},
@@ -209,7 +209,7 @@ TEST(Agents, FailedTaskFailsTheJobAndCancelKillsTheProcessTree) {
   ASSERT_TRUE(c.wait_state(missing, "failed", 20));
   EXPECT_NE(c.logs(missing, 0).find("no-such-program-xyz"), std::string::npos) << c.logs(missing, 0);
 
-  const std::string out = make_temp_dir("tessera-cancel");
+  const std::string out = task_writable_dir("tessera-cancel");
   const int64_t id = c.submit(Json{{"name", "tree"}, {"queue", "default"}, {"resources", {{"gpus", 1}}},
                                    {"command", {"/bin/sh", "-c", "sleep 1000 & echo $! > " + out + "/child; trap '' TERM; sleep 1000"}}});
   ASSERT_TRUE(eventually([&] { return std::filesystem::exists(out + "/child"); }, 20)) << c.agent_output();
@@ -248,7 +248,7 @@ TEST(Agents, GpusOfACancelledJobStayHeldUntilItsProcessesAreGone) {
 TEST(Agents, ControllerRestartLosesNothingAndStartsNothingTwice) {
   Cluster c(2);
   ASSERT_TRUE(c.all_ready(2)) << c.agent_output();
-  const std::string out = make_temp_dir("tessera-restart");
+  const std::string out = task_writable_dir("tessera-restart");
   const int64_t id = c.submit(Json{{"name", "steady"}, {"queue", "default"}, {"tasks", 2}, {"resources", {{"gpus", 4}}},
                                    {"command", {"/bin/sh", "-c", "echo \"$TESSERA_ATTEMPT $RANK\" >> " + out +
                                                                      "/starts; sleep 6; echo done"}}});
@@ -312,7 +312,7 @@ TEST(Agents, MigLayoutIsAppliedOnTheNodeBeforeTheTaskStarts) {
   Cluster c(0);
   AgentProcess& mig = c.add_agent("mig", "fake:1xA100-80GB,mig=on");
   ASSERT_TRUE(c.all_ready(1)) << c.agent_output();
-  const std::string out = make_temp_dir("tessera-mig");
+  const std::string out = task_writable_dir("tessera-mig");
   const int64_t id = c.submit(Json{{"name", "mig"}, {"queue", "default"}, {"resources", {{"mig", "3g.40gb"}}},
                                    {"command", {"/bin/sh", "-c", "env | sort > " + out + "/env"}}});
   ASSERT_TRUE(c.wait_state(id, "succeeded", 30)) << c.job(id).dump(2) << c.agent_output();
@@ -386,7 +386,7 @@ TEST(AgentsTorch, GangTrainsPreemptedWithCheckpointResumesAndSurvivesAnAgentKill
   ASSERT_TRUE(torch_available()) << "PyTorch is missing: install Debian's python3-torch (scripts/setup.sh does)";
   Cluster c(3);
   ASSERT_TRUE(c.all_ready(3)) << c.agent_output();
-  const std::string dir = make_temp_dir("tessera-ddp");
+  const std::string dir = task_writable_dir("tessera-ddp");
   const int steps = 60;
   const Json ref = reference_run(steps, dir);
   ASSERT_TRUE(ref.is_object()) << read_file(dir + "/ref-0.log");

@@ -1,9 +1,12 @@
 // Test harness: runs the real `tessera agent` binary as a child process against a ServerProcess,
 // with a declared fake GPU inventory and its own state directory (removed at the end, after any
-// task processes it left are killed). Not thread-safe; one instance per agent.
+// task processes it left are killed). Run as root (CI), the agent starts tasks as `nobody`: the
+// harness's directory is 0711 so they reach their task directory (DIR/state-tasks), and tests give
+// tasks output directories from task_writable_dir(). Not thread-safe; one instance per agent.
 #pragma once
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,9 +22,18 @@
 
 namespace tessera::testing {
 
+// A temporary directory any task user can write (tasks run as nobody under a root agent).
+inline std::string task_writable_dir(const std::string& prefix) {
+  const std::string dir = make_temp_dir(prefix);
+  ::chmod(dir.c_str(), 0777);
+  return dir;
+}
+
 class AgentProcess {
  public:
-  AgentProcess(std::string node, std::string gpus) : node_(std::move(node)), gpus_(std::move(gpus)), dir_(make_temp_dir("tessera-agent")) {}
+  AgentProcess(std::string node, std::string gpus) : node_(std::move(node)), gpus_(std::move(gpus)), dir_(make_temp_dir("tessera-agent")) {
+    ::chmod(dir_.c_str(), 0711);  // searchable, not listable: tasks reach state-tasks/, not state/
+  }
   ~AgentProcess() {
     kill(SIGKILL);
     kill_leftover_tasks();

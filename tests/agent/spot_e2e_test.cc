@@ -70,8 +70,9 @@ std::string event_reason(const Json& job, const std::string& kind) {
 }
 
 TEST(SpotAgents, PeriodicSavesThenANoticeFileCheckpointsAndRequeues) {
-  const std::string out = make_temp_dir("tessera-spot-e2e");
+  const std::string out = task_writable_dir("tessera-spot-e2e");  // the task runs as nobody
   std::filesystem::create_directories(out + "/ckpt");
+  ::chmod((out + "/ckpt").c_str(), 0777);
   { std::ofstream(out + "/task.py") << kTask; }
   const std::string notice = out + "/notice";
   ServerProcess server(kSpotCluster);

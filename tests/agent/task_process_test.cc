@@ -1,5 +1,6 @@
 // TaskProcess against real processes: argv without a shell, exact environment, working directory,
-// log file, exit codes, process-group signals, terminate with grace, cgroup support, checkpoint files.
+// log file, exit codes, process-group signals, terminate with grace, cgroup support, checkpoint files,
+// and (as root, which CI is) the task's user: never root, no access to the agent's files.
 #include "agent/task_process.h"
 
 #include <fcntl.h>
@@ -164,7 +165,7 @@ TEST_F(TaskProcessTest, StdoutAndStderrAppendedAcrossRuns) {
   EXPECT_EQ(log(), "out\nerr\ndone\nout\nerr\ndone\n");
   struct stat st{};
   ASSERT_EQ(::stat(l.log_path.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0644u);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);  // logs may hold secrets: the agent's alone
 }
 
 TEST_F(TaskProcessTest, ExitCodes) {
@@ -299,6 +300,89 @@ TEST_F(TaskProcessTest, MovedFromObjectIsInert) {
     c.kill_now();
     EXPECT_EQ(wait_exit(c), 137);
   }
+}
+
+TEST_F(TaskProcessTest, RunsAsTheGivenUserWithItsGroupsOnly) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to switch users";
+  auto l = launch({"/bin/sh", "-c", "id -u; id -g; id -G"});
+  l.user = parse_task_user("4242:4343", "test").value();
+  EXPECT_EQ(run(l), 0);
+  EXPECT_EQ(log(), "4242\n4343\n4343\n");  // not 0, and no supplementary group of the agent
+  auto n = launch({"/bin/sh", "-c", "id -u"});
+  n.log_path = (dir_ / "logs" / "nobody.log").string();
+  n.user = parse_task_user("nobody", "test").value();
+  EXPECT_EQ(run(n), 0);
+  EXPECT_EQ(slurp(dir_ / "logs" / "nobody.log"), std::to_string(n.user->uid) + "\n");
+  EXPECT_NE(n.user->uid, 0u);
+}
+
+TEST_F(TaskProcessTest, TaskCannotReadTheAgentsFiles) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to switch users";
+  ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);  // only the file's own mode protects it
+  const fs::path secret = dir_ / "agent.token";
+  std::ofstream(secret) << "token\n";
+  ASSERT_EQ(::chmod(secret.c_str(), 0600), 0);
+  auto l = launch({"/bin/cat", secret.string()});
+  EXPECT_EQ(run(l), 0);  // the agent itself can
+  EXPECT_EQ(log(), "token\n");
+  l.user = parse_task_user("nobody", "test").value();
+  EXPECT_EQ(run(l), 1);
+  EXPECT_NE(log().find("Permission denied"), std::string::npos) << log();
+  EXPECT_EQ(log().find("token\ntoken"), std::string::npos);
+}
+
+TEST_F(TaskProcessTest, RootUserIsRefusedAndUnreachableDirsAreErrors) {
+  auto l = launch({"/bin/true"});
+  l.user = TaskUser{0, 0, "root", "", {0}};
+  auto p = TaskProcess::start(l);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message.find("never run as root"), std::string::npos) << p.error().message;
+  if (::geteuid() != 0) return;
+  fs::create_directories(dir_ / "private");  // dir_ is 0700 root: nobody cannot enter
+  l.user = parse_task_user("nobody", "test").value();
+  l.working_dir = (dir_ / "private").string();
+  p = TaskProcess::start(l);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message.find("nobody can reach"), std::string::npos) << p.error().message;
+  // An executable the user cannot reach is named too.
+  l.working_dir.clear();
+  std::ofstream(dir_ / "run.sh") << "#!/bin/sh\necho ran\n";
+  fs::permissions(dir_ / "run.sh", fs::perms::owner_all);
+  l.argv = {(dir_ / "run.sh").string()};
+  p = TaskProcess::start(l);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message.find("run.sh"), std::string::npos) << p.error().message;
+}
+
+TEST_F(TaskProcessTest, CheckpointFilesAreTouchedAsTheTaskUser) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to switch users";
+  ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);
+  const auto nobody = parse_task_user("nobody", "test").value();
+  const fs::path ck = dir_ / "ckpt";
+  fs::create_directories(ck);
+  ASSERT_EQ(::chown(ck.c_str(), nobody.uid, nobody.gid), 0);
+  // A task points .ack at a root-only file: its first line must not be reported as a checkpoint path.
+  const fs::path token = dir_ / "token";
+  std::ofstream(token) << "the-agent-token\n";
+  ASSERT_EQ(::chmod(token.c_str(), 0600), 0);
+  fs::create_symlink(token, ck / ".ack");
+  EXPECT_FALSE(read_checkpoint_ack(ck.string(), 0, nobody).has_value());
+  EXPECT_EQ(read_checkpoint_ack(ck.string(), 0).value_or(""), "the-agent-token");  // what root alone would do
+  // A planted FIFO does not stall the agent.
+  fs::remove(ck / ".ack");
+  ASSERT_EQ(::mkfifo((ck / ".ack").c_str(), 0644), 0);
+  EXPECT_FALSE(read_checkpoint_ack(ck.string(), 0, nobody).has_value());
+  // The request is written as the user (owned by it), and a planted tmp link is replaced, not followed.
+  fs::create_symlink(token, ck / (".request.tmp." + std::to_string(::getpid())));
+  ASSERT_TRUE(write_checkpoint_request(ck.string(), 5, "test", "stop", nobody).ok());
+  struct stat st{};
+  ASSERT_EQ(::stat((ck / ".request").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, nobody.uid);
+  EXPECT_EQ(slurp(token), "the-agent-token\n");
+  // A directory the user cannot write is refused, not written as root.
+  fs::create_directories(dir_ / "rootonly");
+  EXPECT_FALSE(write_checkpoint_request((dir_ / "rootonly").string(), 5, "test", "stop", nobody).ok());
+  EXPECT_FALSE(fs::exists(dir_ / "rootonly" / ".request"));
 }
 
 TEST(SignalNumber, NamesAnyCaseWithOrWithoutSig) {

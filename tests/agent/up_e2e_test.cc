@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <regex>
+#include <set>
 
 #include "agent_process.h"
 
@@ -46,12 +47,22 @@ class UpProcess {
   pid_t pid_ = -1;
 };
 
+// The task directories `tessera up` made as root (/var/tmp/tessera-up-local-HASH).
+std::set<std::string> up_task_dirs() {
+  std::set<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/var/tmp", ec))
+    if (e.path().filename().string().rfind("tessera-up-local-", 0) == 0) out.insert(e.path().string());
+  return out;
+}
+
 HttpReply call(int port, const std::string& method, const std::string& path, const std::string& token, const Json& body = {}) {
   return http_call(port, method, path, token, body.dump());
 }
 
 TEST(Up, StartsAWorkingClusterStopsCleanlyAndResumes) {
   const std::string root = make_temp_dir("tessera-up");
+  const std::set<std::string> task_dirs_before = up_task_dirs();
   const std::string data = root + "/tessera-data";
   UpProcess up(data);
   int port = up.start();
@@ -71,12 +82,19 @@ TEST(Up, StartsAWorkingClusterStopsCleanlyAndResumes) {
 
   auto sub = call(port, "POST", "/api/v1/jobs", token,
                   Json{{"name", "hello"}, {"queue", "default"}, {"resources", {{"gpus", 1}}},
-                       {"command", {"/bin/sh", "-c", "echo hello from $CUDA_VISIBLE_DEVICES"}}});
+                       {"command", {"/bin/sh", "-c", "echo hello from $CUDA_VISIBLE_DEVICES as $(id -u); cat " + data +
+                                                         "/admin.token || echo admin-token-denied"}}});
   ASSERT_EQ(sub.status, 201) << sub.raw;
   const std::string path = "/api/v1/jobs/" + std::to_string(sub.body["id"].get<int64_t>());
   ASSERT_TRUE(eventually([&] { return call(port, "GET", path, token).body.value("state", "") == "succeeded"; }, 30))
       << call(port, "GET", path, token).raw << up.output();
-  EXPECT_NE(call(port, "GET", path + "/logs", token).raw.find("hello from 0"), std::string::npos);
+  const std::string hello = call(port, "GET", path + "/logs", token).raw;
+  EXPECT_NE(hello.find("hello from 0"), std::string::npos) << hello;
+  if (::geteuid() == 0) {  // a root cluster runs its tasks as nobody: the co-located admin token is out of reach
+    EXPECT_NE(hello.find("hello from 0 as 65534\n"), std::string::npos) << hello;
+    EXPECT_NE(hello.find("admin-token-denied"), std::string::npos) << hello;
+    EXPECT_EQ(hello.find(token), std::string::npos) << hello;
+  }
   // A long job is running when Ctrl-C comes.
   auto longer = call(port, "POST", "/api/v1/jobs", token,
                      Json{{"name", "long"}, {"queue", "default"}, {"resources", {{"gpus", 1}}}, {"command", {"sleep", "300"}}});
@@ -98,6 +116,9 @@ TEST(Up, StartsAWorkingClusterStopsCleanlyAndResumes) {
   }, 40)) << call(port, "GET", long_path, token).raw << up.output();
   up.stop(SIGINT);
   std::filesystem::remove_all(root);
+  std::error_code ec;
+  for (const std::string& d : up_task_dirs())
+    if (!task_dirs_before.count(d)) std::filesystem::remove_all(d, ec);
 }
 
 }  // namespace

@@ -83,7 +83,7 @@ class AgentlessController : public ::testing::Test {
   }
   static bool has_event(const Json& job, const std::string& kind) { return !event_of(job, kind).is_null(); }
 
-  const Principal admin{"admin", Role::kAdmin, ""};
+  const Principal admin{"admin", Role::kAdmin, "", ""};
   std::atomic<int64_t> now{1'000'000};
   std::string dir;
   std::unique_ptr<Store> store;

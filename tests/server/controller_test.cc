@@ -18,7 +18,7 @@ TEST(ControllerTest, FairShareUsageSurvivesARestart) {
   ControllerOptions opt;
   opt.clock = [&now] { return now.load(); };
   opt.cycle_interval_ms = 50;
-  const Principal admin{"admin", Role::kAdmin, ""};
+  const Principal admin{"admin", Role::kAdmin, "", ""};
   double before = 0;
   {
     auto store = open_sqlite_store(dir);

@@ -345,7 +345,7 @@ TEST(ControllerMetrics, GaugesCountersAndUtilisationSamples) {
   ControllerOptions opt;
   opt.clock = [&now] { return now.load(); };
   opt.cycle_interval_ms = 20;
-  const Principal admin{"admin", Role::kAdmin, ""};
+  const Principal admin{"admin", Role::kAdmin, "", ""};
   {
     auto store = open_sqlite_store(dir);
     ASSERT_TRUE(store.ok()) << store.error().message;
@@ -419,7 +419,7 @@ TEST(ControllerMetrics, GaugesCountersAndUtilisationSamples) {
     ASSERT_FALSE(bad.ok());
     EXPECT_EQ(bad.error().message.rfind("minutes:", 0), 0u);
     EXPECT_FALSE((*c)->utilisation(admin, 1441).ok());
-    EXPECT_EQ((*c)->utilisation(Principal{"n", Role::kAgent, ""}, 60).error().code, ErrorCode::kPermissionDenied);
+    EXPECT_EQ((*c)->utilisation(Principal{"n", Role::kAgent, "", ""}, 60).error().code, ErrorCode::kPermissionDenied);
 
     // Cancelling counts a finished job.
     ASSERT_TRUE((*c)->cancel_job(admin, 1).ok());

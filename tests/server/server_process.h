@@ -177,7 +177,9 @@ class ServerProcess {
   }
   // Creates a token with the admin token.
   std::string token(const std::string& user, const std::string& role, const std::string& queue = "") const {
-    auto r = post("/api/v1/tokens", admin_, Json{{"user", user}, {"role", role}, {"queue", queue}});
+    Json body{{"user", user}, {"role", role}, {"queue", queue}};
+    if (role == "agent") body["node"] = "*";  // tests that bind a node create the token themselves
+    auto r = post("/api/v1/tokens", admin_, body);
     return r.status == 201 ? r.body["token"].get<std::string>() : "";
   }
 

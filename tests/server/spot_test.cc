@@ -159,7 +159,7 @@ TEST_F(SpotController, RouteChecks) {
   auto past = ctl->node_interrupt(admin, "spot-0", -1, now.load() - 5);
   ASSERT_FALSE(past.ok());
   EXPECT_NE(past.error().message.find("reclaim_at"), std::string::npos);
-  const Principal member{"bob", Role::kMember, "default"};
+  const Principal member{"bob", Role::kMember, "default", ""};
   EXPECT_EQ(ctl->node_interrupt(member, "spot-0", 10, -1).error().code, ErrorCode::kPermissionDenied);
   // Default notice: the pool's 120 s.
   auto ok = ctl->node_interrupt(admin, "spot-0", -1, -1);

@@ -97,7 +97,7 @@ TEST_F(StoreTest, RoundTripAcrossReopen) {
     WriteBatch b1;
     b1.jobs = {job(3, "running"), job(1)};
     b1.events = {event(3, "submitted"), event(1, "submitted", R"({"gpus":8})")};
-    b1.tokens = {{"ffee", "bob", "member", "team-b", 5, false}, {"aa01", "root", "admin", "", 6, true}};
+    b1.tokens = {{"ffee", "bob", "member", "team-b", 5, false, ""}, {"aa01", "root", "admin", "", 6, true, ""}};
     b1.meta = {{"next_job_id", "4"}, {"cluster", "c1"}};
     ASSERT_TRUE(store->write_sync(b1).ok());
     WriteBatch b2;
@@ -175,14 +175,14 @@ TEST_F(StoreTest, ReplaceUpdatesRowsById) {
   ASSERT_TRUE(store);
   WriteBatch first;
   first.jobs = {job(7)};
-  first.tokens = {{"h1", "bob", "member", "q", 1, false}};
+  first.tokens = {{"h1", "bob", "member", "q", 1, false, ""}};
   first.meta = {{"k", "v1"}};
   ASSERT_TRUE(store->write_sync(first).ok());
   WriteBatch second;
   JobRow updated = job(7, "completed");
   updated.record = R"({"id":7,"exit":0})";
   second.jobs = {updated};
-  second.tokens = {{"h1", "bob", "member", "q", 1, true}};
+  second.tokens = {{"h1", "bob", "member", "q", 1, true, ""}};
   second.meta = {{"k", "v2"}};
   ASSERT_TRUE(store->write_sync(second).ok());
   auto state = store->load();

@@ -1,0 +1,112 @@
+// An HTTP/1.1 server that slow, idle or many clients cannot stall, on GNU libmicrohttpd (Debian's
+// libmicrohttpd-dev). One epoll thread does every socket's I/O, so an open connection costs a little
+// memory, never a thread: a client that sends a header line every few seconds, or nothing at all,
+// holds no worker. A request reaches a worker only once it has arrived whole; its connection is
+// suspended meanwhile and resumed with the answer. Bounded everywhere: connections in all and per
+// client address, header memory per connection, body size (announced with Content-Length; chunked
+// bodies are refused with 411 before they are read), requests waiting for a worker (503 beyond),
+// and an idle connection is closed after `idle_timeout_s`.
+//
+// Routing is by regular expression over the decoded path (ECMAScript, whole path), first match in
+// registration order, with httplib::Request/Response as the handlers' data (cpp-httplib's types, so
+// routes read like before: req.matches, get_param_value, set_content). `pre_routing` runs on the I/O
+// thread once the headers are in and before the body is read: it must be quick (e.g. look a token
+// up) and may answer. Handlers run on workers and must be thread-safe; an exception a handler throws
+// is answered 500 and logged, and the server goes on.
+//
+// Thread-safety: register routes and hooks before start(); start/stop from one thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <httplib.h>
+
+#include "core/status.h"
+
+struct MHD_Daemon;
+
+namespace tessera::server {
+
+using HttpHandler = std::function<void(const httplib::Request&, httplib::Response&)>;
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;                       // 0 = any free port (see HttpServer::port)
+  int workers = 16;                   // threads running handlers
+  size_t max_body_bytes = 1 << 20;    // larger announced bodies: 413, unread
+  int max_connections = 4096;         // open connections in all (more are refused at accept)
+  int max_connections_per_ip = 0;     // 0 = no per-address cap
+  int idle_timeout_s = 30;            // a connection that sends nothing this long is closed
+  size_t max_waiting = 4096;          // whole requests waiting for a worker; more: 503
+  size_t header_memory_bytes = 64 << 10;  // per connection, for the request line and headers
+};
+
+class HttpServer {
+ public:
+  enum class Hook { kContinue, kAnswered };
+  using PreRouting = std::function<Hook(const httplib::Request&, httplib::Response&)>;
+  using Logger = std::function<void(const httplib::Request&, const httplib::Response&, double seconds)>;
+  // Fills the body of an answer that has an error status and no body (404 of an unknown path, ...).
+  using ErrorBody = std::function<void(const httplib::Request&, httplib::Response&)>;
+
+  HttpServer();
+  ~HttpServer();  // stop()
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  void Get(const std::string& pattern, HttpHandler h) { route("GET", pattern, std::move(h)); }
+  void Post(const std::string& pattern, HttpHandler h) { route("POST", pattern, std::move(h)); }
+  void Delete(const std::string& pattern, HttpHandler h) { route("DELETE", pattern, std::move(h)); }
+  void set_pre_routing(PreRouting f) { pre_routing_ = std::move(f); }
+  void set_logger(Logger f) { logger_ = std::move(f); }
+  void set_error_body(ErrorBody f) { error_body_ = std::move(f); }
+
+  // Binds, listens and serves on its own threads. Errors name the address and the cause.
+  Status start(const HttpServerOptions& options);
+  int port() const { return port_; }
+  // Stops accepting, answers what is in flight, then closes every connection. Idempotent.
+  void stop();
+
+  struct Call;  // one request in flight (http_server.cc)
+
+ private:
+  struct Route {
+    std::string method;
+    std::regex pattern;
+    HttpHandler handler;
+  };
+  void route(const std::string& method, const std::string& pattern, HttpHandler h);
+  friend struct Access;
+  // The handler of a whole request (nullptr: no route; *method_known tells 404 from 405).
+  const Route* find(Call& call) const;
+  void dispatch(Call* call);   // on the I/O thread: queue for a worker, or 503
+  void run(Call* call);        // on a worker
+  void finish(Call* call);     // the error body and the log, before the answer is queued
+  void worker_loop();
+
+  std::vector<Route> routes_;
+  PreRouting pre_routing_;
+  Logger logger_;
+  ErrorBody error_body_;
+  HttpServerOptions options_;
+  MHD_Daemon* daemon_ = nullptr;
+  int port_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Call*> queue_;
+  size_t in_flight_ = 0;  // queued or running
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace tessera::server
