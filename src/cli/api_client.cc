@@ -71,6 +71,7 @@ Result<std::unique_ptr<ApiClient>> ApiClient::create(const ClientOptions& o) {
   c->http_->set_read_timeout(o.read_timeout_s, 0);
   c->http_->set_write_timeout(o.read_timeout_s, 0);
   c->http_->set_url_encode(false);  // callers encode query values with url_encode()
+  c->http_->set_tcp_nodelay(true);  // a request's headers and body go out at once (no 40 ms Nagle wait)
   if (c->has_token_) c->http_->set_bearer_token_auth(o.token);
   return c;
 }

@@ -27,6 +27,9 @@ void register_server(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(16, 1000000));
   cmd->add_option("--max-connections-per-ip", opt->max_connections_per_ip, "Open HTTP connections at most per client address (0: no cap)")
       ->capture_default_str()->check(CLI::Range(0, 1000000));
+  cmd->add_flag("--viewers-see-job-details", opt->viewers_see_job_details,
+                "Viewers may read every job's command, environment (not secret values) and logs; by default only "
+                "admins and the job's own team may");
   cmd->add_option("--idle-timeout", opt->idle_timeout_s, "Seconds after which a silent HTTP connection is closed")
       ->capture_default_str()->check(CLI::Range(1, 3600));
   cmd->add_option("--log-level", opt->log_level, "trace, debug, info, warn, error")->capture_default_str()

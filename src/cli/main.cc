@@ -1,9 +1,13 @@
 // tessera: one binary, subcommands per layer. Usage errors exit with status 2, failures with 1.
 #include <CLI/CLI.hpp>
 
+#include <csignal>
+
 #include "cli/commands.h"
 
 int main(int argc, char** argv) {
+  // A peer that closes a connection mid-write is an error to handle (EPIPE), never a reason to die.
+  std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"Tessera: a GPU cluster scheduler and orchestrator"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "tessera 0.1.0");

@@ -30,7 +30,7 @@ constexpr size_t kMaxPathBytes = 4096;
 const std::vector<std::string> kTopKeys = {"name", "queue", "project", "priority_class", "kind", "tasks",
                                            "min_tasks", "resources", "topology", "checkpoint", "restart",
                                            "expected_runtime", "max_runtime", "spot_tolerant", "spot", "command",
-                                           "env", "working_dir"};
+                                           "env", "secret_env", "working_dir"};
 const std::vector<std::string> kResourceKeys = {"gpus", "gpu_models", "mig", "gpu_milli", "gpu_memory", "cpu", "memory"};
 const std::vector<std::string> kRestartKeys = {"max_restarts", "backoff"};
 const std::vector<std::string> kTopologyKeys = {"mode", "level"};
@@ -397,6 +397,31 @@ Status parse_env(const json& v, std::map<std::string, std::string>& out) {
   return {};
 }
 
+// secret_env: {NAME: value} (values merged into env, names marked secret), or, as the store keeps it,
+// [NAME, ...] naming variables of env.
+Status parse_secret_env(const json& v, JobSpec& s) {
+  if (v.is_array()) {
+    if (v.size() > kMaxEnvVars) return bad("secret_env", "at most " + std::to_string(kMaxEnvVars) + " names");
+    for (size_t i = 0; i < v.size(); ++i) {
+      std::string name;
+      TESSERA_TRY(string_of(v[i], "secret_env[" + std::to_string(i) + "]", name));
+      if (!s.env.count(name)) return bad("secret_env[" + std::to_string(i) + "]", in_quotes(name) + " is not in env");
+      s.secret_env.insert(name);
+    }
+    return {};
+  }
+  std::map<std::string, std::string> secrets;
+  TESSERA_TRY(parse_env(v, secrets));
+  for (auto& [k, val] : secrets) {
+    if (s.env.count(k)) return bad("secret_env." + k, "also in env; give a variable in one of them");
+    s.env[k] = std::move(val);
+    s.secret_env.insert(k);
+  }
+  if (s.env.size() > kMaxEnvVars)
+    return bad("secret_env", "env and secret_env hold " + std::to_string(s.env.size()) + " variables; at most " + std::to_string(kMaxEnvVars));
+  return {};
+}
+
 bool present(const json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
 
 }  // namespace
@@ -420,7 +445,7 @@ bool JobSpec::operator==(const JobSpec& o) const {
          topology.mode == o.topology.mode && topology.level == o.topology.level && checkpoint == o.checkpoint && restart == o.restart &&
          expected_runtime == o.expected_runtime && max_runtime == o.max_runtime && spot_tolerant == o.spot_tolerant &&
          spot == o.spot &&
-         command == o.command && env == o.env && working_dir == o.working_dir;
+         command == o.command && env == o.env && secret_env == o.secret_env && working_dir == o.working_dir;
 }
 
 Result<JobSpec> job_spec_from_json(const json& j) {
@@ -481,6 +506,7 @@ Result<JobSpec> job_spec_from_json(const json& j) {
   if (!present(j, "command")) return bad("command", "required: the program and its arguments, e.g. [\"python\", \"train.py\"]");
   TESSERA_TRY(parse_command(j["command"], s.command));
   if (present(j, "env")) TESSERA_TRY(parse_env(j["env"], s.env));
+  if (present(j, "secret_env")) TESSERA_TRY(parse_secret_env(j["secret_env"], s));
   if (present(j, "working_dir")) TESSERA_TRY(absolute_path(j["working_dir"], "working_dir", s.working_dir));
   if (Status st = s.gang().validate(); !st.ok()) return from_core(st);
   return s;
@@ -556,8 +582,17 @@ json job_spec_to_json(const JobSpec& s) {
   j["spot"] = s.spot ? json(spot_policy_name(*s.spot)) : json(nullptr);
   j["command"] = s.command;
   j["env"] = s.env;
+  if (!s.secret_env.empty()) j["secret_env"] = std::vector<std::string>(s.secret_env.begin(), s.secret_env.end());
   j["working_dir"] = s.working_dir;
   return j;
+}
+
+void redact_secrets(json& spec) {
+  if (!spec.is_object() || !spec.contains("secret_env") || !spec["secret_env"].is_array() || !spec.contains("env") ||
+      !spec["env"].is_object())
+    return;
+  for (const json& name : spec["secret_env"])
+    if (name.is_string() && spec["env"].contains(name.get<std::string>())) spec["env"][name.get<std::string>()] = "(secret)";
 }
 
 }  // namespace tessera::config

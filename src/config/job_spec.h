@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -73,6 +74,10 @@ struct JobSpec {
   std::optional<SpotPolicy> spot;   // nullopt = the default by kind and checkpointing (Gang::spot)
   std::vector<std::string> command; // argv; required, non-empty, argv[0] non-empty
   std::map<std::string, std::string> env;  // names: [A-Za-z_][A-Za-z0-9_]*
+  // Names in `env` whose values are secret: given to the task, never shown back by the API. Written
+  // as `secret_env: {NAME: value}` (merged into env); job_spec_to_json writes the names only next to
+  // the whole env (for the store), and redact_secrets() hides the values for people.
+  std::set<std::string> secret_env;
   std::string working_dir;          // absolute path or empty
 
   // The core's gang (id and queue are filled by the controller).
@@ -88,6 +93,8 @@ inline constexpr size_t kMaxStringBytes = 64 * 1024;
 Result<JobSpec> parse_job_spec_json(std::string_view text);
 Result<JobSpec> parse_job_spec_yaml(std::string_view text);
 Result<JobSpec> job_spec_from_json(const nlohmann::json& j);  // the same checks as parse_job_spec_json
+// A spec's JSON (as job_spec_to_json writes it) with every secret env value replaced by "(secret)".
+void redact_secrets(nlohmann::json& spec_json);
 // Canonical JSON: every field; cpu as "<milli>m", memory and gpu_memory as integer MiB, durations as
 // integer seconds. job_spec_from_json(job_spec_to_json(s)) gives back s, field for field.
 nlohmann::json job_spec_to_json(const JobSpec& s);

@@ -124,6 +124,7 @@ Result<BenchAttackResult> run_bench_attack(const BenchAttackOptions& o, const st
       threads.emplace_back([&, node] {
         httplib::Client cli("127.0.0.1", agent_port);
         cli.set_keep_alive(true);
+        cli.set_tcp_nodelay(true);  // as the agent does
         cli.set_read_timeout(30, 0);
         const std::string body = Json{{"node", node}, {"tasks", Json::array()}}.dump();
         while (!stop) {

@@ -656,6 +656,26 @@ struct Controller::State {
     return permission_denied("priority_class: queue " + queue + " allows only " + names);
   }
 
+  // May `who` see job r's command, environment, working directory and logs? Admins always; team
+  // leads and members for jobs in their queue's subtree (their team's); viewers when the server
+  // allows it (--viewers-see-job-details). Everyone who may read sees the rest (state, resources,
+  // placement, reasons).
+  Status may_see_detail(const Principal& who, const JobRecord& r) const {
+    switch (who.role) {
+      case Role::kAdmin: return {};
+      case Role::kTeamLead:
+      case Role::kMember:
+        if (in_subtree(*tree, r.queue_name, who.queue)) return {};
+        return permission_denied("job " + std::to_string(r.id) + " is in queue " + r.queue_name + ", outside " + who.queue +
+                                 "'s subtree: its command, environment and logs are its team's");
+      case Role::kViewer:
+        if (opt.viewers_see_job_details) return {};
+        return permission_denied("viewers see jobs' state and resources, not their command, environment or logs");
+      case Role::kAgent: break;
+    }
+    return permission_denied("agent tokens may only call /api/v1/agent/*");
+  }
+
   // May `who` register or report for `node`? An agent token speaks only for the node(s) it is bound
   // to; a refusal is audited.
   Status may_speak_for(const Principal& who, const std::string& node, const std::string& what) {
@@ -894,7 +914,7 @@ struct Controller::State {
         ++it;
       }
     }
-    if (opt.agents_required) check_agents(b, wall);
+    if (opt.agents_required) check_agents(b, opt.steady_clock());
     reclaim_due(b, t);
     std::vector<int64_t> ids(placed_ids.begin(), placed_ids.end());
     for (int64_t id : ids) {
@@ -1070,7 +1090,7 @@ struct Controller::State {
     metrics::Family sched_f = gauge_family(
         "tessera_node_schedulable", "1 when the node takes new work (admin state ready and, with agents, agent ready).",
         {"node"});
-    const auto wall = Clock::now();
+    const auto wall = opt.steady_clock();
     for (const Node& n : cluster.nodes()) {
       const NodeAdmin& na = node_admin[n.id.value];
       if (na.registered) age_f.values[{n.name}] = std::chrono::duration<double>(wall - na.last_beat).count();
@@ -1090,11 +1110,13 @@ Controller::Controller(Store* store, ControllerOptions options) : store_(store),
 
 Result<std::unique_ptr<Controller>> Controller::start(config::ClusterConfig cfg, Store* store, ControllerOptions options) {
   if (!options.clock) options.clock = [] { return int64_t(std::time(nullptr)); };
+  if (!options.steady_clock) options.steady_clock = [] { return std::chrono::steady_clock::now(); };
   std::unique_ptr<Controller> c(new Controller(store, options));
   auto st = std::make_unique<State>();
   State& s = *st;
   s.self = c.get();
   s.opt = options;
+  s.started_at = options.steady_clock();  // agents get one agent_timeout to register after a start
   s.store = store;
   auto tree = QueueTree::build(cfg.queues);
   if (!tree.ok()) return tree.error();
@@ -1503,6 +1525,11 @@ Result<Json> Controller::show_job(const Principal& who, int64_t id) {
     const JobRecord* r = s.jobs.find(id);
     if (!r) return not_found("job " + std::to_string(id) + ": no such job");
     Json j = record_to_api(*r, s.cluster, r->pending ? &*r->pending : nullptr, true);
+    if (Status st = s.may_see_detail(who, *r); !st.ok()) {
+      for (const char* k : {"command", "env", "secret_env", "working_dir"}) j["spec"].erase(k);
+      j["spec"]["checkpoint"].erase("dir");
+      j["detail_hidden"] = st.message();
+    }
     const int max_int = s.config.scheduler.pool_rules.spot_max_interruptions;
     if (max_int > 0 && r->job.spot_interruptions >= max_int) {
       const std::string avoid = State::spot_avoid_text(r->job.spot_interruptions);
@@ -1890,7 +1917,7 @@ Result<Json> Controller::agent_register(const Principal& who, const Json& body) 
     const bool was_ready = na.agent_ready;
     na.registered = true;
     na.agent_ready = true;
-    na.last_beat = Clock::now();
+    na.last_beat = s.opt.steady_clock();
     na.last_seen = s.now();
     na.beats = 0;
     na.address = address;
@@ -1963,7 +1990,7 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& body)
       return;
     }
     na.last_seen = s.now();
-    const auto beat_at = Clock::now();
+    const auto beat_at = s.opt.steady_clock();
     // Utilisation since the previous beat, charged to the jobs holding each GPU now (at most 3 intervals).
     const int64_t dt_ms = std::min<int64_t>(
         3 * s.opt.heartbeat_interval_ms,
@@ -2156,6 +2183,7 @@ Result<Json> Controller::log_source(const Principal& who, int64_t id, int task) 
     if (Status st = s.may_read(who); !st.ok()) return st.error();
     const JobRecord* r = s.jobs.find(id);
     if (!r) return not_found("job " + std::to_string(id) + ": no such job");
+    if (Status st = s.may_see_detail(who, *r); !st.ok()) return st.error();
     if (r->last_nodes.empty()) return not_found("job " + std::to_string(id) + ": has not started yet, so it has no logs");
     if (task < 0 || size_t(task) >= r->last_nodes.size())
       return invalid_argument("task: job " + std::to_string(id) + " has tasks 0.." + std::to_string(r->last_nodes.size() - 1));

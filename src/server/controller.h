@@ -18,6 +18,7 @@
 // every job state change has an event; job ids grow and are never reused.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <future>
@@ -42,6 +43,9 @@ struct ControllerOptions {
   int64_t min_cycle_gap_ms = 20;     // event-driven cycles coalesce within this gap
   // Unix seconds. Tests may pass a controllable clock.
   std::function<int64_t()> clock;
+  // Agent liveness (heartbeat ages, the NotReady timeout) runs on this monotonic clock; tests may pass
+  // a controllable one. Default: std::chrono::steady_clock::now.
+  std::function<std::chrono::steady_clock::time_point()> steady_clock;
   // With agents (the default for `tessera server`), a node takes work only once its agent has
   // registered, and becomes NotReady when no heartbeat came for agent_timeout_ms: its jobs are
   // requeued by their restart policy. Without (`--agentless`), nodes are ready as configured and
@@ -50,6 +54,9 @@ struct ControllerOptions {
   int64_t heartbeat_interval_ms = 5000;  // what agents are told to use
   int64_t agent_timeout_ms = 15000;      // three missed heartbeats
   int64_t utilisation_step_s = 10;       // GPU utilisation samples: one per step, 24 h kept
+  // Viewers see every job's command, environment (but secret values) and logs; otherwise only admins
+  // and the job's own team (queue subtree) do.
+  bool viewers_see_job_details = false;
 };
 
 struct JobFilter {

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdarg>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 
@@ -98,12 +99,19 @@ struct Access {
       MHD_get_connection_values(connection, MHD_HEADER_KIND, collect_header, &call->req);
       MHD_get_connection_values(connection, MHD_GET_ARGUMENT_KIND, collect_param, &call->req);
       const std::string length = call->req.get_header_value("Content-Length");
+      const uint64_t announced = length.empty() ? 0 : length.size() > 18 ? UINT64_MAX : std::strtoull(length.c_str(), nullptr, 10);
       if (self->pre_routing_ && self->pre_routing_(call->req, call->res) == HttpServer::Hook::kAnswered) {
         call->answered_early = true;  // e.g. no token: refused before anything is read
-      } else if (!length.empty() && (length.size() > 18 || std::strtoull(length.c_str(), nullptr, 10) > self->options_.max_body_bytes)) {
-        answer_plain(call->res, 413, "invalid_argument",
-                     "body: larger than the " + std::to_string(self->options_.max_body_bytes >> 10) + " KiB limit; split the request");
-        call->answered_early = true;
+      } else if (announced > self->options_.max_body_bytes) {
+        // Too large. A body up to 16 times the limit is read and dropped (no memory kept), so that a
+        // client that writes its whole body before reading gets the 413; a larger one is refused now
+        // and the connection closed.
+        call->body_too_large = true;
+        if (announced > 16 * uint64_t(self->options_.max_body_bytes)) {
+          answer_plain(call->res, 413, "invalid_argument",
+                       "body: larger than the " + std::to_string(self->options_.max_body_bytes >> 10) + " KiB limit; split the request");
+          call->answered_early = true;
+        }
       }
       if (call->answered_early) {
         self->finish(call);
@@ -112,16 +120,19 @@ struct Access {
       return MHD_YES;
     }
     if (*upload_data_size > 0) {  // a piece of the body
-      if (call->req.body.size() + *upload_data_size > self->options_.max_body_bytes)
+      if (call->body_too_large || call->req.body.size() + *upload_data_size > self->options_.max_body_bytes) {
         call->body_too_large = true;
-      else
+        std::string().swap(call->req.body);  // dropped, not kept
+      } else {
         call->req.body.append(upload_data, *upload_data_size);
+      }
       *upload_data_size = 0;
       return MHD_YES;
     }
     if (!call->dispatched) {  // the whole request is in
       if (call->body_too_large) {
-        answer_plain(call->res, 413, "invalid_argument", "body: larger than the limit; split the request");
+        answer_plain(call->res, 413, "invalid_argument",
+                     "body: larger than the " + std::to_string(self->options_.max_body_bytes >> 10) + " KiB limit; split the request");
         self->finish(call);
         return queue(connection, call->res);
       }
@@ -252,6 +263,7 @@ Status HttpServer::start(const HttpServerOptions& o) {
       MHD_OPTION_CONNECTION_TIMEOUT, unsigned(o.idle_timeout_s),
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, size_t(o.header_memory_bytes),
       MHD_OPTION_LISTEN_BACKLOG_SIZE, unsigned(SOMAXCONN),
+      MHD_OPTION_THREAD_POOL_SIZE, unsigned(std::max(1, o.io_threads)),
       MHD_OPTION_NOTIFY_COMPLETED, &Access::on_completed, this,
       MHD_OPTION_EXTERNAL_LOGGER, &mhd_log, nullptr,
       MHD_OPTION_END);

@@ -1,10 +1,11 @@
 // An HTTP/1.1 server that slow, idle or many clients cannot stall, on GNU libmicrohttpd (Debian's
-// libmicrohttpd-dev). One epoll thread does every socket's I/O, so an open connection costs a little
+// libmicrohttpd-dev). A few epoll threads do every socket's I/O, so an open connection costs a little
 // memory, never a thread: a client that sends a header line every few seconds, or nothing at all,
 // holds no worker. A request reaches a worker only once it has arrived whole; its connection is
 // suspended meanwhile and resumed with the answer. Bounded everywhere: connections in all and per
 // client address, header memory per connection, body size (announced with Content-Length; chunked
-// bodies are refused with 411 before they are read), requests waiting for a worker (503 beyond),
+// bodies are refused with 411 before they are read; a body over the limit is 413, dropped unkept
+// as it arrives, or refused at once when over 16 times the limit), requests waiting for a worker (503 beyond),
 // and an idle connection is closed after `idle_timeout_s`.
 //
 // Routing is by regular expression over the decoded path (ECMAScript, whole path), first match in
@@ -43,6 +44,7 @@ struct HttpServerOptions {
   std::string host = "127.0.0.1";
   int port = 0;                       // 0 = any free port (see HttpServer::port)
   int workers = 16;                   // threads running handlers
+  int io_threads = 2;                 // epoll threads doing socket I/O (connections are spread over them)
   size_t max_body_bytes = 1 << 20;    // larger announced bodies: 413, unread
   int max_connections = 4096;         // open connections in all (more are refused at accept)
   int max_connections_per_ip = 0;     // 0 = no per-address cap

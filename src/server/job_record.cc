@@ -188,6 +188,7 @@ Json record_to_api(const JobRecord& r, const ClusterState& cluster, const Pendin
          {"nodes", std::vector<std::string>(nodes.begin(), nodes.end())}};
   if (!detail) return j;
   j["spec"] = config::job_spec_to_json(r.spec);
+  config::redact_secrets(j["spec"]);  // secret env values go to the task only, never back to people
   j["placement"] = placement_json(r, cluster);
   j["attempt"] = r.attempt;
   j["preemptions"] = r.job.preemptions;

@@ -176,6 +176,7 @@ int run_server(const ServerOptions& o) {
 
   ControllerOptions copt;
   copt.agents_required = !o.agentless;
+  copt.viewers_see_job_details = o.viewers_see_job_details;
   copt.heartbeat_interval_ms = o.heartbeat_interval_ms;
   copt.agent_timeout_ms = o.agent_timeout_ms;
   auto controller = Controller::start(*cfg, store->get(), copt);

@@ -22,6 +22,7 @@ struct ServerOptions {
   int max_connections = 4096;       // open HTTP connections in all, per listener
   int max_connections_per_ip = 0;   // 0 = no cap per client address
   int idle_timeout_s = 30;          // an HTTP connection silent this long is closed
+  bool viewers_see_job_details = false;  // viewers may read jobs' commands, environments and logs
   std::string log_level = "info";
   // The check of an existing store at start (--check-store): quick, or full (also every index).
   StoreCheck store_check = StoreCheck::kQuick;

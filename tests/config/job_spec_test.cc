@@ -351,5 +351,30 @@ TEST(JobSpec, SpotPolicy) {
   EXPECT_EQ(typed.error().message.rfind("spot: must be a string", 0), 0u) << typed.error().message;
 }
 
+TEST(JobSpec, SecretEnvIsMergedMarkedAndRedactedForPeople) {
+  auto s = parse_job_spec_yaml("name: j\nqueue: q\ncommand: [x]\nenv: {A: a}\nsecret_env: {TOKEN: t0ps3cret}\n");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->env.at("TOKEN"), "t0ps3cret");  // the task gets it
+  EXPECT_EQ(s->secret_env, std::set<std::string>{"TOKEN"});
+  // The store's form keeps the value and the mark; it reads back equal.
+  const nlohmann::json stored = job_spec_to_json(*s);
+  auto back = job_spec_from_json(stored);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, *s);
+  // People's form hides it.
+  nlohmann::json shown = stored;
+  redact_secrets(shown);
+  EXPECT_EQ(shown["env"]["TOKEN"], "(secret)");
+  EXPECT_EQ(shown["env"]["A"], "a");
+  EXPECT_EQ(shown.dump().find("t0ps3cret"), std::string::npos);
+  // A name in both, or a list naming what env lacks, is refused with the field.
+  auto both = parse_job_spec_yaml("name: j\nqueue: q\ncommand: [x]\nenv: {A: a}\nsecret_env: {A: b}\n");
+  ASSERT_FALSE(both.ok());
+  EXPECT_EQ(both.error().message.rfind("secret_env.A:", 0), 0u) << both.error().message;
+  auto missing = parse_job_spec_json(R"({"name": "j", "queue": "q", "command": ["x"], "secret_env": ["NOPE"]})");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().message.rfind("secret_env[0]:", 0), 0u) << missing.error().message;
+}
+
 }  // namespace
 }  // namespace tessera::config

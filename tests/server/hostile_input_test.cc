@@ -283,3 +283,53 @@ TEST(AgentTokens, AreBoundToTheirNode) {
 
 }  // namespace
 }  // namespace tessera::testing
+
+namespace tessera::testing {
+namespace {
+
+TEST_F(HostileInput, JobDetailIsTheTeamsAndSecretValuesAreNeverShownBack) {
+  Json spec = job("secretive", "team-a");
+  spec["env"] = Json{{"PLAIN", "visible"}};
+  spec["secret_env"] = Json{{"API_KEY", "s3cret-value"}};
+  auto sub = server.post("/api/v1/jobs", member, spec);
+  ASSERT_EQ(sub.status, 201) << sub.raw;
+  EXPECT_EQ(sub.raw.find("s3cret-value"), std::string::npos) << "not even to its submitter";
+  const std::string id = std::to_string(sub.body["id"].get<int64_t>());
+  // Admin and the team's lead see the job whole, secrets as "(secret)".
+  for (const std::string& who : {admin, lead}) {
+    auto r = server.get("/api/v1/jobs/" + id, who);
+    ASSERT_EQ(r.status, 200);
+    EXPECT_EQ(r.body["spec"]["env"]["PLAIN"], "visible");
+    EXPECT_EQ(r.body["spec"]["env"]["API_KEY"], "(secret)");
+    EXPECT_FALSE(r.body.contains("detail_hidden"));
+  }
+  // Another team's member and a viewer see state and resources, not the command, env or logs.
+  const std::string outsider = server.token("bert", "member", "team-b");
+  for (const std::string& who : {outsider, viewer}) {
+    auto r = server.get("/api/v1/jobs/" + id, who);
+    ASSERT_EQ(r.status, 200);
+    EXPECT_FALSE(r.body["spec"].contains("env")) << r.raw;
+    EXPECT_FALSE(r.body["spec"].contains("command")) << r.raw;
+    EXPECT_TRUE(r.body.contains("detail_hidden"));
+    EXPECT_EQ(r.body["state"], sub.body["state"]);
+    EXPECT_EQ(server.get("/api/v1/jobs/" + id + "/logs", who).status, 403);
+  }
+  // The task gets the value: the agent's desired state carries it.
+  Json j;
+  ASSERT_TRUE(eventually([&] {
+    j = server.get("/api/v1/jobs/" + id, admin).body;
+    return j.value("state", "") == "running";
+  }));
+  auto beat = server.post("/api/v1/agent/heartbeat", agent, Json{{"node", j["placement"][0]["node"]}});
+  ASSERT_EQ(beat.status, 200);
+  bool delivered = false;
+  for (const Json& a : beat.body["run"])
+    if (a["job"] == sub.body["id"]) delivered = a["env"].value("API_KEY", "") == "s3cret-value";
+  EXPECT_TRUE(delivered) << beat.raw;
+  // Nowhere else for people: lists and the event log.
+  EXPECT_EQ(server.get("/api/v1/jobs", admin).raw.find("s3cret-value"), std::string::npos);
+  EXPECT_EQ(server.get("/api/v1/events?limit=1000", admin).raw.find("s3cret-value"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera::testing
