@@ -26,6 +26,7 @@
 #include "config/text.h"
 #include "server/agent_protocol.h"
 #include "server/job_record.h"
+#include "server/permissions.h"
 
 namespace tessera::server {
 
@@ -634,10 +635,7 @@ struct Controller::State {
 
   // ---- permissions ------------------------------------------------------------------------------
 
-  Status may_read(const Principal& who) const {
-    if (who.role == Role::kAgent) return permission_denied("agent tokens may only call /api/v1/agent/*");
-    return {};
-  }
+  Status may_read(const Principal& who) const { return perm::may_read(who); }
 
   Status may_use_class(const Principal& who, const std::string& queue, const std::string& cls) const {
     bool known = false;
@@ -656,58 +654,29 @@ struct Controller::State {
     return permission_denied("priority_class: queue " + queue + " allows only " + names);
   }
 
-  // May `who` see job r's command, environment, working directory and logs? Admins always; team
-  // leads and members for jobs in their queue's subtree (their team's); viewers when the server
-  // allows it (--viewers-see-job-details). Everyone who may read sees the rest (state, resources,
-  // placement, reasons).
+  // May `who` see job r's command, environment, working directory and logs? (perm::may_see_detail)
   Status may_see_detail(const Principal& who, const JobRecord& r) const {
-    switch (who.role) {
-      case Role::kAdmin: return {};
-      case Role::kTeamLead:
-      case Role::kMember:
-        if (in_subtree(*tree, r.queue_name, who.queue)) return {};
-        return permission_denied("job " + std::to_string(r.id) + " is in queue " + r.queue_name + ", outside " + who.queue +
-                                 "'s subtree: its command, environment and logs are its team's");
-      case Role::kViewer:
-        if (opt.viewers_see_job_details) return {};
-        return permission_denied("viewers see jobs' state and resources, not their command, environment or logs");
-      case Role::kAgent: break;
-    }
-    return permission_denied("agent tokens may only call /api/v1/agent/*");
+    return perm::may_see_detail(who, *tree, r.queue_name, r.id, opt.viewers_see_job_details);
   }
 
   // May `who` register or report for `node`? An agent token speaks only for the node(s) it is bound
   // to; a refusal is audited.
   Status may_speak_for(const Principal& who, const std::string& node, const std::string& what) {
-    if (who.role != Role::kAgent || agent_may_speak_for(who.node, node)) return {};
-    const std::string why = "agent token of " + who.user + " is bound to node " + who.node + ", not " + node;
-    deny(who, what + " " + node, why);
-    return permission_denied(why);
+    Status st = perm::may_speak_for(who, node);
+    if (!st.ok()) deny(who, what + " " + node, st.message());
+    return st;
   }
 
-  // May `who` act (cancel, re-prioritise) on job r?
+  // May `who` act (cancel, re-prioritise) on job r? (perm::may_modify)
   Status may_modify(const Principal& who, const JobRecord& r) const {
-    switch (who.role) {
-      case Role::kAdmin: return {};
-      case Role::kTeamLead:
-        if (in_subtree(*tree, r.queue_name, who.queue)) return {};
-        return permission_denied("team-lead of " + who.queue + " may not act on job " + std::to_string(r.id) +
-                                 " in queue " + r.queue_name + " (outside their queue subtree)");
-      case Role::kMember:
-        if (r.job.user == who.user && in_subtree(*tree, r.queue_name, who.queue)) return {};
-        return permission_denied("members may act only on their own jobs; job " + std::to_string(r.id) +
-                                 " belongs to " + r.job.user);
-      case Role::kViewer: return permission_denied("viewers may only read");
-      case Role::kAgent: return permission_denied("agent tokens may only call /api/v1/agent/*");
-    }
-    return permission_denied("unknown role");
+    return perm::may_modify(who, *tree, r.queue_name, r.job.user, r.id);
   }
 
   // An admin-only operation on a node: its id, or nullopt after replying with the error (non-admin:
   // denied and logged as `what`; unknown node: not found).
   std::optional<NodeId> admin_node(const Principal& who, const std::string& node, const std::string& what,
                                    const std::string& why, const Reply& reply) {
-    if (who.role != Role::kAdmin) {
+    if (!perm::admin_only(who, what).ok()) {
       deny(who, what, why);
       reply->set_value(permission_denied(why));
       return std::nullopt;
@@ -1359,12 +1328,6 @@ Result<Json> Controller::submit(const Principal& who, config::JobSpec spec, cons
   auto created_flag = std::make_shared<bool>(false);
   auto result = [&]() -> Result<Json> {
     return answer<Json>([=, this](State& s, const Reply& reply) {
-      if (who.role == Role::kViewer || who.role == Role::kAgent) {
-        const std::string why = std::string(role_name(who.role)) + " tokens may not submit jobs";
-        s.deny(who, "submit", why);
-        reply->set_value(permission_denied(why));
-        return;
-      }
       if (!idem.empty()) {
         auto it = s.by_idempotency_key.find({who.user, idem});
         if (it != s.by_idempotency_key.end()) {
@@ -1388,11 +1351,9 @@ Result<Json> Controller::submit(const Principal& who, config::JobSpec spec, cons
         reply->set_value(invalid_argument("queue: \"" + qname + "\" has child queues; submit to a leaf queue"));
         return;
       }
-      if (who.role != Role::kAdmin && !in_subtree(*s.tree, qname, who.queue)) {
-        const std::string why = std::string(role_name(who.role)) + " " + who.user + " may submit only to queue " +
-                                who.queue + " and its children, not " + qname;
-        s.deny(who, "submit", why);
-        reply->set_value(permission_denied(why));
+      if (Status st = perm::may_submit(who, *s.tree, qname); !st.ok()) {
+        s.deny(who, "submit", st.message());
+        reply->set_value(st.error());
         return;
       }
       if (Status cs = s.may_use_class(who, qname, spec.priority_class); !cs.ok()) {
@@ -1872,7 +1833,6 @@ void add_utilisation_sample(JobRecord& r, NodeId node, const std::vector<GpuSamp
 }  // namespace
 
 Result<Json> Controller::agent_register(const Principal& who, const Json& body) {
-  if (who.role != Role::kAgent && who.role != Role::kAdmin) return permission_denied("only agent tokens may register nodes");
   auto parsed = parse_registration(body);
   if (!parsed.ok()) return parsed.error();
   const auto reg = std::make_shared<const AgentRegistration>(std::move(*parsed));
@@ -1964,7 +1924,6 @@ Result<Json> Controller::agent_register(const Principal& who, const Json& body) 
 }
 
 Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& body) {
-  if (who.role != Role::kAgent && who.role != Role::kAdmin) return permission_denied("only agent tokens may report for nodes");
   auto parsed = parse_heartbeat(body);
   if (!parsed.ok()) return parsed.error();
   const auto report = std::make_shared<const HeartbeatReport>(std::move(*parsed));
@@ -2209,10 +2168,9 @@ Result<Json> Controller::create_token(const Principal& who, const std::string& u
     return invalid_argument("node: required for agent tokens: the node it speaks for, or a pattern such as gpu-* (* for every node)");
   if (*role != Role::kAgent && !node.empty()) return invalid_argument("node: only agent tokens are bound to a node");
   return answer<Json>([=, this](State& s, const Reply& reply) {
-    if (who.role != Role::kAdmin) {
-      s.deny(who, "create token", "only admins may create tokens");
-      reply->set_value(permission_denied("only admins may create tokens"));
-      return;
+    if (Status st = perm::admin_only(who, "create tokens"); !st.ok()) {
+      s.deny(who, "create token", st.message());
+      return reply->set_value(st.error());
     }
     const bool scoped = *role == Role::kTeamLead || *role == Role::kMember;
     if (scoped && !s.tree->find(queue).ok()) {
@@ -2248,10 +2206,9 @@ Result<Json> Controller::revoke_token(const Principal& who, const std::string& i
   if (id.size() < 6 || id.size() > 64 || id.find_first_not_of("0123456789abcdef") != std::string::npos)
     return invalid_argument("id: a token id is 6 to 64 lowercase hex digits, as `tessera token list` shows");
   return answer<Json>([=, this](State& s, const Reply& reply) {
-    if (who.role != Role::kAdmin) {
-      s.deny(who, "revoke token", "only admins may revoke tokens");
-      reply->set_value(permission_denied("only admins may revoke tokens"));
-      return;
+    if (Status st = perm::admin_only(who, "revoke tokens"); !st.ok()) {
+      s.deny(who, "revoke token", st.message());
+      return reply->set_value(st.error());
     }
     std::vector<TokenRow> match;
     int active_admins = 0;
@@ -2279,9 +2236,9 @@ Result<Json> Controller::revoke_token(const Principal& who, const std::string& i
 }
 
 Result<Json> Controller::list_tokens(const Principal& who) {
-  if (who.role != Role::kAdmin) {
-    audit_denied(who, "list tokens", "only admins may list tokens");
-    return permission_denied("only admins may list tokens");
+  if (Status st = perm::admin_only(who, "list tokens"); !st.ok()) {
+    audit_denied(who, "list tokens", st.message());
+    return st.error();
   }
   Json out = Json::array();
   for (const TokenRow& r : tokens_.list())
@@ -2292,9 +2249,9 @@ Result<Json> Controller::list_tokens(const Principal& who) {
 }
 
 Result<Json> Controller::events(const Principal& who, int64_t after, int64_t limit) {
-  if (who.role != Role::kAdmin && who.role != Role::kViewer) {
-    audit_denied(who, "read events", "only admins and viewers may read the event log");
-    return permission_denied("only admins and viewers may read the event log");
+  if (Status st = perm::may_read_events(who); !st.ok()) {
+    audit_denied(who, "read events", st.message());
+    return st.error();
   }
   auto ev = store_->events_after(after, std::clamp<int64_t>(limit, 1, 10000));
   if (!ev.ok()) return ev.error();

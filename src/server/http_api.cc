@@ -1,6 +1,7 @@
 #include "server/http_api.h"
 #include "server/route_groups.h"
 #include "server/http_server.h"
+#include "server/permissions.h"
 
 #include "config/text.h"
 
@@ -251,11 +252,9 @@ Authenticator HttpApi::authenticator() {
       send_error(res, unauthenticated("Authorization: unknown or revoked token"));
       return std::nullopt;
     }
-    const bool agent_path = req.path.rfind("/api/v1/agent/", 0) == 0;
-    if (p->role == Role::kAgent && !agent_path) {
-      const std::string why = "agent tokens may only call /api/v1/agent/*";
-      c.audit_denied(*p, req.method + " " + req.path, why);
-      send_error(res, permission_denied(why));
+    if (Status st = perm::may_call(*p, req.path); !st.ok()) {
+      c.audit_denied(*p, req.method + " " + req.path, st.message());
+      send_error(res, st.error());
       return std::nullopt;
     }
     return p;
@@ -269,10 +268,10 @@ void HttpApi::routes(HttpServer& s) {
 
   // Admin-only calls: anyone else gets 403 and an audit entry.
   auto admin_only = [&c](const Principal& p, const std::string& what, httplib::Response& res) {
-    if (p.role == Role::kAdmin) return true;
-    const std::string why = "only admins may " + what;
-    c.audit_denied(p, what, why);
-    send_error(res, permission_denied(why));
+    Status st = perm::admin_only(p, what);
+    if (st.ok()) return true;
+    c.audit_denied(p, what, st.message());
+    send_error(res, st.error());
     return false;
   };
 

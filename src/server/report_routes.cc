@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "server/accounting.h"
+#include "server/permissions.h"
 #include "server/route_groups.h"
 
 namespace tessera::server {
@@ -129,7 +130,7 @@ void register_report_routes(HttpServer& s, Controller& c, const Authenticator& a
   s.Get("/api/v1/reports/usage", [&c, auth](const httplib::Request& req, httplib::Response& res) {
     auto p = auth(req, res);
     if (!p) return;
-    if (p->role == Role::kAgent) return reply_error(res, permission_denied("agent tokens may not read reports"));
+    if (Status st = perm::may_read(*p); !st.ok()) return reply_error(res, st.error());
     auto params = parse_params(req, false);
     if (!params.ok()) return reply_error(res, params.error());
     auto l = ledger(c, params->request);

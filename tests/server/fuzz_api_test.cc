@@ -5,7 +5,7 @@
 // the node's agent), never hangs (every request answers within its timeout), and its resident memory
 // stays bounded.
 //
-// Seeded and bounded for CI: TESSERA_FUZZ_REQUESTS (default 12000) and TESSERA_FUZZ_SEED (default
+// Seeded and bounded for CI: TESSERA_FUZZ_REQUESTS (default 20000) and TESSERA_FUZZ_SEED (default
 // 19). A longer run: TESSERA_FUZZ_REQUESTS=500000 build/tests/server_tests --gtest_filter='ApiFuzz.*'
 // (docs/server.md, "Security").
 #include <gtest/gtest.h>
@@ -135,7 +135,7 @@ Json valid_body(const std::string& kind, Fuzzer& f, int64_t job_id) {
 }
 
 TEST(ApiFuzz, NoRequestCrashesHangsOrFailsTheServer) {
-  const int64_t requests = env_int("TESSERA_FUZZ_REQUESTS", 12000);
+  const int64_t requests = env_int("TESSERA_FUZZ_REQUESTS", 20000);
   const uint64_t seed = uint64_t(env_int("TESSERA_FUZZ_SEED", 19));
   ServerProcess server;
   server.with_agents({"--agent-timeout-ms", "600000"});
