@@ -349,7 +349,8 @@ try {
 
   // Text from users (commands, names echoed in API errors) is shown as text, never as markup.
   const evilText = '<img src=x onerror="window.__xss=1">';
-  const evil = await submit({ name: 'evil', queue: 'team-b', resources: { gpus: 1 }, command: ['echo', evilText] });
+  // (in the lead's own team: another team's command is not shown to them at all)
+  const evil = await submit({ name: 'evil', queue: 'team-a', resources: { gpus: 1 }, command: ['echo', evilText] });
   await lead.goto(base + `/#/jobs/${evil.id}`);
   await lead.waitForSelector('#job-summary code');
   assert((await lead.textContent('#job-summary code')) === `echo ${evilText}`, 'the command is shown literally');

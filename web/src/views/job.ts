@@ -86,7 +86,8 @@ export function jobView(id: number): View {
       ['Submitted', absTime(j.submitted)], ['Started', absTime(j.started)], ['Finished', absTime(j.finished)],
       ['Attempt / restarts / preemptions', `${j.attempt} / ${j.restarts} / ${j.preemptions}`],
       ['Exit code', j.exit_code === null ? '—' : String(j.exit_code)],
-      ['Command', h('code', {}, Array.isArray(j.spec?.command) ? (j.spec.command as string[]).join(' ') : '—')],
+      ['Command', Array.isArray(j.spec?.command) ? h('code', {}, (j.spec.command as string[]).join(' '))
+        : h('span', { class: 'muted', id: 'job-detail-hidden' }, j.detail_hidden ?? '—')],
     ];
     replace(summary, dl.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
     renderActions(j);

@@ -1,0 +1,365 @@
+// Controller: the agent protocol (registration, heartbeats: reconcile what agents report, answer the
+// desired state). Messages are decoded by server/agent_protocol.h before they get here.
+#include "server/controller_state.h"
+
+namespace tessera::server {
+
+namespace {
+
+std::string gpu_list_text(const Node& n) {
+  std::map<std::string, int> count;
+  for (const Gpu& g : n.gpus) ++count[g.model->name];
+  std::string out;
+  for (const auto& [m, c] : count) out += (out.empty() ? "" : " + ") + std::to_string(c) + " × " + m;
+  return out.empty() ? "no GPUs" : out;
+}
+
+// The MIG layout the controller holds for each GPU of a node (what its agent must converge to).
+Json desired_mig(const Node& n) {
+  Json out = Json::array();
+  for (const Gpu& g : n.gpus) {
+    if (!g.mig_enabled) continue;
+    Json inst = Json::array();
+    for (const MigInstance& m : g.mig.instances()) {
+      const MigProfile* p = g.model->find_profile_id(m.profile_id);
+      inst.push_back(Json{{"profile", p ? p->name : "?"}, {"start", m.start}});
+    }
+    out.push_back(Json{{"gpu", g.index}, {"instances", inst}});
+  }
+  return out;
+}
+
+// Whether a reported layout ({gpu, instances:[{profile,start}]}) equals the GPU's.
+bool layout_matches(const Gpu& g, const MigLayoutReport& reported) {
+  std::set<std::pair<std::string, int>> want, have;
+  for (const MigInstance& m : g.mig.instances()) {
+    const MigProfile* p = g.model->find_profile_id(m.profile_id);
+    want.insert({p ? p->name : "?", m.start});
+  }
+  for (const auto& [profile, start] : reported.instances) have.insert({profile, start});
+  return want == have;
+}
+
+// Charges `dt_ms` at each GPU's reported utilisation (the agent's previous sample) to the job's
+// tasks on `node`; GPUs without a figure are not sampled.
+void add_utilisation_sample(JobRecord& r, NodeId node, const std::vector<GpuSample>& held, int64_t dt_ms) {
+  for (const TaskPlacement& p : r.job.placement) {
+    if (p.node != node) continue;
+    for (const GpuGrant& g : p.gpus) {
+      if (g.gpu >= held.size()) continue;
+      const int64_t util = held[g.gpu].utilization_pct;
+      if (util < 0) continue;
+      r.util_weighted += std::min<int64_t>(util, 100) * g.milli_held() * dt_ms;
+      r.util_sampled += g.milli_held() * dt_ms;
+    }
+  }
+}
+
+}  // namespace
+
+Result<Json> Controller::agent_register(const Principal& who, const Json& body) {
+  auto parsed = parse_registration(body);
+  if (!parsed.ok()) return parsed.error();
+  const auto reg = std::make_shared<const AgentRegistration>(std::move(*parsed));
+  const std::string& node = reg->node;
+  const std::string& address = reg->address;
+  return answer<Json>([=, this](State& s, const Reply& reply) {
+    if (Status st = s.may_speak_for(who, node, "register"); !st.ok()) return reply->set_value(st.error());
+    auto nid = s.cluster.find_node(node);
+    if (!nid.ok()) {
+      reply->set_value(not_found("node " + node + ": not in the cluster configuration; add it under nodes: (or start the agent with --node NAME of a configured node)"));
+      return;
+    }
+    const Node& n = s.empty_cluster.node(*nid);
+    const std::vector<InventoryGpu>& gpus = reg->gpus;
+    if (gpus.size() != n.gpus.size()) {
+      reply->set_value(failed_precondition("inventory: node " + node + " is configured with " + gpu_list_text(n) +
+                                           " but its agent found " + std::to_string(gpus.size()) +
+                                           " GPUs; fix the node in the cluster config or the agent's --gpus"));
+      return;
+    }
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      const std::string& model = gpus[i].model;
+      auto m = s.config.catalog->find(model);
+      const std::string at = "inventory.gpus[" + std::to_string(i) + "]";
+      if (!m.ok() || (*m)->name != n.gpus[i].model->name) {
+        reply->set_value(failed_precondition(at + ": node " + node + " is configured with " + n.gpus[i].model->name +
+                                             " but its agent found " + model +
+                                             (m.ok() ? "" : " (not in the GPU catalog: declare it under gpu_models:)") +
+                                             "; fix the node in the cluster config or the agent's --gpus"));
+        return;
+      }
+      if (gpus[i].mig_enabled != n.gpus[i].mig_enabled) {
+        reply->set_value(failed_precondition(
+            at + ": MIG mode is " + (gpus[i].mig_enabled ? "on" : "off") + " on node " + node +
+            " but the cluster config says " + (n.gpus[i].mig_enabled ? "on" : "off") +
+            "; Tessera never changes MIG mode: set it with `nvidia-smi -i " + std::to_string(i) +
+            " -mig 1|0` or fix the config"));
+        return;
+      }
+    }
+    NodeAdmin& na = s.node_admin[nid->value];
+    const bool was_ready = na.agent_ready;
+    na.registered = true;
+    na.agent_ready = true;
+    na.last_beat = s.opt.steady_clock();
+    na.last_seen = s.now();
+    na.beats = 0;
+    na.address = address;
+    na.log_port = reg->log_port;
+    na.log_secret = reg->log_secret;
+    na.agent_version = reg->version;
+    na.gpu_source = reg->gpu_source;
+    WriteBatch b;
+    if (na.interrupted && (na.reclaimed || s.now() >= na.reclaim_at)) {  // a replacement machine
+      na.interrupted = na.reclaimed = false;
+      na.reclaim_at = -1;
+      if (na.notice_cordon && na.state == "cordoned") {
+        na.state = "ready";
+        na.reason.clear();
+        b.events.push_back(s.event(0, "node_resume", "agent:" + node,
+                                   Json{{"node", node}, {"reason", "back after its spot interruption"}}));
+      }
+      na.notice_cordon = false;
+      b.meta.push_back(s.node_meta(*nid));
+    }
+    s.refresh_schedulable(*nid);
+    s.dirty = true;
+    // The network position the agent was given should agree with the config (the config decides).
+    std::string topo_mismatch;
+    const auto& levels = s.config.levels;
+    const auto& path = s.config.nodes[nid->value].path;
+    for (size_t l = 0; l < levels.size() && l < path.size(); ++l)
+      if (auto t = reg->topology.find(levels[l]); t != reg->topology.end() && t->second != path[l])
+        topo_mismatch += (topo_mismatch.empty() ? "" : ", ") + levels[l] + "=" + t->second + " (config: " + path[l] + ")";
+    Json answer{{"node", node}, {"heartbeat_interval_ms", s.opt.heartbeat_interval_ms},
+                {"agent_timeout_ms", s.opt.agent_timeout_ms}};
+    b.events.push_back(s.event(0, was_ready ? "node_registered" : "node_ready", "agent:" + node,
+                               Json{{"node", node}, {"address", address}, {"gpus", gpu_list_text(n)},
+                                    {"source", na.gpu_source}}));
+    spdlog::info("event=node_ready node={} address={} gpus=\"{}\" source={}", node, address, gpu_list_text(n), na.gpu_source);
+    if (!topo_mismatch.empty()) {
+      spdlog::warn("event=node_topology_mismatch node={} agent=\"{}\" (the cluster config's path is used)", node, topo_mismatch);
+      b.events.push_back(s.event(0, "node_topology_mismatch", "agent:" + node,
+                                 Json{{"node", node}, {"agent_says", topo_mismatch}, {"used", "the cluster config's path"}}));
+      answer["warning"] = "--topology disagrees with the cluster config: " + topo_mismatch + "; the config's path is used";
+    }
+    s.reply_when_durable(std::move(b), reply, answer);
+  });
+}
+
+Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& body) {
+  auto parsed = parse_heartbeat(body);
+  if (!parsed.ok()) return parsed.error();
+  const auto report = std::make_shared<const HeartbeatReport>(std::move(*parsed));
+  const std::string& node = report->node;
+  const std::vector<TaskReport>& reported = report->tasks;
+  const int64_t notice_at = report->notice ? report->noticed_at : -1, notice_reclaim = report->reclaim_at;
+  return answer<Json>([=, this](State& s, const Reply& reply) {
+    if (Status st = s.may_speak_for(who, node, "heartbeat"); !st.ok()) return reply->set_value(st.error());
+    auto nid = s.cluster.find_node(node);
+    if (!nid.ok()) {
+      reply->set_value(not_found("node " + node + ": not in the cluster configuration"));
+      return;
+    }
+    NodeAdmin& na = s.node_admin[nid->value];
+    if (s.opt.agents_required && !na.registered) {
+      reply->set_value(failed_precondition("not_registered: node " + node +
+                                           " has not registered with this controller (it restarted?); register first"));
+      return;
+    }
+    if (s.opt.agents_required && na.reclaimed) {
+      reply->set_value(failed_precondition("not_registered: node " + node + " was reclaimed by its spot pool at " +
+                                           std::to_string(na.reclaim_at) + "; its agent must register again"));
+      return;
+    }
+    na.last_seen = s.now();
+    const auto beat_at = s.opt.steady_clock();
+    // Utilisation since the previous beat, charged to the jobs holding each GPU now (at most 3 intervals).
+    const int64_t dt_ms = std::min<int64_t>(
+        3 * s.opt.heartbeat_interval_ms,
+        std::chrono::duration_cast<std::chrono::milliseconds>(beat_at - na.last_beat).count());
+    na.last_beat = beat_at;
+    // The utilisation an agent reported holds until its next report: charge the previous sample.
+    const std::vector<GpuSample> held = std::exchange(na.gpu_stats, report->gpus);
+    const bool sample = dt_ms > 0 && !held.empty();
+    WriteBatch b;
+    if (s.opt.agents_required && !na.agent_ready) {  // back after being NotReady
+      na.agent_ready = true;
+      s.refresh_schedulable(*nid);
+      s.dirty = true;
+      b.events.push_back(s.event(0, "node_ready", "agent:" + node, Json{{"node", node}, {"reason", "heartbeats resumed"}}));
+    }
+    const int64_t beat = ++na.beats;
+    if (notice_at >= 0) {
+      const Pool& pool = s.cluster.pool(s.cluster.node(*nid).pool);
+      const Time reclaim = notice_reclaim >= 0 ? notice_reclaim : (notice_at > 0 ? notice_at : s.now()) + pool.notice_s;
+      if (pool.kind != PoolKind::kSpot) {
+        if (na.last_notice != reclaim) {
+          na.last_notice = reclaim;
+          b.events.push_back(s.event(0, "interruption_notice_ignored", "agent:" + node,
+                                     Json{{"node", node}, {"reason", "node is in pool " + pool.name + " (kind " +
+                                                                        pool_kind_name(pool.kind) + "), not spot"}}));
+        }
+      } else {
+        bool handled = false;
+        (void)s.interrupt(*nid, reclaim, "agent:" + node, b, &handled);
+      }
+    }
+    Json stop = Json::array();
+    std::set<std::pair<int64_t, int>> seen;
+    std::set<int64_t> touched;
+    for (const TaskReport& rep : reported) {
+      const std::string state = reported_state_name(rep.state);
+      JobRecord* r = s.jobs.find(rep.job);
+      const bool current = r && placed(r->job.state) && rep.attempt == r->attempt && rep.task >= 0 &&
+                           rep.task < int(r->job.placement.size()) && r->job.placement[rep.task].node == *nid;
+      if (!current) {
+        // Not wanted here (ended, requeued, an older attempt, another node): make sure it stops.
+        if (rep.state == ReportedState::kRunning)
+          stop.push_back(Json{{"job", rep.job}, {"attempt", rep.attempt}, {"task", rep.task}, {"checkpoint", false}});
+        continue;
+      }
+      seen.insert({rep.job, rep.task});
+      TaskRun& tr = r->tasks[rep.task];
+      tr.recovered = false;
+      if (tr.offered_beat < 0) tr.offered_beat = beat;
+      if (rep.task == 0 && rep.master_port > 0 && r->master_port != rep.master_port) {
+        r->master_port = rep.master_port;
+        b.jobs.push_back(s.row(*r));
+      }
+      if (rep.saves > tr.saves) {  // a newly timed checkpoint: fold its cost in (mean with the previous)
+        tr.saves = rep.saves;
+        if (rep.cost_ms >= 0) {
+          r->checkpoint_cost_ms = r->checkpoint_cost_ms < 0 ? rep.cost_ms : (r->checkpoint_cost_ms + rep.cost_ms + 1) / 2;
+          b.jobs.push_back(s.row(*r));
+        }
+      }
+      if (rep.answered_request && !tr.answered_request && r->job.state == JobState::kCheckpointing) {
+        tr.answered_request = true;
+        touched.insert(rep.job);
+      }
+      if (!rep.checkpoint.empty() && rep.checkpoint != tr.checkpoint) {
+        tr.checkpoint = rep.checkpoint;
+        if (rep.checkpoint != r->resume_from) {
+          r->resume_from = rep.checkpoint;
+          r->job.checkpoint.last = s.now();
+          b.events.push_back(s.event(r->id, "checkpoint_acknowledged", "agent:" + node,
+                                     Json{{"task", rep.task}, {"path", rep.checkpoint}, {"attempt", r->attempt}}));
+          b.jobs.push_back(s.row(*r));
+        }
+      }
+      if (tr.state != state) {
+        tr.state = state;
+        tr.exit_code = rep.exit_code;
+        touched.insert(rep.job);
+      }
+    }
+    // Each job with tasks here: its utilisation sample, then its tasks that were not reported.
+    for (int64_t jid : std::vector<int64_t>(s.placed_ids.begin(), s.placed_ids.end())) {
+      JobRecord& r = s.jobs.at(jid);
+      if (!placed(r.job.state)) continue;
+      if (sample) add_utilisation_sample(r, *nid, held, dt_ms);
+      for (size_t t = 0; t < r.job.placement.size(); ++t) {
+        if (r.job.placement[t].node != *nid || seen.count({jid, int(t)})) continue;
+        TaskRun& tr = r.tasks[t];
+        // Lost: loaded after a restart and not confirmed, or offered at an earlier heartbeat and no
+        // longer (or never) reported running.
+        const bool offered_before = tr.offered_beat >= 0 && tr.offered_beat < beat;
+        if (tr.recovered || (offered_before && (tr.state == "running" || tr.state.empty()))) {
+          s.lose(r, "task " + std::to_string(t) + " is not running on node " + node + " (the agent did not report it)", b);
+          break;
+        }
+        if (tr.offered_beat < 0) tr.offered_beat = beat;
+      }
+    }
+    // Jobs whose tasks changed state.
+    for (int64_t jid : touched) {
+      JobRecord& r = s.jobs.at(jid);
+      if (!placed(r.job.state)) continue;
+      bool any_failed = false, all_done = true, all_stopped = true;
+      int exit_code = 0, failed_task = -1;
+      for (size_t t = 0; t < r.tasks.size(); ++t) {
+        const TaskRun& tr = r.tasks[t];
+        if (tr.state == "failed" && !any_failed) any_failed = true, exit_code = tr.exit_code, failed_task = int(t);
+        all_done = all_done && tr.state == "succeeded";
+        all_stopped = all_stopped && (tr.state == "checkpointed" || tr.state == "stopped" || tr.state == "succeeded" ||
+                                      (r.job.state == JobState::kCheckpointing && tr.state == "failed"));
+      }
+      if (r.job.state == JobState::kCheckpointing) {
+        // Asked to stop: a task that fails now was stopped, not broken.
+        if (all_stopped) {
+          bool acked = false;
+          for (const TaskRun& tr : r.tasks) acked = acked || tr.answered_request || tr.state == "checkpointed";
+          s.requeue(r, "preempted", acked ? "checkpointed and stopped as asked" : "stopped without a checkpoint", b, acked);
+        }
+      } else if (any_failed) {
+        r.exit_code = exit_code;
+        s.finish(r, JobState::kFailed, "task " + std::to_string(failed_task) + " exited with code " + std::to_string(exit_code),
+                 b, "agent:" + node, "failed", Json{{"exit_code", exit_code}, {"task", failed_task}});
+      } else if (all_done) {
+        r.exit_code = 0;
+        s.finish(r, JobState::kSucceeded, "all tasks exited with code 0", b, "agent:" + node, "succeeded");
+      } else if (all_stopped) {
+        s.lose(r, "tasks stopped without being asked", b);
+      }
+    }
+    // Tasks of ended attempts that this agent no longer runs give their resources back.
+    if (!s.stopping_tasks.empty()) {
+      std::set<std::tuple<int64_t, int64_t, int>> running_here;
+      for (const TaskReport& rep : reported)
+        if (rep.state == ReportedState::kRunning) running_here.insert({rep.job, rep.attempt, rep.task});
+      s.release_stopped(*nid, &running_here, b);
+    }
+    // MIG layouts: a GPU being reconfigured is ready once its agent reports the new layout.
+    const Node& n = s.cluster.node(*nid);
+    for (const MigLayoutReport& m : report->mig) {
+      const int gi = m.gpu;
+      if (gi < 0 || size_t(gi) >= n.gpus.size()) continue;
+      const Gpu& g = n.gpus[size_t(gi)];
+      if (g.health != GpuHealth::kReconfiguring || !layout_matches(g, m)) continue;
+      const GpuRef ref{*nid, uint16_t(gi)};
+      (void)s.cluster.set_health(ref, GpuHealth::kHealthy);
+      std::erase_if(s.mig_ready, [&](const auto& e) { return e.second == ref; });
+      s.dirty = true;
+    }
+    // Desired state.
+    Json run = Json::array();
+    for (int64_t jid : s.placed_ids) {
+      const JobRecord& r = s.jobs.at(jid);
+      if (!placed(r.job.state)) continue;
+      for (size_t t = 0; t < r.job.placement.size(); ++t) {
+        if (r.job.placement[t].node != *nid) continue;
+        Json a = task_assignment_json(r, int(t), s.cluster);
+        const NodeAdmin& master = s.node_admin[r.job.placement[0].node.value];
+        a["master_addr"] = master.address.empty() ? s.cluster.node(r.job.placement[0].node).name : master.address;
+        a["master_port"] = r.master_port;
+        a["resume_from"] = r.resume_from;
+        a["restarts"] = r.restarts;
+        if (const int64_t every = s.spot_save_interval(r); every > 0) {
+          a["checkpoint_every_s"] = every;
+          a["checkpoint_anchor"] = r.job.started;  // the same save times on every node of the gang
+        }
+        run.push_back(std::move(a));
+        if (r.job.state == JobState::kCheckpointing) {
+          // Once a task acknowledged a checkpoint, the others need not wait for theirs.
+          bool acked = false;
+          for (const TaskRun& tr : r.tasks) acked = acked || tr.answered_request;
+          stop.push_back(Json{{"job", jid}, {"attempt", r.attempt}, {"task", t}, {"checkpoint", !acked},
+                              {"signal", r.spec.checkpoint.signal},
+                              {"grace", std::max<int64_t>(0, r.job.evict_by - s.now())}});
+        }
+      }
+    }
+    Json answer{{"run", run}, {"stop", stop}, {"mig", desired_mig(n)},
+                {"heartbeat_interval_ms", s.opt.heartbeat_interval_ms}};
+    if (b.empty()) {
+      reply->set_value(answer);
+    } else {
+      s.dirty = true;
+      s.reply_when_durable(std::move(b), reply, answer);
+    }
+  });
+}
+
+}  // namespace tessera::server

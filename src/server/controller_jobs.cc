@@ -1,0 +1,312 @@
+// Controller: the job API (submit, list, show, cancel, priority), queues, and where logs are.
+#include "server/controller_state.h"
+
+namespace tessera::server {
+
+Result<Json> Controller::submit(const Principal& who, config::JobSpec spec, const std::string& idem, bool* created) {
+  auto created_flag = std::make_shared<bool>(false);
+  auto result = [&]() -> Result<Json> {
+    return answer<Json>([=, this](State& s, const Reply& reply) {
+      if (!idem.empty()) {
+        auto it = s.by_idempotency_key.find({who.user, idem});
+        if (it != s.by_idempotency_key.end()) {
+          // Earlier batches commit first: answering after this empty write means the original is durable.
+          s.reply_when_durable(WriteBatch{}, reply, record_to_api(s.jobs.at(it->second), s.cluster, nullptr));
+          return;
+        }
+      }
+      // The queue: a leaf, by name or path.
+      std::string qname = spec.queue;
+      if (const auto slash = qname.rfind('/'); slash != std::string::npos) qname = qname.substr(slash + 1);
+      auto q = s.tree->find(qname);
+      if (!q.ok()) {
+        std::string names;
+        for (const Queue& qq : s.tree->queues())
+          if (qq.leaf()) names += (names.empty() ? "" : ", ") + qq.name;
+        reply->set_value(invalid_argument("queue: unknown \"" + spec.queue + "\"; leaf queues are " + names));
+        return;
+      }
+      if (!s.tree->queue(*q).leaf()) {
+        reply->set_value(invalid_argument("queue: \"" + qname + "\" has child queues; submit to a leaf queue"));
+        return;
+      }
+      if (Status st = perm::may_submit(who, *s.tree, qname); !st.ok()) {
+        s.deny(who, "submit", st.message());
+        reply->set_value(st.error());
+        return;
+      }
+      if (Status cs = s.may_use_class(who, qname, spec.priority_class); !cs.ok()) {
+        if (cs.error().code == ErrorCode::kPermissionDenied) s.deny(who, "submit", cs.message());
+        reply->set_value(cs.error());
+        return;
+      }
+      Gang gang = spec.gang();
+      // Can it ever fit (on the configured cluster, empty)?
+      const std::string shape = config::job_spec_to_json(spec)["resources"].dump() + "/" + std::to_string(spec.tasks) + "/" +
+                                std::to_string(spec.min_tasks) + "/" + std::to_string(int(spec.topology.mode)) + spec.topology.level;
+      auto cached = s.never_fits_cache.find(shape);
+      if (cached == s.never_fits_cache.end()) {
+        PlacementEngine engine(*s.fit_policy, EngineOptions{});
+        const PlacementResult pr = engine.place(s.empty_cluster, gang);
+        cached = s.never_fits_cache.emplace(shape, pr.outcome == Outcome::kPlaced ? "" : pr.reason).first;
+      }
+      if (!cached->second.empty()) {
+        reply->set_value(invalid_argument("resources: this request can never fit the cluster: " + cached->second));
+        return;
+      }
+      JobRecord r;
+      r.id = s.next_id++;
+      r.spec = std::move(spec);
+      r.queue_name = qname;
+      r.idempotency_key = idem;
+      r.job.id = JobId(uint32_t(r.id));
+      r.job.name = r.spec.name;
+      r.job.user = who.user;
+      r.job.queue = *q;
+      r.job.priority_class = r.spec.priority_class;
+      r.job.gang = gang;
+      r.job.gang.id = r.job.id;
+      r.job.gang.queue = *q;
+      r.job.submitted = s.now();
+      r.job.expected_runtime = r.spec.expected_runtime;
+      r.job.max_runtime = r.spec.max_runtime;
+      r.job.checkpoint.interval = r.spec.checkpoint.interval;
+      r.job.checkpoint.grace = r.spec.checkpoint.grace;
+      WriteBatch b;
+      b.events.push_back(s.event(r.id, "submitted", who.user, Json{{"queue", qname}, {"priority_class", r.job.priority_class}}));
+      b.jobs.push_back(s.row(r));
+      if (!idem.empty()) s.by_idempotency_key[{who.user, idem}] = r.id;
+      s.active_ids.insert(r.id);
+      Json answer = record_to_api(r, s.cluster, nullptr);
+      const int64_t id = r.id;
+      s.jobs.insert(std::move(r));
+      s.dirty = true;
+      *created_flag = true;
+      // If the write fails, the job must not stay in memory either.
+      Controller::State* sp = &s;
+      const std::string user = who.user;
+      s.persist(std::move(b), [reply, answer, sp, id, idem, qname, user](Status st) {
+        if (st.ok()) {
+          sp->m.submitted->inc({qname});  // thread-safe; this runs on the store's writer thread
+          reply->set_value(answer);
+          return;
+        }
+        reply->set_value(store_failure(st, "the job was not saved"));
+        std::lock_guard lock(sp->mu);
+        sp->commands.push_back([id, idem, user](State& s2) {
+          s2.jobs.erase(id);
+          s2.active_ids.erase(id);
+          if (!idem.empty()) s2.by_idempotency_key.erase({user, idem});
+        });
+        sp->cv.notify_one();
+      });
+    });
+  }();
+  if (created) *created = *created_flag;
+  return result;
+}
+
+Result<Json> Controller::list_jobs(const Principal& who, const JobFilter& f) {
+  return call<Json>([who, f](State& s) -> Result<Json> {
+    if (Status st = s.may_read(who); !st.ok()) return st.error();
+    std::array<bool, 6> want_state{};
+    want_state.fill(f.states.empty());
+    for (const std::string& st : f.states) {
+      bool ok = false;
+      for (JobState js : {JobState::kPending, JobState::kRunning, JobState::kCheckpointing, JobState::kSucceeded,
+                          JobState::kFailed, JobState::kCancelled})
+        if (st == job_state_name(js)) ok = want_state[size_t(js)] = true;
+      if (!ok)
+        return invalid_argument("state: unknown \"" + st + "\"; expected pending, running, checkpointing, succeeded, failed, cancelled");
+    }
+    std::vector<char> in_queue;  // by queue id: inside the filter's subtree
+    if (!f.queue.empty()) {
+      auto root = s.tree->find(f.queue);
+      if (!root.ok()) return invalid_argument("queue: unknown \"" + f.queue + "\"");
+      in_queue.assign(s.tree->size(), 0);
+      for (const Queue& q : s.tree->queues())
+        for (QueueId a : s.tree->path_to_root(q.id)) in_queue[q.id.value] |= a == *root;
+    }
+    auto match = [&](const JobRecord& r) {
+      if (!f.user.empty() && r.job.user != f.user) return false;
+      if (!want_state[size_t(r.job.state)]) return false;
+      if (!in_queue.empty() && !in_queue[r.job.queue.value]) return false;
+      return true;
+    };
+    Json out = Json::array();
+    int64_t total = 0, last = 0;
+    bool more = false;
+    auto visit = [&](const JobRecord& r) {
+      if (!match(r)) return;
+      ++total;
+      if (r.id <= f.after) return;
+      if (int64_t(out.size()) < f.limit) {
+        out.push_back(record_to_api(r, s.cluster, r.pending ? &*r.pending : nullptr, false));
+        last = r.id;
+      } else {
+        more = true;
+      }
+    };
+    if (f.active_only) {
+      for (int64_t id : s.active_ids) visit(s.jobs.at(id));
+    } else {
+      s.jobs.walk(0, [&](const JobRecord& r) {
+        visit(r);
+        return true;
+      });
+    }
+    return Json{{"jobs", std::move(out)}, {"next_after", more ? Json(last) : Json(nullptr)}, {"total", total}};
+  });
+}
+
+Result<Json> Controller::show_job(const Principal& who, int64_t id) {
+  auto j = call<Json>([who, id](State& s) -> Result<Json> {
+    if (Status st = s.may_read(who); !st.ok()) return st.error();
+    const JobRecord* r = s.jobs.find(id);
+    if (!r) return not_found("job " + std::to_string(id) + ": no such job");
+    Json j = record_to_api(*r, s.cluster, r->pending ? &*r->pending : nullptr, true);
+    if (Status st = s.may_see_detail(who, *r); !st.ok()) {
+      for (const char* k : {"command", "env", "secret_env", "working_dir"}) j["spec"].erase(k);
+      j["spec"]["checkpoint"].erase("dir");
+      j["detail_hidden"] = st.message();
+    }
+    const int max_int = s.config.scheduler.pool_rules.spot_max_interruptions;
+    if (max_int > 0 && r->job.spot_interruptions >= max_int) {
+      const std::string avoid = State::spot_avoid_text(r->job.spot_interruptions);
+      j["spot_avoid"] = avoid;
+      if (r->job.state == JobState::kPending && j["pending"].is_object())
+        j["pending"]["reason"] = j["pending"]["reason"].get<std::string>() + "; " + avoid;
+    }
+    return j;
+  });
+  if (!j.ok()) return j;
+  auto ev = store_->events_for_job(id);
+  if (!ev.ok()) return ev.error();
+  Json events = Json::array();
+  for (const EventRow& e : *ev) events.push_back(event_json(e));
+  (*j)["events"] = std::move(events);
+  return j;
+}
+
+Result<Json> Controller::cancel_job(const Principal& who, int64_t id) {
+  return answer<Json>([=, this](State& s, const Reply& reply) {
+    JobRecord* rp = s.find_or_reply(id, reply);
+    if (!rp) return;
+    JobRecord& r = *rp;
+    if (Status st = s.may_modify(who, r); !st.ok()) {
+      s.deny(who, "cancel job " + std::to_string(id), st.message());
+      reply->set_value(st.error());
+      return;
+    }
+    if (!active(r.job.state)) {
+      reply->set_value(failed_precondition("job " + std::to_string(id) + " has already ended (" +
+                                           job_state_name(r.job.state) + "); nothing to cancel"));
+      return;
+    }
+    WriteBatch b;
+    s.finish(r, JobState::kCancelled, "cancelled by " + who.user, b, who.user, "cancelled");
+    s.reply_when_durable(std::move(b), reply, record_to_api(r, s.cluster, nullptr));
+  });
+}
+
+Result<Json> Controller::set_priority(const Principal& who, int64_t id, const std::string& cls) {
+  return answer<Json>([=, this](State& s, const Reply& reply) {
+    JobRecord* rp = s.find_or_reply(id, reply);
+    if (!rp) return;
+    JobRecord& r = *rp;
+    Status st = s.may_modify(who, r);
+    if (st.ok()) st = s.may_use_class(who, r.queue_name, cls);
+    if (!st.ok()) {
+      if (st.error().code == ErrorCode::kPermissionDenied) s.deny(who, "priority job " + std::to_string(id), st.message());
+      reply->set_value(st.error());
+      return;
+    }
+    if (!active(r.job.state)) {
+      reply->set_value(failed_precondition("job " + std::to_string(id) + " has already ended; its priority cannot change"));
+      return;
+    }
+    const std::string old = r.job.priority_class;
+    r.job.priority_class = cls;
+    r.spec.priority_class = cls;
+    WriteBatch b;
+    b.events.push_back(s.event(r.id, "priority_changed", who.user, Json{{"from", old}, {"to", cls}}));
+    b.jobs.push_back(s.row(r));
+    s.dirty = true;
+    s.reply_when_durable(std::move(b), reply, record_to_api(r, s.cluster, nullptr));
+  });
+}
+
+// ---- queues and nodes ----------------------------------------------------------------------------
+
+Result<Json> Controller::queues(const Principal& who) {
+  return call<Json>([who](State& s) -> Result<Json> {
+    if (Status st = s.may_read(who); !st.ok()) return st.error();
+    const QueueTree& tree = *s.tree;
+    std::vector<QueueLoad> load(tree.size());
+    std::vector<int64_t> pending(tree.size()), running(tree.size());
+    for (int64_t id : s.active_ids) {
+      const JobRecord& r = s.jobs.at(id);
+      QueueLoad& l = load[r.job.queue.value];
+      if (placed(r.job.state)) {
+        for (const auto& [cls, m] : s.held_by(r)) l.allocated[cls] += m, l.demand[cls] += m;
+        ++running[r.job.queue.value];
+      } else {
+        ++pending[r.job.queue.value];
+      }
+    }
+    ClassAmounts capacity;
+    for (const Node& n : s.cluster.nodes())
+      for (const Gpu& g : n.gpus)
+        if (g.health != GpuHealth::kUnhealthy) capacity[s.config.scheduler.model_class(g.model->name)] += 1000;
+    const FairShare fs = FairShare::compute(tree, capacity, load);
+    Json out = Json::array();
+    std::vector<int64_t> sub_pending(tree.size()), sub_running(tree.size());
+    for (const Queue& q : tree.queues())
+      for (QueueId a : tree.path_to_root(q.id)) sub_pending[a.value] += pending[q.id.value], sub_running[a.value] += running[q.id.value];
+    for (const Queue& q : tree.queues()) {
+      ClassAmounts used, borrowed, fair;
+      for (const auto& [cls, cap] : capacity) {
+        (void)cap;
+        used[cls] = fs.allocated(q.id, cls);
+        fair[cls] = fs.fair_share(q.id, cls);
+        const auto g = q.guaranteed.find(cls);
+        borrowed[cls] = std::max<int64_t>(0, used[cls] - (g == q.guaranteed.end() ? 0 : g->second));
+      }
+      std::string path;
+      for (QueueId a : tree.path_to_root(q.id)) path = tree.queue(a).name + (path.empty() ? "" : "/" + path);
+      auto cls = s.config.queue_classes.find(q.name);
+      out.push_back(Json{{"name", q.name}, {"parent", q.parent.valid() ? tree.queue(q.parent).name : ""}, {"path", path},
+                         {"leaf", q.leaf()}, {"weight", q.weight}, {"guaranteed", amounts_json(q.guaranteed)},
+                         {"limit", amounts_json(q.limit)}, {"used", amounts_json(used)}, {"borrowed", amounts_json(borrowed)},
+                         {"fair_share", amounts_json(fair)}, {"pending", sub_pending[q.id.value]},
+                         {"running", sub_running[q.id.value]},
+                         {"usage", q.id.value < s.usage.size() ? s.usage[q.id.value] : 0.0},
+                         {"priority_classes", cls == s.config.queue_classes.end() ? Json::array() : Json(cls->second)}});
+    }
+    return Json{{"queues", std::move(out)}};
+  });
+}
+
+Result<Json> Controller::log_source(const Principal& who, int64_t id, int task) {
+  return call<Json>([who, id, task](State& s) -> Result<Json> {
+    if (Status st = s.may_read(who); !st.ok()) return st.error();
+    const JobRecord* r = s.jobs.find(id);
+    if (!r) return not_found("job " + std::to_string(id) + ": no such job");
+    if (Status st = s.may_see_detail(who, *r); !st.ok()) return st.error();
+    if (r->last_nodes.empty()) return not_found("job " + std::to_string(id) + ": has not started yet, so it has no logs");
+    if (task < 0 || size_t(task) >= r->last_nodes.size())
+      return invalid_argument("task: job " + std::to_string(id) + " has tasks 0.." + std::to_string(r->last_nodes.size() - 1));
+    const std::string& node = r->last_nodes[size_t(task)];
+    auto nid = s.cluster.find_node(node);
+    if (!nid.ok()) return not_found("node " + node + " is no longer in the configuration");
+    const NodeAdmin& na = s.node_admin[nid->value];
+    if (!na.registered || na.log_port == 0)
+      return Error{ErrorCode::kUnavailable, "node " + node + ": its agent has not registered with this controller, so its logs cannot be reached; retry when `tessera nodes` shows it ready"};
+    return Json{{"node", node}, {"address", na.address}, {"log_port", na.log_port}, {"log_secret", na.log_secret},
+                {"attempt", r->attempt}};
+  });
+}
+
+// ---- tokens, events, config -------------------------------------------------------------------
+
+}  // namespace tessera::server
