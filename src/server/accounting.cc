@@ -1,5 +1,6 @@
 // Chargeback and usage accounting (accounting.h, docs/chargeback.md). Pure: inputs in, report out.
 #include "server/accounting.h"
+#include "server/event_kind.h"
 
 #include <algorithm>
 #include <cmath>
@@ -28,17 +29,15 @@ struct Piece {
 struct Attempt {
   int64_t job = 0;
   int64_t start = 0, end = 0;
-  std::string end_kind;          // "" = still running at the end of the log
+  std::optional<EventKind> end_kind;  // none = still running at the end of the log
   std::optional<int64_t> util_bp;  // utilisation in basis points (0..10000), when measured
   std::vector<Piece> pieces;
   std::vector<std::pair<int64_t, size_t>> notices;  // spot_interrupted events: (time, node index or npos)
   // Ended because of a spot interruption: a notice arrived during it and it ended preempted or lost.
-  bool interrupted() const { return !notices.empty() && (end_kind == "preempted" || end_kind == "lost"); }
+  bool interrupted() const {
+    return !notices.empty() && (end_kind == EventKind::kPreempted || end_kind == EventKind::kLost);
+  }
 };
-
-bool is_end_kind(const std::string& k) {
-  return k == "succeeded" || k == "failed" || k == "cancelled" || k == "timed_out" || k == "preempted" || k == "lost";
-}
 
 // Largest-remainder split of `total` in proportion to `weights` (sum > 0): exact, ties to the lower index.
 std::vector<int64_t> split(int64_t total, const std::vector<int64_t>& weights) {
@@ -304,7 +303,7 @@ Result<Ledger> compute_ledger(const std::vector<EventRow>& events, const std::ma
   };
   std::vector<std::vector<NodeChange>> changes(nodes.size());
   std::vector<int> first_updown(nodes.size(), -1);  // -1 none, 0 first was node_ready, 1 other
-  auto close = [&](int64_t job, int64_t t, const std::string& kind, const Json& detail) {
+  auto close = [&](int64_t job, int64_t t, std::optional<EventKind> kind, const Json& detail) {
     auto it = open.find(job);
     if (it == open.end()) return;
     Attempt& a = attempts[it->second];
@@ -318,23 +317,24 @@ Result<Ledger> compute_ledger(const std::vector<EventRow>& events, const std::ma
   };
   for (const EventRow& e : events) {
     const Json detail = Json::parse(e.detail, nullptr, false);
+    const EventKind ek = parse_event_kind(e.kind);
     if (e.job_id == 0) {
       if (!detail.is_object() || !detail.contains("node") || !detail["node"].is_string()) continue;
       auto ni = node_index.find(detail["node"].get<std::string>());
       if (ni == node_index.end()) continue;
       const size_t n = ni->second;
       int kind = -1;
-      if (e.kind == "node_ready" || e.kind == "node_registered") kind = 0;
-      else if (e.kind == "node_not_ready") kind = 1;
-      else if (e.kind == "node_cordon" || e.kind == "node_drain" || e.kind == "node_drained") kind = 2;
-      else if (e.kind == "node_resume") kind = 3;
+      if (ek == EventKind::kNodeReady || ek == EventKind::kNodeRegistered) kind = 0;
+      else if (ek == EventKind::kNodeNotReady) kind = 1;
+      else if (ek == EventKind::kNodeCordon || ek == EventKind::kNodeDrain || ek == EventKind::kNodeDrained) kind = 2;
+      else if (ek == EventKind::kNodeResume) kind = 3;
       if (kind < 0) continue;
-      if (kind <= 1 && first_updown[n] < 0) first_updown[n] = e.kind == "node_ready" ? 0 : 1;
+      if (kind <= 1 && first_updown[n] < 0) first_updown[n] = ek == EventKind::kNodeReady ? 0 : 1;
       changes[n].push_back({e.time, kind});
       continue;
     }
-    if (e.kind == "started") {
-      close(e.job_id, e.time, "", Json());
+    if (ek == EventKind::kStarted) {
+      close(e.job_id, e.time, std::nullopt, Json());
       Attempt a;
       a.job = e.job_id;
       a.start = a.end = e.time;
@@ -358,7 +358,7 @@ Result<Ledger> compute_ledger(const std::vector<EventRow>& events, const std::ma
       }
       open[e.job_id] = attempts.size();
       attempts.push_back(std::move(a));
-    } else if (e.kind == "spot_interrupted") {
+    } else if (ek == EventKind::kSpotInterrupted) {
       auto it = open.find(e.job_id);
       if (it == open.end()) continue;
       size_t node = std::string::npos;
@@ -366,10 +366,10 @@ Result<Ledger> compute_ledger(const std::vector<EventRow>& events, const std::ma
         if (auto ni = node_index.find(detail["node"].get<std::string>()); ni != node_index.end() && nodes[ni->second].gm)
           node = ni->second;
       attempts[it->second].notices.push_back({e.time, node});
-    } else if (is_end_kind(e.kind) || e.kind == "requeued") {
+    } else if (ends_attempt(ek) || ek == EventKind::kRequeued) {
       // "requeued" alone ends an attempt the controller dropped at restart (its placement no longer
       // fit); after "preempted"/"lost" the attempt is already closed and it changes nothing.
-      close(e.job_id, e.time, e.kind, detail);
+      close(e.job_id, e.time, ek, detail);
     }
   }
   for (const auto& [job, idx] : open) attempts[idx].end = std::max(attempts[idx].start, L.end);
@@ -406,8 +406,8 @@ Result<Ledger> compute_ledger(const std::vector<EventRow>& events, const std::ma
         am.measured += ms;
         am.used += div_round_half_even(__int128(ms) * *a.util_bp, 10000);
       }
-      if (a.end_kind == "preempted") am.preempted += ms;
-      if (a.end_kind == "lost") am.lost += ms;
+      if (a.end_kind == EventKind::kPreempted) am.preempted += ms;
+      if (a.end_kind == EventKind::kLost) am.lost += ms;
       if (a.interrupted()) am.interrupted += ms;
     }
   }

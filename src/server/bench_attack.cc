@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "server/controller.h"
+#include "server/event_kind.h"
 #include "server/http_api.h"
 #include "server/server_main.h"
 #include "server/store.h"
@@ -199,7 +200,7 @@ Result<BenchAttackResult> run_bench_attack(const BenchAttackOptions& o, const st
     (*store)->flush();
     auto ev = (*store)->events_after(seq_before, 1000000);
     if (!ev.ok()) return ev.error();
-    for (const EventRow& e : *ev) out.not_ready += e.kind == "node_not_ready";
+    for (const EventRow& e : *ev) out.not_ready += parse_event_kind(e.kind) == EventKind::kNodeNotReady;
   }
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);

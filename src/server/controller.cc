@@ -44,7 +44,7 @@ Result<std::unique_ptr<Controller>> Controller::start(config::ClusterConfig cfg,
       auto id = s.cluster.find_node(key.substr(5));
       if (!id.ok()) continue;
       NodeAdmin& na = s.node_admin[id->value];
-      na.state = v.value("state", "ready");
+      na.state = parse_node_admin_state(v.value("state", "ready"));
       na.reason = v.value("reason", "");
       na.interrupted = v.value("interrupted", false);
       na.reclaimed = v.value("reclaimed", false);
@@ -98,7 +98,7 @@ Result<std::unique_ptr<Controller>> Controller::start(config::ClusterConfig cfg,
       } else {
         r.job.placement.clear();
         r.job.state = JobState::kPending;
-        fix.events.push_back(s.event(r.id, "requeued", "controller",
+        fix.events.push_back(s.event(r.id, EventKind::kRequeued, "controller",
                                      Json{{"reason", "its placement no longer fits the configured cluster after restart"}}));
         fix.jobs.push_back(s.row(r));
       }
@@ -310,7 +310,7 @@ Status Controller::reload(config::ClusterConfig cfg, const std::string& who) {
     ++s.config_generation;
     s.dirty = true;
     WriteBatch b;
-    b.events.push_back(s.event(0, "config_reloaded", who, Json{{"queues", cfg.queues.size()}}));
+    b.events.push_back(s.event(0, EventKind::kConfigReloaded, who, Json{{"queues", cfg.queues.size()}}));
     s.persist(std::move(b));
     return Json::object();
   });

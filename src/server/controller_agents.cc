@@ -114,10 +114,10 @@ Result<Json> Controller::agent_register(const Principal& who, const Json& body) 
     if (na.interrupted && (na.reclaimed || s.now() >= na.reclaim_at)) {  // a replacement machine
       na.interrupted = na.reclaimed = false;
       na.reclaim_at = -1;
-      if (na.notice_cordon && na.state == "cordoned") {
-        na.state = "ready";
+      if (na.notice_cordon && na.state == NodeAdminState::kCordoned) {
+        na.state = NodeAdminState::kReady;
         na.reason.clear();
-        b.events.push_back(s.event(0, "node_resume", "agent:" + node,
+        b.events.push_back(s.event(0, EventKind::kNodeResume, "agent:" + node,
                                    Json{{"node", node}, {"reason", "back after its spot interruption"}}));
       }
       na.notice_cordon = false;
@@ -134,13 +134,13 @@ Result<Json> Controller::agent_register(const Principal& who, const Json& body) 
         topo_mismatch += (topo_mismatch.empty() ? "" : ", ") + levels[l] + "=" + t->second + " (config: " + path[l] + ")";
     Json answer{{"node", node}, {"heartbeat_interval_ms", s.opt.heartbeat_interval_ms},
                 {"agent_timeout_ms", s.opt.agent_timeout_ms}};
-    b.events.push_back(s.event(0, was_ready ? "node_registered" : "node_ready", "agent:" + node,
+    b.events.push_back(s.event(0, was_ready ? EventKind::kNodeRegistered : EventKind::kNodeReady, "agent:" + node,
                                Json{{"node", node}, {"address", address}, {"gpus", gpu_list_text(n)},
                                     {"source", na.gpu_source}}));
     spdlog::info("event=node_ready node={} address={} gpus=\"{}\" source={}", node, address, gpu_list_text(n), na.gpu_source);
     if (!topo_mismatch.empty()) {
       spdlog::warn("event=node_topology_mismatch node={} agent=\"{}\" (the cluster config's path is used)", node, topo_mismatch);
-      b.events.push_back(s.event(0, "node_topology_mismatch", "agent:" + node,
+      b.events.push_back(s.event(0, EventKind::kNodeTopologyMismatch, "agent:" + node,
                                  Json{{"node", node}, {"agent_says", topo_mismatch}, {"used", "the cluster config's path"}}));
       answer["warning"] = "--topology disagrees with the cluster config: " + topo_mismatch + "; the config's path is used";
     }
@@ -148,217 +148,267 @@ Result<Json> Controller::agent_register(const Principal& who, const Json& body) 
   });
 }
 
-Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& body) {
-  auto parsed = parse_heartbeat(body);
-  if (!parsed.ok()) return parsed.error();
-  const auto report = std::make_shared<const HeartbeatReport>(std::move(*parsed));
-  const std::string& node = report->node;
-  const std::vector<TaskReport>& reported = report->tasks;
-  const int64_t notice_at = report->notice ? report->noticed_at : -1, notice_reclaim = report->reclaim_at;
-  return answer<Json>([=, this](State& s, const Reply& reply) {
-    if (Status st = s.may_speak_for(who, node, "heartbeat"); !st.ok()) return reply->set_value(st.error());
-    auto nid = s.cluster.find_node(node);
-    if (!nid.ok()) {
-      reply->set_value(not_found("node " + node + ": not in the cluster configuration"));
-      return;
+namespace {
+
+using State = Controller::State;
+
+// ---- the heartbeat's phases, in order; each returns what it found ---------------------------------
+
+// What a beat says of the node's GPUs' use since the previous one.
+struct BeatSample {
+  std::vector<GpuSample> held;  // the previous report's samples: they held until this beat
+  int64_t dt_ms = 0;            // time they held (at most 3 intervals)
+  int64_t beat = 0;             // this beat's number since the controller started
+  bool charge() const { return dt_ms > 0 && !held.empty(); }
+};
+
+// Liveness and the utilisation sample; a node back from NotReady is ready again.
+BeatSample observe_beat(State& s, NodeId nid, const HeartbeatReport& report, WriteBatch& b) {
+  NodeAdmin& na = s.node_admin[nid.value];
+  na.last_seen = s.now();
+  const auto beat_at = s.opt.steady_clock();
+  BeatSample out;
+  out.dt_ms = std::min<int64_t>(3 * s.opt.heartbeat_interval_ms,
+                                std::chrono::duration_cast<std::chrono::milliseconds>(beat_at - na.last_beat).count());
+  na.last_beat = beat_at;
+  out.held = std::exchange(na.gpu_stats, report.gpus);
+  if (s.opt.agents_required && !na.agent_ready) {
+    na.agent_ready = true;
+    s.refresh_schedulable(nid);
+    s.dirty = true;
+    b.events.push_back(s.event(0, EventKind::kNodeReady, "agent:" + report.node,
+                               Json{{"node", report.node}, {"reason", "heartbeats resumed"}}));
+  }
+  out.beat = ++na.beats;
+  return out;
+}
+
+// A spot interruption notice the agent found: handled once per reclaim time; ignored (and said so)
+// off spot pools.
+void take_notice(State& s, NodeId nid, const HeartbeatReport& report, WriteBatch& b) {
+  if (!report.notice) return;
+  NodeAdmin& na = s.node_admin[nid.value];
+  const Pool& pool = s.cluster.pool(s.cluster.node(nid).pool);
+  const Time reclaim = report.reclaim_at >= 0 ? report.reclaim_at : (report.noticed_at > 0 ? report.noticed_at : s.now()) + pool.notice_s;
+  if (pool.kind == PoolKind::kSpot) {
+    bool handled = false;
+    (void)s.interrupt(nid, reclaim, "agent:" + report.node, b, &handled);
+    return;
+  }
+  if (na.last_notice == reclaim) return;
+  na.last_notice = reclaim;
+  b.events.push_back(s.event(0, EventKind::kInterruptionNoticeIgnored, "agent:" + report.node,
+                             Json{{"node", report.node},
+                                  {"reason", "node is in pool " + pool.name + " (kind " + pool_kind_name(pool.kind) + "), not spot"}}));
+}
+
+// The reported tasks against what the controller placed here.
+struct Reconciled {
+  Json stop = Json::array();                 // tasks the agent runs that are not wanted here
+  std::set<std::pair<int64_t, int>> seen;    // (job, task) reported for a current attempt
+  std::set<int64_t> touched;                 // jobs whose tasks changed state
+};
+
+Reconciled reconcile(State& s, NodeId nid, int64_t beat, const std::vector<TaskReport>& reported, const std::string& node,
+                     WriteBatch& b) {
+  Reconciled out;
+  Json& stop = out.stop;
+  auto& seen = out.seen;
+  auto& touched = out.touched;
+  for (const TaskReport& rep : reported) {
+    JobRecord* r = s.jobs.find(rep.job);
+    const bool current = r && placed(r->job.state) && rep.attempt == r->attempt && rep.task >= 0 &&
+                         rep.task < int(r->job.placement.size()) && r->job.placement[rep.task].node == nid;
+    if (!current) {
+      // Not wanted here (ended, requeued, an older attempt, another node): make sure it stops.
+      if (rep.state == ReportedState::kRunning)
+        stop.push_back(Json{{"job", rep.job}, {"attempt", rep.attempt}, {"task", rep.task}, {"checkpoint", false}});
+      continue;
     }
-    NodeAdmin& na = s.node_admin[nid->value];
-    if (s.opt.agents_required && !na.registered) {
-      reply->set_value(failed_precondition("not_registered: node " + node +
-                                           " has not registered with this controller (it restarted?); register first"));
-      return;
+    seen.insert({rep.job, rep.task});
+    TaskRun& tr = r->tasks[rep.task];
+    tr.recovered = false;
+    if (tr.offered_beat < 0) tr.offered_beat = beat;
+    if (rep.task == 0 && rep.master_port > 0 && r->master_port != rep.master_port) {
+      r->master_port = rep.master_port;
+      b.jobs.push_back(s.row(*r));
     }
-    if (s.opt.agents_required && na.reclaimed) {
-      reply->set_value(failed_precondition("not_registered: node " + node + " was reclaimed by its spot pool at " +
-                                           std::to_string(na.reclaim_at) + "; its agent must register again"));
-      return;
-    }
-    na.last_seen = s.now();
-    const auto beat_at = s.opt.steady_clock();
-    // Utilisation since the previous beat, charged to the jobs holding each GPU now (at most 3 intervals).
-    const int64_t dt_ms = std::min<int64_t>(
-        3 * s.opt.heartbeat_interval_ms,
-        std::chrono::duration_cast<std::chrono::milliseconds>(beat_at - na.last_beat).count());
-    na.last_beat = beat_at;
-    // The utilisation an agent reported holds until its next report: charge the previous sample.
-    const std::vector<GpuSample> held = std::exchange(na.gpu_stats, report->gpus);
-    const bool sample = dt_ms > 0 && !held.empty();
-    WriteBatch b;
-    if (s.opt.agents_required && !na.agent_ready) {  // back after being NotReady
-      na.agent_ready = true;
-      s.refresh_schedulable(*nid);
-      s.dirty = true;
-      b.events.push_back(s.event(0, "node_ready", "agent:" + node, Json{{"node", node}, {"reason", "heartbeats resumed"}}));
-    }
-    const int64_t beat = ++na.beats;
-    if (notice_at >= 0) {
-      const Pool& pool = s.cluster.pool(s.cluster.node(*nid).pool);
-      const Time reclaim = notice_reclaim >= 0 ? notice_reclaim : (notice_at > 0 ? notice_at : s.now()) + pool.notice_s;
-      if (pool.kind != PoolKind::kSpot) {
-        if (na.last_notice != reclaim) {
-          na.last_notice = reclaim;
-          b.events.push_back(s.event(0, "interruption_notice_ignored", "agent:" + node,
-                                     Json{{"node", node}, {"reason", "node is in pool " + pool.name + " (kind " +
-                                                                        pool_kind_name(pool.kind) + "), not spot"}}));
-        }
-      } else {
-        bool handled = false;
-        (void)s.interrupt(*nid, reclaim, "agent:" + node, b, &handled);
-      }
-    }
-    Json stop = Json::array();
-    std::set<std::pair<int64_t, int>> seen;
-    std::set<int64_t> touched;
-    for (const TaskReport& rep : reported) {
-      const std::string state = reported_state_name(rep.state);
-      JobRecord* r = s.jobs.find(rep.job);
-      const bool current = r && placed(r->job.state) && rep.attempt == r->attempt && rep.task >= 0 &&
-                           rep.task < int(r->job.placement.size()) && r->job.placement[rep.task].node == *nid;
-      if (!current) {
-        // Not wanted here (ended, requeued, an older attempt, another node): make sure it stops.
-        if (rep.state == ReportedState::kRunning)
-          stop.push_back(Json{{"job", rep.job}, {"attempt", rep.attempt}, {"task", rep.task}, {"checkpoint", false}});
-        continue;
-      }
-      seen.insert({rep.job, rep.task});
-      TaskRun& tr = r->tasks[rep.task];
-      tr.recovered = false;
-      if (tr.offered_beat < 0) tr.offered_beat = beat;
-      if (rep.task == 0 && rep.master_port > 0 && r->master_port != rep.master_port) {
-        r->master_port = rep.master_port;
+    if (rep.saves > tr.saves) {  // a newly timed checkpoint: fold its cost in (mean with the previous)
+      tr.saves = rep.saves;
+      if (rep.cost_ms >= 0) {
+        r->checkpoint_cost_ms = r->checkpoint_cost_ms < 0 ? rep.cost_ms : (r->checkpoint_cost_ms + rep.cost_ms + 1) / 2;
         b.jobs.push_back(s.row(*r));
       }
-      if (rep.saves > tr.saves) {  // a newly timed checkpoint: fold its cost in (mean with the previous)
-        tr.saves = rep.saves;
-        if (rep.cost_ms >= 0) {
-          r->checkpoint_cost_ms = r->checkpoint_cost_ms < 0 ? rep.cost_ms : (r->checkpoint_cost_ms + rep.cost_ms + 1) / 2;
-          b.jobs.push_back(s.row(*r));
-        }
-      }
-      if (rep.answered_request && !tr.answered_request && r->job.state == JobState::kCheckpointing) {
-        tr.answered_request = true;
-        touched.insert(rep.job);
-      }
-      if (!rep.checkpoint.empty() && rep.checkpoint != tr.checkpoint) {
-        tr.checkpoint = rep.checkpoint;
-        if (rep.checkpoint != r->resume_from) {
-          r->resume_from = rep.checkpoint;
-          r->job.checkpoint.last = s.now();
-          b.events.push_back(s.event(r->id, "checkpoint_acknowledged", "agent:" + node,
-                                     Json{{"task", rep.task}, {"path", rep.checkpoint}, {"attempt", r->attempt}}));
-          b.jobs.push_back(s.row(*r));
-        }
-      }
-      if (tr.state != state) {
-        tr.state = state;
-        tr.exit_code = rep.exit_code;
-        touched.insert(rep.job);
+    }
+    if (rep.answered_request && !tr.answered_request && r->job.state == JobState::kCheckpointing) {
+      tr.answered_request = true;
+      touched.insert(rep.job);
+    }
+    if (!rep.checkpoint.empty() && rep.checkpoint != tr.checkpoint) {
+      tr.checkpoint = rep.checkpoint;
+      if (rep.checkpoint != r->resume_from) {
+        r->resume_from = rep.checkpoint;
+        r->job.checkpoint.last = s.now();
+        b.events.push_back(s.event(r->id, EventKind::kCheckpointAcknowledged, "agent:" + node,
+                                   Json{{"task", rep.task}, {"path", rep.checkpoint}, {"attempt", r->attempt}}));
+        b.jobs.push_back(s.row(*r));
       }
     }
-    // Each job with tasks here: its utilisation sample, then its tasks that were not reported.
-    for (int64_t jid : std::vector<int64_t>(s.placed_ids.begin(), s.placed_ids.end())) {
-      JobRecord& r = s.jobs.at(jid);
-      if (!placed(r.job.state)) continue;
-      if (sample) add_utilisation_sample(r, *nid, held, dt_ms);
-      for (size_t t = 0; t < r.job.placement.size(); ++t) {
-        if (r.job.placement[t].node != *nid || seen.count({jid, int(t)})) continue;
-        TaskRun& tr = r.tasks[t];
-        // Lost: loaded after a restart and not confirmed, or offered at an earlier heartbeat and no
-        // longer (or never) reported running.
-        const bool offered_before = tr.offered_beat >= 0 && tr.offered_beat < beat;
-        if (tr.recovered || (offered_before && (tr.state == "running" || tr.state.empty()))) {
-          s.lose(r, "task " + std::to_string(t) + " is not running on node " + node + " (the agent did not report it)", b);
-          break;
-        }
-        if (tr.offered_beat < 0) tr.offered_beat = beat;
-      }
+    if (tr.state != rep.state) {
+      tr.state = rep.state;
+      tr.exit_code = rep.exit_code;
+      touched.insert(rep.job);
     }
-    // Jobs whose tasks changed state.
-    for (int64_t jid : touched) {
-      JobRecord& r = s.jobs.at(jid);
-      if (!placed(r.job.state)) continue;
-      bool any_failed = false, all_done = true, all_stopped = true;
-      int exit_code = 0, failed_task = -1;
-      for (size_t t = 0; t < r.tasks.size(); ++t) {
-        const TaskRun& tr = r.tasks[t];
-        if (tr.state == "failed" && !any_failed) any_failed = true, exit_code = tr.exit_code, failed_task = int(t);
-        all_done = all_done && tr.state == "succeeded";
-        all_stopped = all_stopped && (tr.state == "checkpointed" || tr.state == "stopped" || tr.state == "succeeded" ||
-                                      (r.job.state == JobState::kCheckpointing && tr.state == "failed"));
+  }
+  return out;
+}
+
+// Charges the utilisation sample to the jobs placed here, and loses the tasks the agent should run
+// but did not report.
+void charge_and_find_lost(State& s, NodeId nid, const BeatSample& sample, const Reconciled& rec, const std::string& node,
+                          WriteBatch& b) {
+  const int64_t beat = sample.beat;
+  const auto& seen = rec.seen;
+  const auto& held = sample.held;
+  const int64_t dt_ms = sample.dt_ms;
+  for (int64_t jid : std::vector<int64_t>(s.placed_ids.begin(), s.placed_ids.end())) {
+    JobRecord& r = s.jobs.at(jid);
+    if (!placed(r.job.state)) continue;
+    if (sample.charge()) add_utilisation_sample(r, nid, held, dt_ms);
+    for (size_t t = 0; t < r.job.placement.size(); ++t) {
+      if (r.job.placement[t].node != nid || seen.count({jid, int(t)})) continue;
+      TaskRun& tr = r.tasks[t];
+      // Lost: loaded after a restart and not confirmed, or offered at an earlier heartbeat and no
+      // longer (or never) reported running.
+      const bool offered_before = tr.offered_beat >= 0 && tr.offered_beat < beat;
+      if (tr.recovered || (offered_before && (tr.state == ReportedState::kRunning || !tr.state))) {
+        s.lose(r, "task " + std::to_string(t) + " is not running on node " + node + " (the agent did not report it)", b);
+        break;
       }
+      if (tr.offered_beat < 0) tr.offered_beat = beat;
+    }
+  }
+}
+
+// Jobs whose tasks changed state: requeued (asked to stop, stopped), failed, succeeded or lost.
+void settle(State& s, const std::set<int64_t>& touched, const std::string& node, WriteBatch& b) {
+  for (int64_t jid : touched) {
+    JobRecord& r = s.jobs.at(jid);
+    if (!placed(r.job.state)) continue;
+    bool any_failed = false, all_done = true, all_stopped = true;
+    int exit_code = 0, failed_task = -1;
+    for (size_t t = 0; t < r.tasks.size(); ++t) {
+      const TaskRun& tr = r.tasks[t];
+      const auto st = tr.state;
+      if (st == ReportedState::kFailed && !any_failed) any_failed = true, exit_code = tr.exit_code, failed_task = int(t);
+      all_done = all_done && st == ReportedState::kSucceeded;
+      all_stopped = all_stopped && (st == ReportedState::kCheckpointed || st == ReportedState::kStopped ||
+                                    st == ReportedState::kSucceeded ||
+                                    (r.job.state == JobState::kCheckpointing && st == ReportedState::kFailed));
+    }
+    if (r.job.state == JobState::kCheckpointing) {
+      // Asked to stop: a task that fails now was stopped, not broken.
+      if (all_stopped) {
+        bool acked = false;
+        for (const TaskRun& tr : r.tasks) acked = acked || tr.answered_request || tr.state == ReportedState::kCheckpointed;
+        s.requeue(r, EventKind::kPreempted, acked ? "checkpointed and stopped as asked" : "stopped without a checkpoint", b, acked);
+      }
+    } else if (any_failed) {
+      r.exit_code = exit_code;
+      s.finish(r, JobState::kFailed, "task " + std::to_string(failed_task) + " exited with code " + std::to_string(exit_code),
+               b, "agent:" + node, EventKind::kFailed, Json{{"exit_code", exit_code}, {"task", failed_task}});
+    } else if (all_done) {
+      r.exit_code = 0;
+      s.finish(r, JobState::kSucceeded, "all tasks exited with code 0", b, "agent:" + node, EventKind::kSucceeded);
+    } else if (all_stopped) {
+      s.lose(r, "tasks stopped without being asked", b);
+    }
+  }
+}
+
+// A GPU being reconfigured is ready once its agent reports the new layout.
+void take_mig_layouts(State& s, NodeId nid, const HeartbeatReport& report) {
+  const Node& n = s.cluster.node(nid);
+  for (const MigLayoutReport& m : report.mig) {
+    const int gi = m.gpu;
+    if (gi < 0 || size_t(gi) >= n.gpus.size()) continue;
+    const Gpu& g = n.gpus[size_t(gi)];
+    if (g.health != GpuHealth::kReconfiguring || !layout_matches(g, m)) continue;
+    const GpuRef ref{nid, uint16_t(gi)};
+    (void)s.cluster.set_health(ref, GpuHealth::kHealthy);
+    std::erase_if(s.mig_ready, [&](const auto& e) { return e.second == ref; });
+    s.dirty = true;
+  }
+}
+
+// The node's desired state: every task to run here, and checkpoint-stops for jobs asked to stop.
+Json desired_state(State& s, NodeId nid, Json stop) {
+  Json run = Json::array();
+  for (int64_t jid : s.placed_ids) {
+    const JobRecord& r = s.jobs.at(jid);
+    if (!placed(r.job.state)) continue;
+    for (size_t t = 0; t < r.job.placement.size(); ++t) {
+      if (r.job.placement[t].node != nid) continue;
+      Json a = task_assignment_json(r, int(t), s.cluster);
+      const NodeAdmin& master = s.node_admin[r.job.placement[0].node.value];
+      a["master_addr"] = master.address.empty() ? s.cluster.node(r.job.placement[0].node).name : master.address;
+      a["master_port"] = r.master_port;
+      a["resume_from"] = r.resume_from;
+      a["restarts"] = r.restarts;
+      if (const int64_t every = s.spot_save_interval(r); every > 0) {
+        a["checkpoint_every_s"] = every;
+        a["checkpoint_anchor"] = r.job.started;  // the same save times on every node of the gang
+      }
+      run.push_back(std::move(a));
       if (r.job.state == JobState::kCheckpointing) {
-        // Asked to stop: a task that fails now was stopped, not broken.
-        if (all_stopped) {
-          bool acked = false;
-          for (const TaskRun& tr : r.tasks) acked = acked || tr.answered_request || tr.state == "checkpointed";
-          s.requeue(r, "preempted", acked ? "checkpointed and stopped as asked" : "stopped without a checkpoint", b, acked);
-        }
-      } else if (any_failed) {
-        r.exit_code = exit_code;
-        s.finish(r, JobState::kFailed, "task " + std::to_string(failed_task) + " exited with code " + std::to_string(exit_code),
-                 b, "agent:" + node, "failed", Json{{"exit_code", exit_code}, {"task", failed_task}});
-      } else if (all_done) {
-        r.exit_code = 0;
-        s.finish(r, JobState::kSucceeded, "all tasks exited with code 0", b, "agent:" + node, "succeeded");
-      } else if (all_stopped) {
-        s.lose(r, "tasks stopped without being asked", b);
+        // Once a task acknowledged a checkpoint, the others need not wait for theirs.
+        bool acked = false;
+        for (const TaskRun& tr : r.tasks) acked = acked || tr.answered_request;
+        stop.push_back(Json{{"job", jid}, {"attempt", r.attempt}, {"task", t}, {"checkpoint", !acked},
+                            {"signal", r.spec.checkpoint.signal},
+                            {"grace", std::max<int64_t>(0, r.job.evict_by - s.now())}});
       }
     }
-    // Tasks of ended attempts that this agent no longer runs give their resources back.
-    if (!s.stopping_tasks.empty()) {
+  }
+  return Json{{"run", run}, {"stop", stop}, {"mig", desired_mig(s.cluster.node(nid))},
+              {"heartbeat_interval_ms", s.opt.heartbeat_interval_ms}};
+}
+
+}  // namespace
+
+Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& body) {
+  auto parsed = parse_heartbeat(body);  // typed and checked here, off the state thread
+  if (!parsed.ok()) return parsed.error();
+  const auto report = std::make_shared<const HeartbeatReport>(std::move(*parsed));
+  return answer<Json>([=, this](State& s, const Reply& reply) {
+    const std::string& node = report->node;
+    if (Status st = s.may_speak_for(who, node, "heartbeat"); !st.ok()) return reply->set_value(st.error());
+    auto nid = s.cluster.find_node(node);
+    if (!nid.ok()) return reply->set_value(not_found("node " + node + ": not in the cluster configuration"));
+    const NodeAdmin& na = s.node_admin[nid->value];
+    if (s.opt.agents_required && !na.registered)
+      return reply->set_value(failed_precondition("not_registered: node " + node +
+                                                  " has not registered with this controller (it restarted?); register first"));
+    if (s.opt.agents_required && na.reclaimed)
+      return reply->set_value(failed_precondition("not_registered: node " + node + " was reclaimed by its spot pool at " +
+                                                  std::to_string(na.reclaim_at) + "; its agent must register again"));
+    WriteBatch b;
+    const BeatSample sample = observe_beat(s, *nid, *report, b);
+    take_notice(s, *nid, *report, b);
+    Reconciled rec = reconcile(s, *nid, sample.beat, report->tasks, node, b);
+    charge_and_find_lost(s, *nid, sample, rec, node, b);
+    settle(s, rec.touched, node, b);
+    if (!s.stopping_tasks.empty()) {  // tasks of ended attempts this agent no longer runs give their resources back
       std::set<std::tuple<int64_t, int64_t, int>> running_here;
-      for (const TaskReport& rep : reported)
+      for (const TaskReport& rep : report->tasks)
         if (rep.state == ReportedState::kRunning) running_here.insert({rep.job, rep.attempt, rep.task});
       s.release_stopped(*nid, &running_here, b);
     }
-    // MIG layouts: a GPU being reconfigured is ready once its agent reports the new layout.
-    const Node& n = s.cluster.node(*nid);
-    for (const MigLayoutReport& m : report->mig) {
-      const int gi = m.gpu;
-      if (gi < 0 || size_t(gi) >= n.gpus.size()) continue;
-      const Gpu& g = n.gpus[size_t(gi)];
-      if (g.health != GpuHealth::kReconfiguring || !layout_matches(g, m)) continue;
-      const GpuRef ref{*nid, uint16_t(gi)};
-      (void)s.cluster.set_health(ref, GpuHealth::kHealthy);
-      std::erase_if(s.mig_ready, [&](const auto& e) { return e.second == ref; });
-      s.dirty = true;
-    }
-    // Desired state.
-    Json run = Json::array();
-    for (int64_t jid : s.placed_ids) {
-      const JobRecord& r = s.jobs.at(jid);
-      if (!placed(r.job.state)) continue;
-      for (size_t t = 0; t < r.job.placement.size(); ++t) {
-        if (r.job.placement[t].node != *nid) continue;
-        Json a = task_assignment_json(r, int(t), s.cluster);
-        const NodeAdmin& master = s.node_admin[r.job.placement[0].node.value];
-        a["master_addr"] = master.address.empty() ? s.cluster.node(r.job.placement[0].node).name : master.address;
-        a["master_port"] = r.master_port;
-        a["resume_from"] = r.resume_from;
-        a["restarts"] = r.restarts;
-        if (const int64_t every = s.spot_save_interval(r); every > 0) {
-          a["checkpoint_every_s"] = every;
-          a["checkpoint_anchor"] = r.job.started;  // the same save times on every node of the gang
-        }
-        run.push_back(std::move(a));
-        if (r.job.state == JobState::kCheckpointing) {
-          // Once a task acknowledged a checkpoint, the others need not wait for theirs.
-          bool acked = false;
-          for (const TaskRun& tr : r.tasks) acked = acked || tr.answered_request;
-          stop.push_back(Json{{"job", jid}, {"attempt", r.attempt}, {"task", t}, {"checkpoint", !acked},
-                              {"signal", r.spec.checkpoint.signal},
-                              {"grace", std::max<int64_t>(0, r.job.evict_by - s.now())}});
-        }
-      }
-    }
-    Json answer{{"run", run}, {"stop", stop}, {"mig", desired_mig(n)},
-                {"heartbeat_interval_ms", s.opt.heartbeat_interval_ms}};
-    if (b.empty()) {
-      reply->set_value(answer);
-    } else {
-      s.dirty = true;
-      s.reply_when_durable(std::move(b), reply, answer);
-    }
+    take_mig_layouts(s, *nid, *report);
+    Json answer = desired_state(s, *nid, std::move(rec.stop));
+    if (b.empty()) return reply->set_value(answer);
+    s.dirty = true;
+    s.reply_when_durable(std::move(b), reply, answer);
   });
 }
 

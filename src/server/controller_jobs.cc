@@ -73,7 +73,7 @@ Result<Json> Controller::submit(const Principal& who, config::JobSpec spec, cons
       r.job.checkpoint.interval = r.spec.checkpoint.interval;
       r.job.checkpoint.grace = r.spec.checkpoint.grace;
       WriteBatch b;
-      b.events.push_back(s.event(r.id, "submitted", who.user, Json{{"queue", qname}, {"priority_class", r.job.priority_class}}));
+      b.events.push_back(s.event(r.id, EventKind::kSubmitted, who.user, Json{{"queue", qname}, {"priority_class", r.job.priority_class}}));
       b.jobs.push_back(s.row(r));
       if (!idem.empty()) s.by_idempotency_key[{who.user, idem}] = r.id;
       s.active_ids.insert(r.id);
@@ -204,7 +204,7 @@ Result<Json> Controller::cancel_job(const Principal& who, int64_t id) {
       return;
     }
     WriteBatch b;
-    s.finish(r, JobState::kCancelled, "cancelled by " + who.user, b, who.user, "cancelled");
+    s.finish(r, JobState::kCancelled, "cancelled by " + who.user, b, who.user, EventKind::kCancelled);
     s.reply_when_durable(std::move(b), reply, record_to_api(r, s.cluster, nullptr));
   });
 }
@@ -229,7 +229,7 @@ Result<Json> Controller::set_priority(const Principal& who, int64_t id, const st
     r.job.priority_class = cls;
     r.spec.priority_class = cls;
     WriteBatch b;
-    b.events.push_back(s.event(r.id, "priority_changed", who.user, Json{{"from", old}, {"to", cls}}));
+    b.events.push_back(s.event(r.id, EventKind::kPriorityChanged, who.user, Json{{"from", old}, {"to", cls}}));
     b.jobs.push_back(s.row(r));
     s.dirty = true;
     s.reply_when_durable(std::move(b), reply, record_to_api(r, s.cluster, nullptr));

@@ -62,7 +62,7 @@ Json node_json(const Controller::State& s, NodeId id) {
     if (l < spec_path.size()) path.push_back(spec_path[l]);
   }
   return Json{{"name", n.name}, {"path", path}, {"gpu_model", n.gpu_model() ? n.gpu_model()->name : ""},
-              {"state", na.state}, {"reason", na.reason}, {"cpu_milli", n.cpu_capacity.v}, {"memory_mib", n.memory_capacity.v},
+              {"state", node_admin_state_name(na.state)}, {"reason", na.reason}, {"cpu_milli", n.cpu_capacity.v}, {"memory_mib", n.memory_capacity.v},
               {"cpu_milli_used", n.cpu_used.v}, {"memory_mib_used", n.memory_used.v},
               {"agent_last_seen", na.last_seen >= 0 ? Json(na.last_seen) : Json(nullptr)},
               {"agent", s.opt.agents_required ? Json(na.agent_ready ? "ready" : na.registered ? "not-ready" : "unknown")
@@ -84,12 +84,12 @@ Result<Json> Controller::node_op(const Principal& who, const std::string& node, 
     na.notice_cordon = false;  // the admin's state from now on
     WriteBatch b;
     if (op == "resume") {
-      na.state = "ready";
+      na.state = NodeAdminState::kReady;
       na.reason.clear();
 
       s.refresh_schedulable(*id);
     } else {
-      na.state = op == "cordon" ? "cordoned" : "draining";
+      na.state = op == "cordon" ? NodeAdminState::kCordoned : NodeAdminState::kDraining;
       na.reason = reason;
       s.refresh_schedulable(*id);
       if (op == "drain") {
@@ -103,7 +103,8 @@ Result<Json> Controller::node_op(const Principal& who, const std::string& node, 
         }
       }
     }
-    b.events.push_back(s.event(0, "node_" + op, who.user, Json{{"node", node}, {"reason", reason}}));
+    const EventKind kind = op == "cordon" ? EventKind::kNodeCordon : op == "drain" ? EventKind::kNodeDrain : EventKind::kNodeResume;
+    b.events.push_back(s.event(0, kind, who.user, Json{{"node", node}, {"reason", reason}}));
     b.meta.push_back(s.node_meta(*id));
     s.after_release(b);
     s.dirty = true;

@@ -33,6 +33,7 @@
 #include "core/sched/scheduler.h"
 #include "config/text.h"
 #include "server/agent_protocol.h"
+#include "server/event_kind.h"
 #include "server/job_record.h"
 #include "server/permissions.h"
 
@@ -89,8 +90,30 @@ struct CycleInput {
 }  // namespace ctl
 using namespace ctl;
 
+// A node's administrative state (the admin's cordon/drain, a spot notice's cordon). Stored and shown
+// by name (node_admin_state_name).
+enum class NodeAdminState : uint8_t { kReady, kCordoned, kDraining, kDrained };
+
+inline const char* node_admin_state_name(NodeAdminState st) {
+  switch (st) {
+    case NodeAdminState::kReady: return "ready";
+    case NodeAdminState::kCordoned: return "cordoned";
+    case NodeAdminState::kDraining: return "draining";
+    case NodeAdminState::kDrained: return "drained";
+  }
+  return "ready";
+}
+
+// The state a stored name stands for; anything else (a newer release's name) reads as cordoned, so
+// that a node of unknown state takes no new work until an admin resumes it.
+inline NodeAdminState parse_node_admin_state(const std::string& name) {
+  for (NodeAdminState st : {NodeAdminState::kReady, NodeAdminState::kCordoned, NodeAdminState::kDraining, NodeAdminState::kDrained})
+    if (name == node_admin_state_name(st)) return st;
+  return NodeAdminState::kCordoned;
+}
+
 struct NodeAdmin {
-  std::string state = "ready";  // ready | cordoned | draining | drained
+  NodeAdminState state = NodeAdminState::kReady;
   std::string reason;
   Time last_seen = -1;
   int64_t beats = 0;            // heartbeats since this controller started
@@ -249,7 +272,7 @@ struct Controller::State {
   // A node takes new work when its admin state is ready and (with agents) its agent is ready.
   bool node_usable(NodeId id) const {
     const NodeAdmin& na = node_admin[id.value];
-    return na.state == "ready" && (!opt.agents_required || na.agent_ready);
+    return na.state == NodeAdminState::kReady && (!opt.agents_required || na.agent_ready);
   }
   void refresh_schedulable(NodeId id) { (void)cluster.set_schedulable(id, node_usable(id)); }
 
@@ -286,9 +309,9 @@ struct Controller::State {
     return a;
   }
 
-  EventRow event(int64_t job, const std::string& kind, const std::string& actor, Json detail = Json::object()) const {
+  EventRow event(int64_t job, EventKind kind, const std::string& actor, Json detail = Json::object()) const {
     // Replace, never throw: every text was checked at the edge, and a slip must not abort the thread.
-    return EventRow{0, job, now(), kind, actor, detail.dump(-1, ' ', false, Json::error_handler_t::replace)};
+    return EventRow{0, job, now(), event_kind_name(kind), actor, detail.dump(-1, ' ', false, Json::error_handler_t::replace)};
   }
 
   JobRow row(const JobRecord& r) const {
@@ -314,7 +337,7 @@ struct Controller::State {
     for (size_t t = 0; t < r.job.placement.size(); ++t) {
       const TaskPlacement& p = r.job.placement[t];
       const TaskRun* tr = t < r.tasks.size() ? &r.tasks[t] : nullptr;
-      const bool may_run = tr && (tr->state == "running" || tr->recovered || (tr->state.empty() && tr->offered_beat >= 0));
+      const bool may_run = tr && (tr->state == ReportedState::kRunning || tr->recovered || (!tr->state && tr->offered_beat >= 0));
       if (opt.agents_required && may_run && node_admin[p.node.value].agent_ready) {
         stopping_tasks.push_back(StoppingTask{r.id, r.attempt, int(t), p});
         continue;
@@ -349,7 +372,7 @@ struct Controller::State {
 
   // Ends a placed or pending job for good.
   void finish(JobRecord& r, JobState final_state, const std::string& reason, WriteBatch& b, const std::string& actor,
-              const std::string& kind, Json detail = Json::object()) {
+              EventKind kind, Json detail = Json::object()) {
     const Time t = now();
     if (placed(r.job.state)) {
       if (final_state == JobState::kSucceeded && r.job.started >= 0)
@@ -378,13 +401,13 @@ struct Controller::State {
   }
 
   // Back to pending (preempted, drained, lost): the job keeps its id and place in the order.
-  void requeue(JobRecord& r, const std::string& kind, const std::string& reason, WriteBatch& b, bool checkpointed,
+  void requeue(JobRecord& r, EventKind kind, const std::string& reason, WriteBatch& b, bool checkpointed,
                Json extra = Json::object()) {
     const Time t = now();
-    if (kind == "preempted") {
+    if (kind == EventKind::kPreempted) {
       m.preemptions->inc();
       m.preempted_gpu_hours->inc({}, attempt_gpu_hours(r, t));
-    } else if (kind == "lost") {
+    } else if (kind == EventKind::kLost) {
       m.losses->inc();
       m.lost_gpu_hours->inc({}, attempt_gpu_hours(r, t));
     }
@@ -401,7 +424,7 @@ struct Controller::State {
     detail.update(extra);
     add_utilisation(r, detail);
     b.events.push_back(event(r.id, kind, "scheduler", detail));
-    b.events.push_back(event(r.id, "requeued", "scheduler"));
+    b.events.push_back(event(r.id, EventKind::kRequeued, "scheduler"));
     b.jobs.push_back(row(r));
     dirty = true;
     after_release(b);
@@ -417,7 +440,7 @@ struct Controller::State {
       m.lost_gpu_hours->inc({}, attempt_gpu_hours(r, now()));
       finish(r, JobState::kFailed,
              reason + "; no restarts left (restart.max_restarts is " + std::to_string(rp.max_restarts) + ")", b,
-             "scheduler", "failed", Json{{"restarts", r.restarts}});
+             "scheduler", EventKind::kFailed, Json{{"restarts", r.restarts}});
       return;
     }
     ++r.restarts;
@@ -426,7 +449,7 @@ struct Controller::State {
     r.not_before = now() + backoff;
     r.end_reason = reason;
     r.pending.reset();
-    requeue(r, "lost", reason + " (restart " + std::to_string(r.restarts) + " of " + std::to_string(rp.max_restarts) +
+    requeue(r, EventKind::kLost, reason + " (restart " + std::to_string(r.restarts) + " of " + std::to_string(rp.max_restarts) +
                            " in " + std::to_string(backoff) + " s" +
                            (r.resume_from.empty() ? "" : ", from checkpoint " + r.resume_from) + ")",
             b, false);
@@ -449,12 +472,12 @@ struct Controller::State {
   void request_checkpoint(JobRecord& r, Time evict_by, const std::string& reason, WriteBatch& b) {
     if (r.job.state != JobState::kRunning) return;
     if (r.spec.checkpoint.interval <= 0) {
-      requeue(r, "preempted", reason + " (the job does not checkpoint: stopped now)", b, false);
+      requeue(r, EventKind::kPreempted, reason + " (the job does not checkpoint: stopped now)", b, false);
       return;
     }
     r.job.state = JobState::kCheckpointing;
     r.job.evict_by = evict_by;
-    b.events.push_back(event(r.id, "checkpoint_requested", "scheduler", Json{{"reason", reason}, {"evict_by", evict_by}}));
+    b.events.push_back(event(r.id, EventKind::kCheckpointRequested, "scheduler", Json{{"reason", reason}, {"evict_by", evict_by}}));
     b.jobs.push_back(row(r));
   }
 
@@ -462,13 +485,13 @@ struct Controller::State {
   void after_release(WriteBatch& b) {
     for (size_t i = 0; i < node_admin.size(); ++i) {
       NodeAdmin& na = node_admin[i];
-      if (na.state != "draining") continue;
+      if (na.state != NodeAdminState::kDraining) continue;
       const Node& n = cluster.node(NodeId(uint32_t(i)));
       bool busy = n.cpu_used.v > 0 || n.memory_used.v > 0;
       for (const Gpu& g : n.gpus) busy = busy || g.whole_held || g.share_count > 0;
       if (!busy) {
-        na.state = "drained";
-        b.events.push_back(event(0, "node_drained", "scheduler", Json{{"node", n.name}, {"reason", na.reason}}));
+        na.state = NodeAdminState::kDrained;
+        b.events.push_back(event(0, EventKind::kNodeDrained, "scheduler", Json{{"node", n.name}, {"reason", na.reason}}));
         b.meta.push_back(node_meta(NodeId(uint32_t(i))));
       }
     }
@@ -477,7 +500,7 @@ struct Controller::State {
   std::pair<std::string, std::string> node_meta(NodeId id) const {
     const NodeAdmin& na = node_admin[id.value];
     return {"node/" + cluster.node(id).name,
-            Json{{"state", na.state}, {"reason", na.reason}, {"interrupted", na.interrupted}, {"reclaimed", na.reclaimed},
+            Json{{"state", node_admin_state_name(na.state)}, {"reason", na.reason}, {"interrupted", na.interrupted}, {"reclaimed", na.reclaimed},
                  {"notice_cordon", na.notice_cordon}, {"reclaim_at", na.reclaim_at}, {"last_notice", na.last_notice}}
                 .dump()};
   }
@@ -527,15 +550,15 @@ struct Controller::State {
     na.interrupted = true;
     na.reclaimed = false;
     na.reclaim_at = na.last_notice = reclaim_at;
-    if (na.state == "ready") {  // an admin's cordon or drain stays as it is
-      na.state = "cordoned";
+    if (na.state == NodeAdminState::kReady) {  // an admin's cordon or drain stays as it is
+      na.state = NodeAdminState::kCordoned;
       na.reason = "spot interruption: reclaimed at " + std::to_string(reclaim_at) + " (" + std::to_string(notice) + " s notice)";
       na.notice_cordon = true;
-      b.events.push_back(event(0, "node_cordon", actor, Json{{"node", name}, {"reason", na.reason}}));
+      b.events.push_back(event(0, EventKind::kNodeCordon, actor, Json{{"node", name}, {"reason", na.reason}}));
     }
     refresh_schedulable(id);
     dirty = true;
-    b.events.push_back(event(0, "node_interruption_notice", actor,
+    b.events.push_back(event(0, EventKind::kNodeInterruptionNotice, actor,
                              Json{{"node", name}, {"reclaim_at", reclaim_at}, {"notice_s", notice}}));
     b.meta.push_back(node_meta(id));
     spdlog::warn("event=spot_interruption node={} reclaim_at={} notice_s={} by={}", name, reclaim_at, notice, actor);
@@ -573,10 +596,10 @@ struct Controller::State {
       out.push_back(Json{{"job", r.id}, {"path", path}, {"reason", why}});
       m.spot_interruptions->inc({pool_name(cluster.node(id)), path});
       const std::string text = "spot interruption of node " + name + ": " + why;
-      b.events.push_back(event(r.id, "spot_interrupted", actor, d));
+      b.events.push_back(event(r.id, EventKind::kSpotInterrupted, actor, d));
       if (path == "requeue") {
         // A preemption by the provider (metrics, chargeback's preempted hours).
-        requeue(r, "preempted", text, b, false, Json{{"spot_interruption", true}});
+        requeue(r, EventKind::kPreempted, text, b, false, Json{{"spot_interruption", true}});
       } else {
         if (r.job.state == JobState::kRunning)
           request_checkpoint(r, reclaim_at, text, b);
@@ -584,7 +607,7 @@ struct Controller::State {
           b.jobs.push_back(row(r));
       }
       if (max_int > 0 && r.job.spot_interruptions == max_int)
-        b.events.push_back(event(r.id, "spot_avoided", "scheduler", Json{{"reason", spot_avoid_text(r.job.spot_interruptions)}}));
+        b.events.push_back(event(r.id, EventKind::kSpotAvoided, "scheduler", Json{{"reason", spot_avoid_text(r.job.spot_interruptions)}}));
     }
     return out;
   }
@@ -608,7 +631,7 @@ struct Controller::State {
         refresh_schedulable(id);
       }
       dirty = true;
-      b.events.push_back(event(0, "node_not_ready", "scheduler",
+      b.events.push_back(event(0, EventKind::kNodeNotReady, "scheduler",
                                Json{{"node", name}, {"reason", "reclaimed by its spot pool (interruption notice)"}}));
       b.meta.push_back(node_meta(id));
       for (int64_t jid : std::vector<int64_t>(placed_ids.begin(), placed_ids.end())) {
@@ -712,7 +735,7 @@ struct Controller::State {
     Json detail{{"call", what}, {"role", role_name(who.role)}, {"reason", why}};
     if (budget.suppressed > 0) detail["suppressed"] = std::exchange(budget.suppressed, 0);
     WriteBatch b;
-    b.events.push_back(event(0, "denied", who.user, std::move(detail)));
+    b.events.push_back(event(0, EventKind::kDenied, who.user, std::move(detail)));
     persist(std::move(b));
   }
 
@@ -773,7 +796,7 @@ struct Controller::State {
         if (v.job.state == JobState::kCheckpointing) v.job.move_to = p.move_to;
       }
       else if (p.phase == PreemptPhase::kEvict && placed(v.job.state))
-        requeue(v, "preempted", p.reason + " (checkpoint not finished in time: stopped)", b, false), ++preempted;
+        requeue(v, EventKind::kPreempted, p.reason + " (checkpoint not finished in time: stopped)", b, false), ++preempted;
     }
     for (const MigReconfigDecision& mr : d.reconfigure_mig) {
       if (!cluster.set_mig_layout(mr.gpu, mr.enable_mig, mr.layout).ok()) continue;
@@ -782,7 +805,7 @@ struct Controller::State {
       mig_last_changed[mr.gpu] = t;
       mig_ready.push_back({std::max(mr.ready_at, t), mr.gpu});
       const Node& n = cluster.node(mr.gpu.node);
-      b.events.push_back(event(0, "mig_reconfigured", "scheduler",
+      b.events.push_back(event(0, EventKind::kMigReconfigured, "scheduler",
                                Json{{"node", n.name}, {"gpu", mr.gpu.index}, {"mig", mr.enable_mig}, {"reason", mr.reason}}));
       b.meta.push_back(mig_meta(mr.gpu));
     }
@@ -809,7 +832,7 @@ struct Controller::State {
       r.pending.reset();
       placed_ids.insert(r.id);
       ++started;
-      b.events.push_back(event(r.id, "started", "scheduler",
+      b.events.push_back(event(r.id, EventKind::kStarted, "scheduler",
                                Json{{"attempt", r.attempt}, {"placement", placement_json(r, cluster)}}));
       b.jobs.push_back(row(r));
     }
@@ -847,7 +870,7 @@ struct Controller::State {
       release_stopped(id, nullptr, b);  // its processes are unreachable; the node takes no work now
       refresh_schedulable(id);
       dirty = true;
-      b.events.push_back(event(0, "node_not_ready", "scheduler",
+      b.events.push_back(event(0, EventKind::kNodeNotReady, "scheduler",
                                Json{{"node", cluster.node(id).name},
                                     {"reason", "no heartbeat for " + std::to_string(opt.agent_timeout_ms) + " ms"}}));
       spdlog::warn("event=node_not_ready node={} reason=\"no heartbeat within {} ms\"", cluster.node(id).name, opt.agent_timeout_ms);
@@ -886,11 +909,11 @@ struct Controller::State {
     for (int64_t id : ids) {
       JobRecord& r = jobs.at(id);
       if (r.job.state == JobState::kCheckpointing && r.job.evict_by >= 0 && t >= r.job.evict_by) {
-        requeue(r, "preempted", "checkpoint not acknowledged by its deadline: stopped", b, false);
+        requeue(r, EventKind::kPreempted, "checkpoint not acknowledged by its deadline: stopped", b, false);
       } else if (placed(r.job.state) && r.job.max_runtime > 0 && r.job.started >= 0 &&
                  t >= r.job.started + r.job.max_runtime) {
         finish(r, JobState::kFailed, "timed out: ran for its max_runtime of " + std::to_string(r.job.max_runtime) + " s",
-               b, "scheduler", "timed_out");
+               b, "scheduler", EventKind::kTimedOut);
       }
     }
     if (!b.empty()) persist(std::move(b));
@@ -906,7 +929,7 @@ struct Controller::State {
   bool gpu_down(const Node& n, const Gpu& g) const {
     return g.health != GpuHealth::kHealthy || (opt.agents_required && !node_admin[n.id.value].agent_ready);
   }
-  bool node_reserved(const Node& n) const { return node_admin[n.id.value].state != "ready"; }
+  bool node_reserved(const Node& n) const { return node_admin[n.id.value].state != NodeAdminState::kReady; }
 
   // One sample per utilisation_step_s (at multiples of it), 24 h kept per (model, pool).
   void sample_utilisation(Time t) {

@@ -31,7 +31,7 @@ Result<Json> Controller::create_token(const Principal& who, const std::string& u
     b.tokens.push_back(row);
     Json detail{{"user", user}, {"role", row.role}, {"queue", queue}};
     if (!node.empty()) detail["node"] = node;
-    b.events.push_back(s.event(0, "token_created", who.user, std::move(detail)));
+    b.events.push_back(s.event(0, EventKind::kTokenCreated, who.user, std::move(detail)));
     Controller* self = s.self;
     s.persist(std::move(b), [self, reply, row, token](Status st) {
       if (!st.ok()) {
@@ -69,7 +69,7 @@ Result<Json> Controller::revoke_token(const Principal& who, const std::string& i
     row.revoked = true;
     WriteBatch b;
     b.tokens.push_back(row);
-    b.events.push_back(s.event(0, "token_revoked", who.user, Json{{"id", row.hash.substr(0, 12)}, {"user", row.user}, {"role", row.role}}));
+    b.events.push_back(s.event(0, EventKind::kTokenRevoked, who.user, Json{{"id", row.hash.substr(0, 12)}, {"user", row.user}, {"role", row.role}}));
     Controller* self = s.self;
     s.persist(std::move(b), [self, reply, row](Status st) {
       if (!st.ok()) return reply->set_value(store_failure(st, "the token was not revoked"));

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/job_spec.h"
+#include "server/agent_protocol.h"
 #include "core/cluster.h"
 #include "core/sched/job.h"
 #include "core/sched/queues.h"
@@ -23,7 +24,7 @@ namespace tessera::server {
 
 // One task of the current attempt, as its agent reports it.
 struct TaskRun {
-  std::string state;          // "" (not reported yet), running, succeeded, failed, checkpointed, stopped
+  std::optional<ReportedState> state;  // what its agent last reported; none = not reported yet
   int exit_code = 0;
   int64_t offered_beat = -1;  // the node's heartbeat whose answer first listed it; -1 = not yet
   bool recovered = false;     // loaded after a controller restart and not yet confirmed by its agent
