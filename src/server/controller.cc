@@ -32,83 +32,20 @@ Result<std::unique_ptr<Controller>> Controller::start(config::ClusterConfig cfg,
   s.node_admin.assign(s.cluster.node_count(), NodeAdmin{});
   s.usage_at = s.now();
 
-  // Recovery.
+  // Recovery (controller_recovery.cc): tokens, node states, usage, MIG layouts and jobs from the store.
   auto loaded = store->load();
   if (!loaded.ok()) return loaded.error();
   c->tokens_.load(loaded->tokens);
-  WriteBatch fix;
-  for (const auto& [key, value] : loaded->meta) {
-    Json v = Json::parse(value, nullptr, false);
-    if (v.is_discarded()) continue;
-    if (key.rfind("node/", 0) == 0) {
-      auto id = s.cluster.find_node(key.substr(5));
-      if (!id.ok()) continue;
-      NodeAdmin& na = s.node_admin[id->value];
-      na.state = parse_node_admin_state(v.value("state", "ready"));
-      na.reason = v.value("reason", "");
-      na.interrupted = v.value("interrupted", false);
-      na.reclaimed = v.value("reclaimed", false);
-      na.notice_cordon = v.value("notice_cordon", false);
-      na.reclaim_at = v.value("reclaim_at", int64_t(-1));
-      na.last_notice = v.value("last_notice", int64_t(-1));
-    } else if (key.rfind("usage/", 0) == 0) {
-      auto q = s.tree->find(key.substr(6));
-      if (!q.ok()) continue;
-      if (s.usage.size() != s.tree->size()) s.usage.assign(s.tree->size(), 0.0);
-      // Decayed over the time the controller was down (nothing ran that it knows of).
-      s.usage[q->value] = decay_usage(v.value("usage", 0.0), 0.0, std::max<int64_t>(0, s.now() - v.value("at", s.now())),
-                                      s.config.scheduler.usage_half_life);
-    } else if (key.rfind("mig/", 0) == 0) {
-      const std::string rest = key.substr(4);
-      const auto slash = rest.rfind('/');
-      auto id = s.cluster.find_node(rest.substr(0, slash));
-      if (!id.ok()) continue;
-      const GpuRef g{*id, uint16_t(std::stoi(rest.substr(slash + 1)))};
-      if (g.index >= s.cluster.node(*id).gpus.size()) continue;
-      std::vector<MigInstance> layout;
-      const GpuModel* model = s.cluster.node(*id).gpus[g.index].model;
-      for (const Json& m : v.value("layout", Json::array())) {
-        const MigProfile* p = model->find_profile_id(m.value("profile", -1));
-        if (p) layout.push_back(MigInstance{p->id, uint8_t(m.value("start", 0)), uint8_t(p->memory_slices), false});
-      }
-      (void)s.cluster.set_mig_layout(g, v.value("enabled", false), layout);
-    }
+  Result<WriteBatch> fix = WriteBatch{};
+  try {
+    fix = recover(s, *loaded);
+  } catch (const std::exception& e) {  // a stored value of an unexpected type: refuse to start, say which
+    return internal_error(std::string("store: cannot load its contents (") + e.what() +
+                          "); restore a backup with `tessera admin restore BACKUP --data DIR --force`");
   }
-  for (uint32_t i = 0; i < s.cluster.node_count(); ++i) s.refresh_schedulable(NodeId{i});
-  for (const JobRow& row : loaded->jobs) {
-    auto rec = record_from_json(Json::parse(row.record, nullptr, false), *s.tree, s.cluster);
-    if (!rec.ok()) return internal_error("store: job " + std::to_string(row.id) + ": " + rec.error().message);
-    JobRecord r = std::move(*rec);
-    s.next_id = std::max(s.next_id, r.id + 1);
-    if (!r.idempotency_key.empty()) s.by_idempotency_key[{r.job.user, r.idempotency_key}] = r.id;
-    if (placed(r.job.state)) {
-      // Recreate MIG instances the placement holds, then hold its resources again.
-      std::vector<TaskPlacement> ps = r.job.placement;
-      for (TaskPlacement& p : ps)
-        for (GpuGrant& g : p.gpus) {
-          if (g.kind != GrantKind::kMig) continue;
-          const Gpu& gpu = s.cluster.node(p.node).gpus[g.gpu];
-          bool exists = false;
-          for (const MigInstance& m : gpu.mig.instances()) exists = exists || (m.start == g.mig_start && m.profile_id == g.mig_profile);
-          g.mig_create = !exists;
-        }
-      if (s.cluster.apply_all(ps).ok()) {
-        r.tasks.assign(r.job.placement.size(), TaskRun{});
-        for (TaskRun& tr : r.tasks) tr.recovered = true;
-      } else {
-        r.job.placement.clear();
-        r.job.state = JobState::kPending;
-        fix.events.push_back(s.event(r.id, EventKind::kRequeued, "controller",
-                                     Json{{"reason", "its placement no longer fits the configured cluster after restart"}}));
-        fix.jobs.push_back(s.row(r));
-      }
-    }
-    if (active(r.job.state)) s.active_ids.insert(r.id);
-    if (placed(r.job.state)) s.placed_ids.insert(r.id);
-    s.jobs.insert(std::move(r));
-  }
-  if (!fix.empty()) {
-    if (Status w = store->write_sync(std::move(fix)); !w.ok()) return w.error();
+  if (!fix.ok()) return fix.error();
+  if (!fix->empty()) {
+    if (Status w = store->write_sync(std::move(*fix)); !w.ok()) return w.error();
   }
 
   c->state_ = std::move(st);

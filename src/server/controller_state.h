@@ -1,9 +1,13 @@
-// The controller's state and its helpers, shared by the files that implement Controller
-// (controller.cc: start, threads, reload, health; controller_jobs.cc: the job API;
-// controller_nodes.cc: nodes and utilisation; controller_agents.cc: the agent protocol;
-// controller_tokens.cc: tokens and the event log). Internal to src/server: nothing outside the
-// controller's own files includes it. Controller::State is owned by the state thread (controller.h
-// says how the threads hand work over); answer()/call() are the one way in.
+// The controller's state and its helpers, shared by the files that implement Controller and its
+// State: controller.cc (start, threads, reload, health), controller_jobs.cc (the job API),
+// controller_nodes.cc (nodes, utilisation), controller_agents.cc (the agent protocol),
+// controller_tokens.cc (tokens, the event log), controller_recovery.cc (loading the store at start),
+// and State's own parts: controller_lifecycle.cc
+// (release, finish, requeue, lose, checkpoint requests), controller_spot.cc (spot saves, notices,
+// reclaims), controller_cycle.cc (the cycle's input and decisions, ticks, agent liveness, usage) and
+// controller_metrics.cc (gauges). Internal to src/server: nothing outside these files includes it.
+// Controller::State is owned by the state thread (controller.h says how the threads hand work over);
+// answer()/call() are the one way in.
 #pragma once
 
 #include "server/controller.h"
@@ -333,127 +337,25 @@ struct Controller::State {
   // Gives a job's resources back. With agents, a task whose process may still run (its agent last
   // reported it running, or was sent it) keeps its GPUs until the agent reports it gone: the next
   // job must not start on a GPU whose memory a stopping process still holds.
-  void release(JobRecord& r) {
-    for (size_t t = 0; t < r.job.placement.size(); ++t) {
-      const TaskPlacement& p = r.job.placement[t];
-      const TaskRun* tr = t < r.tasks.size() ? &r.tasks[t] : nullptr;
-      const bool may_run = tr && (tr->state == ReportedState::kRunning || tr->recovered || (!tr->state && tr->offered_beat >= 0));
-      if (opt.agents_required && may_run && node_admin[p.node.value].agent_ready) {
-        stopping_tasks.push_back(StoppingTask{r.id, r.attempt, int(t), p});
-        continue;
-      }
-      Status s = cluster.release(p);
-      assert(s.ok());
-      (void)s;
-    }
-    r.job.placement.clear();
-    r.tasks.clear();
-  }
+  void release(JobRecord& r);
 
   // Frees the GPUs of stopping tasks on `node` that `still_running` does not hold (all when null).
-  void release_stopped(NodeId node, const std::set<std::tuple<int64_t, int64_t, int>>* still_running, WriteBatch& b) {
-    bool freed = false;
-    for (auto it = stopping_tasks.begin(); it != stopping_tasks.end();) {
-      if (it->placement.node == node && (!still_running || !still_running->count({it->job, it->attempt, it->task}))) {
-        Status st = cluster.release(it->placement);
-        assert(st.ok());
-        (void)st;
-        it = stopping_tasks.erase(it);
-        freed = true;
-      } else {
-        ++it;
-      }
-    }
-    if (freed) {
-      dirty = true;
-      after_release(b);
-    }
-  }
+  void release_stopped(NodeId node, const std::set<std::tuple<int64_t, int64_t, int>>* still_running, WriteBatch& b);
 
   // Ends a placed or pending job for good.
   void finish(JobRecord& r, JobState final_state, const std::string& reason, WriteBatch& b, const std::string& actor,
-              EventKind kind, Json detail = Json::object()) {
-    const Time t = now();
-    if (placed(r.job.state)) {
-      if (final_state == JobState::kSucceeded && r.job.started >= 0)
-        runtimes.record(r.job.user, r.job.name, t - r.job.started);
-      release(r);
-    }
-    r.job.state = final_state;
-    r.finished = t;
-    r.end_reason = reason;
-    m.finished->inc({job_state_name(final_state), r.queue_name});
-    active_ids.erase(r.id);
-    placed_ids.erase(r.id);
-    r.pending.reset();
-    detail["reason"] = reason;
-    add_utilisation(r, detail);
-    b.events.push_back(event(r.id, kind, actor, detail));
-    b.jobs.push_back(row(r));
-    dirty = true;
-    after_release(b);
-  }
+              EventKind kind, Json detail = Json::object());
 
   // The attempt's mean measured GPU utilisation (for accounting), when agents reported any.
-  static void add_utilisation(JobRecord& r, Json& detail) {
-    if (r.util_sampled > 0) detail["gpu_util_pct"] = double(r.util_weighted) / double(r.util_sampled);
-    r.util_weighted = r.util_sampled = 0;
-  }
+  static void add_utilisation(JobRecord& r, Json& detail);
 
   // Back to pending (preempted, drained, lost): the job keeps its id and place in the order.
   void requeue(JobRecord& r, EventKind kind, const std::string& reason, WriteBatch& b, bool checkpointed,
-               Json extra = Json::object()) {
-    const Time t = now();
-    if (kind == EventKind::kPreempted) {
-      m.preemptions->inc();
-      m.preempted_gpu_hours->inc({}, attempt_gpu_hours(r, t));
-    } else if (kind == EventKind::kLost) {
-      m.losses->inc();
-      m.lost_gpu_hours->inc({}, attempt_gpu_hours(r, t));
-    }
-    if (r.job.started >= 0) r.job.attained_gpu_s += gpu_milli(r) / 1000 * std::max<Time>(0, t - r.job.started);
-    release(r);
-    placed_ids.erase(r.id);
-    r.job.state = JobState::kPending;
-    r.job.evict_by = -1;
-    r.master_port = 0;
-    r.job.last_preempted = t;
-    ++r.job.preemptions;
-    if (checkpointed) r.job.checkpoint.last = t;
-    Json detail{{"reason", reason}, {"checkpointed", checkpointed}};
-    detail.update(extra);
-    add_utilisation(r, detail);
-    b.events.push_back(event(r.id, kind, "scheduler", detail));
-    b.events.push_back(event(r.id, EventKind::kRequeued, "scheduler"));
-    b.jobs.push_back(row(r));
-    dirty = true;
-    after_release(b);
-  }
+               Json extra = Json::object());
 
   // A placed job lost a task to its node (agent gone, task vanished): requeued by its restart policy
   // (resuming from its last acknowledged checkpoint) after a backoff, or failed past max_restarts.
-  void lose(JobRecord& r, const std::string& reason, WriteBatch& b) {
-    if (!placed(r.job.state)) return;
-    const config::RestartPolicy& rp = r.spec.restart;
-    if (r.restarts >= rp.max_restarts) {
-      m.losses->inc();
-      m.lost_gpu_hours->inc({}, attempt_gpu_hours(r, now()));
-      finish(r, JobState::kFailed,
-             reason + "; no restarts left (restart.max_restarts is " + std::to_string(rp.max_restarts) + ")", b,
-             "scheduler", EventKind::kFailed, Json{{"restarts", r.restarts}});
-      return;
-    }
-    ++r.restarts;
-    r.job.move_to.clear();
-    const int64_t backoff = std::min<int64_t>(3600, rp.backoff << std::min(r.restarts - 1, 12));
-    r.not_before = now() + backoff;
-    r.end_reason = reason;
-    r.pending.reset();
-    requeue(r, EventKind::kLost, reason + " (restart " + std::to_string(r.restarts) + " of " + std::to_string(rp.max_restarts) +
-                           " in " + std::to_string(backoff) + " s" +
-                           (r.resume_from.empty() ? "" : ", from checkpoint " + r.resume_from) + ")",
-            b, false);
-  }
+  void lose(JobRecord& r, const std::string& reason, WriteBatch& b);
 
   // GPU-hours the current attempt of a placed job has held until t.
   static double attempt_gpu_hours(const JobRecord& r, Time t) {
@@ -469,33 +371,10 @@ struct Controller::State {
   }
 
   // Asks a running job to checkpoint and stop (or stops it now if it cannot checkpoint).
-  void request_checkpoint(JobRecord& r, Time evict_by, const std::string& reason, WriteBatch& b) {
-    if (r.job.state != JobState::kRunning) return;
-    if (r.spec.checkpoint.interval <= 0) {
-      requeue(r, EventKind::kPreempted, reason + " (the job does not checkpoint: stopped now)", b, false);
-      return;
-    }
-    r.job.state = JobState::kCheckpointing;
-    r.job.evict_by = evict_by;
-    b.events.push_back(event(r.id, EventKind::kCheckpointRequested, "scheduler", Json{{"reason", reason}, {"evict_by", evict_by}}));
-    b.jobs.push_back(row(r));
-  }
+  void request_checkpoint(JobRecord& r, Time evict_by, const std::string& reason, WriteBatch& b);
 
   // A draining node with nothing left on it becomes drained.
-  void after_release(WriteBatch& b) {
-    for (size_t i = 0; i < node_admin.size(); ++i) {
-      NodeAdmin& na = node_admin[i];
-      if (na.state != NodeAdminState::kDraining) continue;
-      const Node& n = cluster.node(NodeId(uint32_t(i)));
-      bool busy = n.cpu_used.v > 0 || n.memory_used.v > 0;
-      for (const Gpu& g : n.gpus) busy = busy || g.whole_held || g.share_count > 0;
-      if (!busy) {
-        na.state = NodeAdminState::kDrained;
-        b.events.push_back(event(0, EventKind::kNodeDrained, "scheduler", Json{{"node", n.name}, {"reason", na.reason}}));
-        b.meta.push_back(node_meta(NodeId(uint32_t(i))));
-      }
-    }
-  }
+  void after_release(WriteBatch& b);
 
   std::pair<std::string, std::string> node_meta(NodeId id) const {
     const NodeAdmin& na = node_admin[id.value];
@@ -509,142 +388,23 @@ struct Controller::State {
 
   // The job's checkpoint cost in seconds (rounded up): measured, else its spec's grace (an upper
   // estimate), else 60. `measured` says which.
-  static int64_t checkpoint_cost_s(const JobRecord& r, bool* measured = nullptr) {
-    if (measured) *measured = r.checkpoint_cost_ms >= 0;
-    if (r.checkpoint_cost_ms >= 0) return std::max<int64_t>(1, (r.checkpoint_cost_ms + 999) / 1000);
-    return r.spec.checkpoint.grace > 0 ? r.spec.checkpoint.grace : 60;
-  }
+  static int64_t checkpoint_cost_s(const JobRecord& r, bool* measured = nullptr);
 
   // How often the agent asks a running job on interrupted spot nodes to save (Young's rule per spot
   // pool it spans, the shortest); 0 = not on such nodes or the job does not checkpoint.
-  int64_t spot_save_interval(const JobRecord& r) const {
-    if (r.job.state != JobState::kRunning || r.spec.checkpoint.interval <= 0) return 0;
-    std::map<uint32_t, std::set<uint32_t>> nodes_by_pool;
-    for (const TaskPlacement& p : r.job.placement) {
-      const Pool& pool = cluster.pool(cluster.node(p.node).pool);
-      if (pool.kind == PoolKind::kSpot && pool.interruptions_per_million_hours > 0)
-        nodes_by_pool[pool.id.value].insert(p.node.value);
-    }
-    int64_t best = 0;
-    for (const auto& [pid, nodes] : nodes_by_pool) {
-      const int64_t iv = spot_checkpoint_interval(cluster.pool(PoolId(pid)), checkpoint_cost_s(r), int(nodes.size()),
-                                                  r.spec.checkpoint.interval);
-      if (iv > 0) best = best > 0 ? std::min(best, iv) : iv;
-    }
-    return best;
-  }
+  int64_t spot_save_interval(const JobRecord& r) const;
 
   // A spot interruption notice for node `id` (reclaimed at `reclaim_at`): cordons it and, per job
   // with a task there, counts the interruption and either asks for a checkpoint by reclaim_at (when
   // its checkpoint fits in the notice) or requeues it from its last checkpoint. Returns what
   // happened to each job; empty and `handled` false when this notice was already handled.
-  Json interrupt(NodeId id, Time reclaim_at, const std::string& actor, WriteBatch& b, bool* handled) {
-    NodeAdmin& na = node_admin[id.value];
-    Json out = Json::array();
-    *handled = false;
-    if ((na.interrupted && !na.reclaimed) || na.last_notice == reclaim_at) return out;
-    *handled = true;
-    const Time t = now();
-    const int64_t notice = std::max<int64_t>(0, reclaim_at - t);
-    const std::string& name = cluster.node(id).name;
-    na.interrupted = true;
-    na.reclaimed = false;
-    na.reclaim_at = na.last_notice = reclaim_at;
-    if (na.state == NodeAdminState::kReady) {  // an admin's cordon or drain stays as it is
-      na.state = NodeAdminState::kCordoned;
-      na.reason = "spot interruption: reclaimed at " + std::to_string(reclaim_at) + " (" + std::to_string(notice) + " s notice)";
-      na.notice_cordon = true;
-      b.events.push_back(event(0, EventKind::kNodeCordon, actor, Json{{"node", name}, {"reason", na.reason}}));
-    }
-    refresh_schedulable(id);
-    dirty = true;
-    b.events.push_back(event(0, EventKind::kNodeInterruptionNotice, actor,
-                             Json{{"node", name}, {"reclaim_at", reclaim_at}, {"notice_s", notice}}));
-    b.meta.push_back(node_meta(id));
-    spdlog::warn("event=spot_interruption node={} reclaim_at={} notice_s={} by={}", name, reclaim_at, notice, actor);
-    const int max_int = config.scheduler.pool_rules.spot_max_interruptions;
-    const std::string ns = std::to_string(notice) + " s notice";
-    for (int64_t jid : std::vector<int64_t>(placed_ids.begin(), placed_ids.end())) {
-      JobRecord& r = jobs.at(jid);
-      bool here = false;
-      for (const TaskPlacement& p : r.job.placement) here = here || p.node == id;
-      if (!here) continue;
-      ++r.job.spot_interruptions;
-      bool measured = false;
-      const int64_t cost = checkpoint_cost_s(r, &measured);
-      const std::string from = r.resume_from.empty() ? "no checkpoint yet: it starts over"
-                                                     : "resuming from the last periodic checkpoint at " + r.resume_from;
-      std::string path, why;
-      if (r.job.state == JobState::kCheckpointing) {
-        path = "checkpoint";
-        why = "already checkpointing; it must finish by the reclaim at " + std::to_string(reclaim_at);
-        if (r.job.evict_by < 0 || r.job.evict_by > reclaim_at) r.job.evict_by = reclaim_at;
-      } else if (r.spec.checkpoint.interval <= 0) {
-        path = "requeue";
-        why = "the job does not checkpoint: stopped now, " + from;
-      } else if (cost <= notice) {
-        path = "checkpoint";
-        why = "checkpoint fits in the " + ns + " (takes ~" + std::to_string(cost) + " s, " +
-              (measured ? "measured" : "its checkpoint.grace") + ")";
-      } else {
-        path = "requeue";
-        why = "checkpoint takes ~" + std::to_string(cost) + " s (" + (measured ? "measured" : "its checkpoint.grace") +
-              "), more than the " + ns + ": " + from;
-      }
-      Json d{{"node", name}, {"path", path}, {"reason", why}, {"interruptions", r.job.spot_interruptions},
-             {"reclaim_at", reclaim_at}};
-      out.push_back(Json{{"job", r.id}, {"path", path}, {"reason", why}});
-      m.spot_interruptions->inc({pool_name(cluster.node(id)), path});
-      const std::string text = "spot interruption of node " + name + ": " + why;
-      b.events.push_back(event(r.id, EventKind::kSpotInterrupted, actor, d));
-      if (path == "requeue") {
-        // A preemption by the provider (metrics, chargeback's preempted hours).
-        requeue(r, EventKind::kPreempted, text, b, false, Json{{"spot_interruption", true}});
-      } else {
-        if (r.job.state == JobState::kRunning)
-          request_checkpoint(r, reclaim_at, text, b);
-        else
-          b.jobs.push_back(row(r));
-      }
-      if (max_int > 0 && r.job.spot_interruptions == max_int)
-        b.events.push_back(event(r.id, EventKind::kSpotAvoided, "scheduler", Json{{"reason", spot_avoid_text(r.job.spot_interruptions)}}));
-    }
-    return out;
-  }
+  Json interrupt(NodeId id, Time reclaim_at, const std::string& actor, WriteBatch& b, bool* handled);
 
-  static std::string spot_avoid_text(int n) {
-    return "interrupted " + std::to_string(n) + (n == 1 ? " time" : " times") + " on spot: now prefers other pools";
-  }
+  static std::string spot_avoid_text(int n);
 
   // At its reclaim time an interrupted node is gone: NotReady (with agents) until its agent
   // registers again; jobs still running there are lost (checkpointing ones hit their deadline).
-  void reclaim_due(WriteBatch& b, Time t) {
-    for (size_t i = 0; i < node_admin.size(); ++i) {
-      NodeAdmin& na = node_admin[i];
-      if (!na.interrupted || na.reclaimed || na.reclaim_at < 0 || t < na.reclaim_at) continue;
-      const NodeId id{uint32_t(i)};
-      const std::string& name = cluster.node(id).name;
-      na.reclaimed = true;
-      if (opt.agents_required && na.agent_ready) {
-        na.agent_ready = false;
-        release_stopped(id, nullptr, b);
-        refresh_schedulable(id);
-      }
-      dirty = true;
-      b.events.push_back(event(0, EventKind::kNodeNotReady, "scheduler",
-                               Json{{"node", name}, {"reason", "reclaimed by its spot pool (interruption notice)"}}));
-      b.meta.push_back(node_meta(id));
-      for (int64_t jid : std::vector<int64_t>(placed_ids.begin(), placed_ids.end())) {
-        JobRecord& r = jobs.at(jid);
-        if (r.job.state != JobState::kRunning) continue;
-        for (const TaskPlacement& p : r.job.placement)
-          if (p.node == id) {
-            lose(r, "node " + name + " was reclaimed by its spot pool", b);
-            break;
-          }
-      }
-    }
-  }
+  void reclaim_due(WriteBatch& b, Time t);
 
   // The job, or nullptr after answering 404.
   JobRecord* find_or_reply(int64_t id, const Reply& reply) {
@@ -741,183 +501,20 @@ struct Controller::State {
 
   // ---- the cycle ---------------------------------------------------------------------------------
 
-  void update_usage(Time t) {
-    if (usage.size() != tree->size()) usage.assign(tree->size(), 0.0);
-    const int64_t cap = std::max<int64_t>(1, cluster.total_gpus() * 1000);
-    std::vector<int64_t> alloc(tree->size(), 0);
-    for (int64_t id : placed_ids) {
-      const JobRecord& r = jobs.at(id);
-      alloc[r.job.queue.value] += gpu_milli(r);
-    }
-    for (size_t q = 0; q < tree->size(); ++q)
-      usage[q] = decay_usage(usage[q], double(alloc[q]) / double(cap), t - usage_at, config.scheduler.usage_half_life);
-    usage_at = t;
-  }
+  void update_usage(Time t);
 
-  CycleInput cycle_input_now() {
-    const Time t = now();
-    update_usage(t);
-    if (t - usage_saved_at >= 60) {  // fair-share history survives restarts (to the last minute)
-      usage_saved_at = t;
-      WriteBatch b;
-      for (const Queue& q : tree->queues()) b.meta.push_back({"usage/" + q.name, Json{{"usage", usage[q.id.value]}, {"at", t}}.dump()});
-      persist(std::move(b));
-    }
-    CycleInput in{scheduler, tree, cluster, {}, {}, mig_last_changed, runtimes, t, config_generation};
-    in.jobs.reserve(active_ids.size());
-    for (int64_t id : active_ids) {
-      const JobRecord& r = jobs.at(id);
-      if (r.job.state == JobState::kPending && r.not_before > t) continue;  // restart backoff
-      Job j = r.job;
-      if (placed(j.state) && j.started >= 0) j.attained_gpu_s += gpu_milli(jobs.at(id)) / 1000 * (t - j.started);
-      in.jobs.push_back(std::move(j));
-    }
-    in.history.resize(tree->size());
-    for (size_t q = 0; q < tree->size(); ++q) in.history[q].decayed_usage = usage[q];
-    return in;
-  }
+  CycleInput cycle_input_now();
 
-  void apply(const Decisions& d, uint64_t generation) {
-    if (generation != config_generation) {  // config reloaded meanwhile: the next cycle decides
-      m.cycle_decisions->observe({}, 0);
-      return;
-    }
-    const Time t = now();
-    WriteBatch b;
-    int64_t preempted = 0, reconfigured = 0, started = 0;
-    for (const PreemptDecision& p : d.preempt) {
-      JobRecord* vp = jobs.find(int64_t(p.victim.value));
-      if (!vp) continue;
-      JobRecord& v = *vp;
-      if (p.phase == PreemptPhase::kRequestCheckpoint && v.job.state == JobState::kRunning) {
-        request_checkpoint(v, p.evict_by, p.reason, b), ++preempted;
-        // A defragmenting move: the scheduler holds these GPUs while it checkpoints and restarts it
-        // there in the next cycle (kept in memory only: after a restart it is placed like any job).
-        if (v.job.state == JobState::kCheckpointing) v.job.move_to = p.move_to;
-      }
-      else if (p.phase == PreemptPhase::kEvict && placed(v.job.state))
-        requeue(v, EventKind::kPreempted, p.reason + " (checkpoint not finished in time: stopped)", b, false), ++preempted;
-    }
-    for (const MigReconfigDecision& mr : d.reconfigure_mig) {
-      if (!cluster.set_mig_layout(mr.gpu, mr.enable_mig, mr.layout).ok()) continue;
-      ++reconfigured;
-      (void)cluster.set_health(mr.gpu, GpuHealth::kReconfiguring);
-      mig_last_changed[mr.gpu] = t;
-      mig_ready.push_back({std::max(mr.ready_at, t), mr.gpu});
-      const Node& n = cluster.node(mr.gpu.node);
-      b.events.push_back(event(0, EventKind::kMigReconfigured, "scheduler",
-                               Json{{"node", n.name}, {"gpu", mr.gpu.index}, {"mig", mr.enable_mig}, {"reason", mr.reason}}));
-      b.meta.push_back(mig_meta(mr.gpu));
-    }
-    for (const StartDecision& s : d.start) {
-      JobRecord* rp = jobs.find(int64_t(s.job.value));
-      if (!rp || rp->job.state != JobState::kPending) continue;
-      bool nodes_ok = true;
-      for (const TaskPlacement& p : s.placement) nodes_ok = nodes_ok && node_usable(p.node);
-      if (!nodes_ok || !cluster.apply_all(s.placement).ok()) continue;  // changed since the snapshot
-      JobRecord& r = *rp;
-      r.job.move_to.clear();
-      for (TaskPlacement p : s.placement) {
-        for (GpuGrant& g : p.gpus) g.mig_create = false, g.mig_destroy = 0;  // the instances now exist
-        r.job.placement.push_back(std::move(p));
-      }
-      r.job.state = JobState::kRunning;
-      r.job.started = t;
-      ++r.attempt;
-      r.not_before = -1;
-      r.master_port = 0;
-      r.last_nodes.clear();
-      for (const TaskPlacement& p : r.job.placement) r.last_nodes.push_back(cluster.node(p.node).name);
-      r.tasks.assign(r.job.placement.size(), TaskRun{});
-      r.pending.reset();
-      placed_ids.insert(r.id);
-      ++started;
-      b.events.push_back(event(r.id, EventKind::kStarted, "scheduler",
-                               Json{{"attempt", r.attempt}, {"placement", placement_json(r, cluster)}}));
-      b.jobs.push_back(row(r));
-    }
-    for (const PendingInfo& p : d.pending) {
-      JobRecord* r = jobs.find(int64_t(p.job.value));
-      if (r && r->job.state == JobState::kPending) {
-        r->pending = p;
-        r->job.move_to.clear();  // a moved job gets one cycle to restart on its held GPUs
-      }
-    }
-    m.decisions->inc({"start"}, double(started));
-    m.decisions->inc({"preempt"}, double(preempted));
-    m.decisions->inc({"mig"}, double(reconfigured));
-    m.cycle_decisions->observe({}, double(started + preempted + reconfigured));
-    if (!b.empty()) persist(std::move(b));
-  }
+  void apply(const Decisions& d, uint64_t generation);
 
-  std::pair<std::string, std::string> mig_meta(GpuRef g) const {
-    const Node& n = cluster.node(g.node);
-    const Gpu& gpu = n.gpus[g.index];
-    Json layout = Json::array();
-    for (const MigInstance& m : gpu.mig.instances()) layout.push_back(Json{{"profile", m.profile_id}, {"start", m.start}});
-    return {"mig/" + n.name + "/" + std::to_string(g.index), Json{{"enabled", gpu.mig_enabled}, {"layout", layout}}.dump()};
-  }
+  std::pair<std::string, std::string> mig_meta(GpuRef g) const;
 
   // Agents silent for agent_timeout make their nodes NotReady; jobs with a task on a node that is not
   // ready (after a restart: that has not registered within agent_timeout) are lost.
-  void check_agents(WriteBatch& b, Clock::time_point wall) {
-    const auto timeout = std::chrono::milliseconds(opt.agent_timeout_ms);
-    for (size_t i = 0; i < node_admin.size(); ++i) {
-      NodeAdmin& na = node_admin[i];
-      if (!na.agent_ready || wall - na.last_beat < timeout) continue;
-      na.agent_ready = false;
-      const NodeId id{uint32_t(i)};
-      release_stopped(id, nullptr, b);  // its processes are unreachable; the node takes no work now
-      refresh_schedulable(id);
-      dirty = true;
-      b.events.push_back(event(0, EventKind::kNodeNotReady, "scheduler",
-                               Json{{"node", cluster.node(id).name},
-                                    {"reason", "no heartbeat for " + std::to_string(opt.agent_timeout_ms) + " ms"}}));
-      spdlog::warn("event=node_not_ready node={} reason=\"no heartbeat within {} ms\"", cluster.node(id).name, opt.agent_timeout_ms);
-    }
-    if (wall - started_at < timeout) return;  // after a restart, agents get one timeout to register
-    for (int64_t id : std::vector<int64_t>(placed_ids.begin(), placed_ids.end())) {
-      JobRecord& r = jobs.at(id);
-      for (const TaskPlacement& p : r.job.placement) {
-        if (node_admin[p.node.value].agent_ready) continue;
-        lose(r, "node " + cluster.node(p.node).name + " is not ready (its agent stopped reporting)", b);
-        break;
-      }
-    }
-  }
+  void check_agents(WriteBatch& b, Clock::time_point wall);
 
   // Time-driven work: MIG layouts ready, checkpoint deadlines, time limits.
-  void tick() {
-    const Time t = now();
-    sample_utilisation(t);  // cheap unless a step began
-    const auto wall = Clock::now();
-    if (wall < next_tick) return;
-    next_tick = wall + std::chrono::milliseconds(100);
-    WriteBatch b;
-    for (auto it = mig_ready.begin(); it != mig_ready.end();) {
-      if (!opt.agents_required && it->first <= t) {  // with agents: when the agent reports the layout
-        (void)cluster.set_health(it->second, GpuHealth::kHealthy);
-        dirty = true;
-        it = mig_ready.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    if (opt.agents_required) check_agents(b, opt.steady_clock());
-    reclaim_due(b, t);
-    std::vector<int64_t> ids(placed_ids.begin(), placed_ids.end());
-    for (int64_t id : ids) {
-      JobRecord& r = jobs.at(id);
-      if (r.job.state == JobState::kCheckpointing && r.job.evict_by >= 0 && t >= r.job.evict_by) {
-        requeue(r, EventKind::kPreempted, "checkpoint not acknowledged by its deadline: stopped", b, false);
-      } else if (placed(r.job.state) && r.job.max_runtime > 0 && r.job.started >= 0 &&
-                 t >= r.job.started + r.job.max_runtime) {
-        finish(r, JobState::kFailed, "timed out: ran for its max_runtime of " + std::to_string(r.job.max_runtime) + " s",
-               b, "scheduler", EventKind::kTimedOut);
-      }
-    }
-    if (!b.empty()) persist(std::move(b));
-  }
+  void tick();
 
   // ---- metrics and utilisation ------------------------------------------------------------------
 
@@ -932,166 +529,17 @@ struct Controller::State {
   bool node_reserved(const Node& n) const { return node_admin[n.id.value].state != NodeAdminState::kReady; }
 
   // One sample per utilisation_step_s (at multiples of it), 24 h kept per (model, pool).
-  void sample_utilisation(Time t) {
-    const int64_t step = std::max<int64_t>(1, opt.utilisation_step_s);
-    const Time at = t - (((t % step) + step) % step);
-    if (at <= util_last) return;
-    util_last = at;
-    struct Acc {
-      int64_t total = 0, allocated = 0, used = 0, known = 0;
-    };
-    std::map<std::pair<std::string, std::string>, Acc> acc;
-    for (const Node& n : cluster.nodes()) {
-      const NodeAdmin& na = node_admin[n.id.value];
-      for (const Gpu& g : n.gpus) {
-        Acc& a = acc[{g.model->name, pool_name(n)}];
-        if (!gpu_down(n, g)) a.total += 1000;
-        const int64_t alloc = gpu_allocated_milli(g);
-        a.allocated += alloc;
-        if (alloc == 0 || g.index >= na.gpu_stats.size() || na.gpu_stats[g.index].utilization_pct < 0) continue;
-        const int64_t pct = std::clamp<int64_t>(na.gpu_stats[g.index].utilization_pct, 0, 100);
-        a.used += alloc * pct / 100;
-        a.known += alloc;
-      }
-    }
-    const size_t keep = size_t(std::max<int64_t>(1, 86400 / step));
-    for (const auto& [key, a] : acc) {
-      UtilSeries& sr = util[key];
-      sr.total_milli = a.total;
-      sr.points.push_back(UtilPoint{at, a.allocated, a.known > 0 || a.allocated == 0 ? a.used : -1});
-      while (sr.points.size() > keep || sr.points.front().t <= at - 86400) sr.points.pop_front();
-    }
-  }
+  void sample_utilisation(Time t);
 
-  static metrics::Family gauge_family(const char* name, const char* help, std::vector<std::string> labels) {
-    auto f = metrics::make_family(name, help, metrics::Type::kGauge, std::move(labels));
-    if (!f.ok()) {  // the names are constants: a programming error (the metrics tests render them all)
-      spdlog::critical("metrics: {}", f.error().message);
-      std::abort();
-    }
-    return std::move(*f);
-  }
+  static metrics::Family gauge_family(const char* name, const char* help, std::vector<std::string> labels);
 
   // The gauges, computed from the state now.
-  std::vector<metrics::Family> gauges() const {
-    std::vector<metrics::Family> out;
-    const Time t = now();
-
-    metrics::Family build = gauge_family("tessera_build_info", "The running build; the value is always 1.", {"version"});
-    build.values[{"0.1.0"}] = 1;
-    out.push_back(std::move(build));
-
-    // Jobs.
-    metrics::Family jobs_f = gauge_family(
-        "tessera_jobs", "Active jobs by state (pending, running, checkpointing) and leaf queue.", {"state", "queue"});
-    metrics::Family pend_f = gauge_family(
-        "tessera_jobs_pending", "Pending jobs by leaf queue and reason category (docs/metrics.md).", {"queue", "reason"});
-    static const char* const kCategories[] = {"backoff",   "capacity", "mig_reconfiguring", "new", "other",
-                                              "preempting", "priority", "quota",             "topology"};
-    for (const Queue& q : tree->queues()) {
-      if (!q.leaf()) continue;
-      for (JobState st : {JobState::kPending, JobState::kRunning, JobState::kCheckpointing})
-        jobs_f.values[{job_state_name(st), q.name}] = 0;
-      for (const char* c : kCategories) pend_f.values[{q.name, c}] = 0;
-    }
-    for (int64_t id : active_ids) {
-      const JobRecord& r = jobs.at(id);
-      jobs_f.values[{job_state_name(r.job.state), r.queue_name}] += 1;
-      if (r.job.state != JobState::kPending) continue;
-      const char* cat = r.not_before > t ? "backoff" : r.pending ? pending_reason_category(r.pending->reason) : "new";
-      pend_f.values[{r.queue_name, cat}] += 1;
-    }
-    out.push_back(std::move(jobs_f));
-    out.push_back(std::move(pend_f));
-
-    // GPUs and MIG instances.
-    metrics::Family gpus_f = gauge_family(
-        "tessera_gpus", "GPUs by model, pool and state (allocated, idle, down, reserved), in GPUs (milli-GPU / 1000).",
-        {"model", "pool", "state"});
-    metrics::Family mig_f = gauge_family(
-        "tessera_mig_slices", "MIG instances by GPU model, profile and state (in_use, free = created and idle).",
-        {"model", "profile", "state"});
-    std::map<metrics::LabelValues, int64_t> gpu_milli_by;
-    for (const Node& n : cluster.nodes()) {
-      for (const Gpu& g : n.gpus) {
-        const std::string& model = g.model->name;
-        const std::string pool = pool_name(n);
-        for (const char* st : {"allocated", "down", "idle", "reserved"}) gpu_milli_by[{model, pool, st}] += 0;
-        const int64_t alloc = gpu_allocated_milli(g);
-        gpu_milli_by[{model, pool, "allocated"}] += alloc;
-        gpu_milli_by[{model, pool, gpu_down(n, g) ? "down" : node_reserved(n) ? "reserved" : "idle"}] += 1000 - alloc;
-        for (const MigInstance& mi : g.mig.instances()) {
-          const MigProfile* p = g.model->find_profile_id(mi.profile_id);
-          const std::string profile = p ? p->name : std::to_string(mi.profile_id);
-          mig_f.values[{model, profile, "free"}] += mi.in_use ? 0 : 1;
-          mig_f.values[{model, profile, "in_use"}] += mi.in_use ? 1 : 0;
-        }
-      }
-    }
-    for (const auto& [labels, milli] : gpu_milli_by) gpus_f.values[labels] = double(milli) / 1000.0;
-    out.push_back(std::move(gpus_f));
-    out.push_back(std::move(mig_f));
-
-    // Queues: used (over the subtree), guarantee, limit, borrowed, per GPU class.
-    metrics::Family q_f = gauge_family(
-        "tessera_queue_gpu_milli",
-        "Queue GPU amounts in milli-GPU by queue, GPU class and kind (used, guaranteed, limit, borrowed = used above "
-        "the guarantee); used covers the queue's subtree; no limit sample when unlimited.",
-        {"queue", "class", "kind"});
-    std::set<std::string> classes;
-    for (const Node& n : cluster.nodes())
-      for (const Gpu& g : n.gpus) classes.insert(config.scheduler.model_class(g.model->name));
-    for (const Queue& q : tree->queues()) {
-      for (const auto& [c, v] : q.guaranteed) classes.insert(c);
-      for (const auto& [c, v] : q.limit) classes.insert(c);
-    }
-    std::vector<ClassAmounts> used(tree->size());
-    for (int64_t id : placed_ids) {
-      const JobRecord& r = jobs.at(id);
-      const ClassAmounts held = held_by(r);
-      for (QueueId a : tree->path_to_root(r.job.queue))
-        for (const auto& [c, v] : held) used[a.value][c] += v, used[a.value]["any"] += v;
-    }
-    for (const Queue& q : tree->queues()) {
-      for (const std::string& c : classes) {
-        auto get = [&c](const ClassAmounts& a) -> std::optional<int64_t> {
-          auto it = a.find(c);
-          return it == a.end() ? std::nullopt : std::optional<int64_t>(it->second);
-        };
-        const int64_t u = get(used[q.id.value]).value_or(0);
-        const int64_t g = get(q.guaranteed).value_or(0);
-        q_f.values[{q.name, c, "used"}] = double(u);
-        q_f.values[{q.name, c, "guaranteed"}] = double(g);
-        q_f.values[{q.name, c, "borrowed"}] = double(std::max<int64_t>(0, u - g));
-        if (auto lim = get(q.limit); lim && *lim != std::numeric_limits<int64_t>::max())
-          q_f.values[{q.name, c, "limit"}] = double(*lim);
-      }
-    }
-    out.push_back(std::move(q_f));
-
-    // Nodes and agents.
-    metrics::Family age_f = gauge_family(
-        "tessera_agent_heartbeat_age_seconds",
-        "Seconds since the node's agent last registered or reported; absent until it registers with this controller.",
-        {"node"});
-    metrics::Family ready_f = gauge_family(
-        "tessera_node_ready", "1 when the node's agent is ready (always 1 with --agentless), else 0.", {"node"});
-    metrics::Family sched_f = gauge_family(
-        "tessera_node_schedulable", "1 when the node takes new work (admin state ready and, with agents, agent ready).",
-        {"node"});
-    const auto wall = opt.steady_clock();
-    for (const Node& n : cluster.nodes()) {
-      const NodeAdmin& na = node_admin[n.id.value];
-      if (na.registered) age_f.values[{n.name}] = std::chrono::duration<double>(wall - na.last_beat).count();
-      ready_f.values[{n.name}] = !opt.agents_required || na.agent_ready ? 1 : 0;
-      sched_f.values[{n.name}] = node_usable(n.id) ? 1 : 0;
-    }
-    out.push_back(std::move(age_f));
-    out.push_back(std::move(ready_f));
-    out.push_back(std::move(sched_f));
-    return out;
-  }
+  std::vector<metrics::Family> gauges() const;
 };
+
+// Loads what the store holds into a fresh State (controller_recovery.cc). Answers the batch that
+// records what could not be restored as it was (placements that no longer fit: requeued).
+Result<WriteBatch> recover(Controller::State& s, const LoadedState& loaded);
 
 // ---- the one way in: answer() and call() ------------------------------------------------------------
 

@@ -1,0 +1,213 @@
+// Controller::State: the scheduling cycle's input and its decisions applied, agent liveness and the
+// time-driven work (tick), fair-share usage and utilisation samples.
+#include "server/controller_state.h"
+
+namespace tessera::server {
+
+void Controller::State::update_usage(Time t) {
+  if (usage.size() != tree->size()) usage.assign(tree->size(), 0.0);
+  const int64_t cap = std::max<int64_t>(1, cluster.total_gpus() * 1000);
+  std::vector<int64_t> alloc(tree->size(), 0);
+  for (int64_t id : placed_ids) {
+    const JobRecord& r = jobs.at(id);
+    alloc[r.job.queue.value] += gpu_milli(r);
+  }
+  for (size_t q = 0; q < tree->size(); ++q)
+    usage[q] = decay_usage(usage[q], double(alloc[q]) / double(cap), t - usage_at, config.scheduler.usage_half_life);
+  usage_at = t;
+}
+
+CycleInput Controller::State::cycle_input_now() {
+  const Time t = now();
+  update_usage(t);
+  if (t - usage_saved_at >= 60) {  // fair-share history survives restarts (to the last minute)
+    usage_saved_at = t;
+    WriteBatch b;
+    for (const Queue& q : tree->queues()) b.meta.push_back({"usage/" + q.name, Json{{"usage", usage[q.id.value]}, {"at", t}}.dump()});
+    persist(std::move(b));
+  }
+  CycleInput in{scheduler, tree, cluster, {}, {}, mig_last_changed, runtimes, t, config_generation};
+  in.jobs.reserve(active_ids.size());
+  for (int64_t id : active_ids) {
+    const JobRecord& r = jobs.at(id);
+    if (r.job.state == JobState::kPending && r.not_before > t) continue;  // restart backoff
+    Job j = r.job;
+    if (placed(j.state) && j.started >= 0) j.attained_gpu_s += gpu_milli(jobs.at(id)) / 1000 * (t - j.started);
+    in.jobs.push_back(std::move(j));
+  }
+  in.history.resize(tree->size());
+  for (size_t q = 0; q < tree->size(); ++q) in.history[q].decayed_usage = usage[q];
+  return in;
+}
+
+void Controller::State::apply(const Decisions& d, uint64_t generation) {
+  if (generation != config_generation) {  // config reloaded meanwhile: the next cycle decides
+    m.cycle_decisions->observe({}, 0);
+    return;
+  }
+  const Time t = now();
+  WriteBatch b;
+  int64_t preempted = 0, reconfigured = 0, started = 0;
+  for (const PreemptDecision& p : d.preempt) {
+    JobRecord* vp = jobs.find(int64_t(p.victim.value));
+    if (!vp) continue;
+    JobRecord& v = *vp;
+    if (p.phase == PreemptPhase::kRequestCheckpoint && v.job.state == JobState::kRunning) {
+      request_checkpoint(v, p.evict_by, p.reason, b), ++preempted;
+      // A defragmenting move: the scheduler holds these GPUs while it checkpoints and restarts it
+      // there in the next cycle (kept in memory only: after a restart it is placed like any job).
+      if (v.job.state == JobState::kCheckpointing) v.job.move_to = p.move_to;
+    }
+    else if (p.phase == PreemptPhase::kEvict && placed(v.job.state))
+      requeue(v, EventKind::kPreempted, p.reason + " (checkpoint not finished in time: stopped)", b, false), ++preempted;
+  }
+  for (const MigReconfigDecision& mr : d.reconfigure_mig) {
+    if (!cluster.set_mig_layout(mr.gpu, mr.enable_mig, mr.layout).ok()) continue;
+    ++reconfigured;
+    (void)cluster.set_health(mr.gpu, GpuHealth::kReconfiguring);
+    mig_last_changed[mr.gpu] = t;
+    mig_ready.push_back({std::max(mr.ready_at, t), mr.gpu});
+    const Node& n = cluster.node(mr.gpu.node);
+    b.events.push_back(event(0, EventKind::kMigReconfigured, "scheduler",
+                             Json{{"node", n.name}, {"gpu", mr.gpu.index}, {"mig", mr.enable_mig}, {"reason", mr.reason}}));
+    b.meta.push_back(mig_meta(mr.gpu));
+  }
+  for (const StartDecision& s : d.start) {
+    JobRecord* rp = jobs.find(int64_t(s.job.value));
+    if (!rp || rp->job.state != JobState::kPending) continue;
+    bool nodes_ok = true;
+    for (const TaskPlacement& p : s.placement) nodes_ok = nodes_ok && node_usable(p.node);
+    if (!nodes_ok || !cluster.apply_all(s.placement).ok()) continue;  // changed since the snapshot
+    JobRecord& r = *rp;
+    r.job.move_to.clear();
+    for (TaskPlacement p : s.placement) {
+      for (GpuGrant& g : p.gpus) g.mig_create = false, g.mig_destroy = 0;  // the instances now exist
+      r.job.placement.push_back(std::move(p));
+    }
+    r.job.state = JobState::kRunning;
+    r.job.started = t;
+    ++r.attempt;
+    r.not_before = -1;
+    r.master_port = 0;
+    r.last_nodes.clear();
+    for (const TaskPlacement& p : r.job.placement) r.last_nodes.push_back(cluster.node(p.node).name);
+    r.tasks.assign(r.job.placement.size(), TaskRun{});
+    r.pending.reset();
+    placed_ids.insert(r.id);
+    ++started;
+    b.events.push_back(event(r.id, EventKind::kStarted, "scheduler",
+                             Json{{"attempt", r.attempt}, {"placement", placement_json(r, cluster)}}));
+    b.jobs.push_back(row(r));
+  }
+  for (const PendingInfo& p : d.pending) {
+    JobRecord* r = jobs.find(int64_t(p.job.value));
+    if (r && r->job.state == JobState::kPending) {
+      r->pending = p;
+      r->job.move_to.clear();  // a moved job gets one cycle to restart on its held GPUs
+    }
+  }
+  m.decisions->inc({"start"}, double(started));
+  m.decisions->inc({"preempt"}, double(preempted));
+  m.decisions->inc({"mig"}, double(reconfigured));
+  m.cycle_decisions->observe({}, double(started + preempted + reconfigured));
+  if (!b.empty()) persist(std::move(b));
+}
+
+std::pair<std::string, std::string> Controller::State::mig_meta(GpuRef g) const {
+  const Node& n = cluster.node(g.node);
+  const Gpu& gpu = n.gpus[g.index];
+  Json layout = Json::array();
+  for (const MigInstance& m : gpu.mig.instances()) layout.push_back(Json{{"profile", m.profile_id}, {"start", m.start}});
+  return {"mig/" + n.name + "/" + std::to_string(g.index), Json{{"enabled", gpu.mig_enabled}, {"layout", layout}}.dump()};
+}
+
+void Controller::State::check_agents(WriteBatch& b, Clock::time_point wall) {
+  const auto timeout = std::chrono::milliseconds(opt.agent_timeout_ms);
+  for (size_t i = 0; i < node_admin.size(); ++i) {
+    NodeAdmin& na = node_admin[i];
+    if (!na.agent_ready || wall - na.last_beat < timeout) continue;
+    na.agent_ready = false;
+    const NodeId id{uint32_t(i)};
+    release_stopped(id, nullptr, b);  // its processes are unreachable; the node takes no work now
+    refresh_schedulable(id);
+    dirty = true;
+    b.events.push_back(event(0, EventKind::kNodeNotReady, "scheduler",
+                             Json{{"node", cluster.node(id).name},
+                                  {"reason", "no heartbeat for " + std::to_string(opt.agent_timeout_ms) + " ms"}}));
+    spdlog::warn("event=node_not_ready node={} reason=\"no heartbeat within {} ms\"", cluster.node(id).name, opt.agent_timeout_ms);
+  }
+  if (wall - started_at < timeout) return;  // after a restart, agents get one timeout to register
+  for (int64_t id : std::vector<int64_t>(placed_ids.begin(), placed_ids.end())) {
+    JobRecord& r = jobs.at(id);
+    for (const TaskPlacement& p : r.job.placement) {
+      if (node_admin[p.node.value].agent_ready) continue;
+      lose(r, "node " + cluster.node(p.node).name + " is not ready (its agent stopped reporting)", b);
+      break;
+    }
+  }
+}
+
+void Controller::State::tick() {
+  const Time t = now();
+  sample_utilisation(t);  // cheap unless a step began
+  const auto wall = Clock::now();
+  if (wall < next_tick) return;
+  next_tick = wall + std::chrono::milliseconds(100);
+  WriteBatch b;
+  for (auto it = mig_ready.begin(); it != mig_ready.end();) {
+    if (!opt.agents_required && it->first <= t) {  // with agents: when the agent reports the layout
+      (void)cluster.set_health(it->second, GpuHealth::kHealthy);
+      dirty = true;
+      it = mig_ready.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (opt.agents_required) check_agents(b, opt.steady_clock());
+  reclaim_due(b, t);
+  std::vector<int64_t> ids(placed_ids.begin(), placed_ids.end());
+  for (int64_t id : ids) {
+    JobRecord& r = jobs.at(id);
+    if (r.job.state == JobState::kCheckpointing && r.job.evict_by >= 0 && t >= r.job.evict_by) {
+      requeue(r, EventKind::kPreempted, "checkpoint not acknowledged by its deadline: stopped", b, false);
+    } else if (placed(r.job.state) && r.job.max_runtime > 0 && r.job.started >= 0 &&
+               t >= r.job.started + r.job.max_runtime) {
+      finish(r, JobState::kFailed, "timed out: ran for its max_runtime of " + std::to_string(r.job.max_runtime) + " s",
+             b, "scheduler", EventKind::kTimedOut);
+    }
+  }
+  if (!b.empty()) persist(std::move(b));
+}
+
+void Controller::State::sample_utilisation(Time t) {
+  const int64_t step = std::max<int64_t>(1, opt.utilisation_step_s);
+  const Time at = t - (((t % step) + step) % step);
+  if (at <= util_last) return;
+  util_last = at;
+  struct Acc {
+    int64_t total = 0, allocated = 0, used = 0, known = 0;
+  };
+  std::map<std::pair<std::string, std::string>, Acc> acc;
+  for (const Node& n : cluster.nodes()) {
+    const NodeAdmin& na = node_admin[n.id.value];
+    for (const Gpu& g : n.gpus) {
+      Acc& a = acc[{g.model->name, pool_name(n)}];
+      if (!gpu_down(n, g)) a.total += 1000;
+      const int64_t alloc = gpu_allocated_milli(g);
+      a.allocated += alloc;
+      if (alloc == 0 || g.index >= na.gpu_stats.size() || na.gpu_stats[g.index].utilization_pct < 0) continue;
+      const int64_t pct = std::clamp<int64_t>(na.gpu_stats[g.index].utilization_pct, 0, 100);
+      a.used += alloc * pct / 100;
+      a.known += alloc;
+    }
+  }
+  const size_t keep = size_t(std::max<int64_t>(1, 86400 / step));
+  for (const auto& [key, a] : acc) {
+    UtilSeries& sr = util[key];
+    sr.total_milli = a.total;
+    sr.points.push_back(UtilPoint{at, a.allocated, a.known > 0 || a.allocated == 0 ? a.used : -1});
+    while (sr.points.size() > keep || sr.points.front().t <= at - 86400) sr.points.pop_front();
+  }
+}
+
+}  // namespace tessera::server
