@@ -46,6 +46,8 @@ Result<Json> Controller::submit(const Principal& who, config::JobSpec spec, cons
                                 std::to_string(spec.min_tasks) + "/" + std::to_string(int(spec.topology.mode)) + spec.topology.level;
       auto cached = s.never_fits_cache.find(shape);
       if (cached == s.never_fits_cache.end()) {
+        // Bounded: every distinct shape a client sends would otherwise stay here for good.
+        if (s.never_fits_cache.size() >= State::kMaxNeverFitsCache) s.never_fits_cache.clear();
         PlacementEngine engine(*s.fit_policy, EngineOptions{});
         const PlacementResult pr = engine.place(s.empty_cluster, gang);
         cached = s.never_fits_cache.emplace(shape, pr.outcome == Outcome::kPlaced ? "" : pr.reason).first;

@@ -232,7 +232,8 @@ struct Controller::State {
   std::unique_ptr<ScoringPolicy> fit_policy;
   ClusterState cluster;        // with running placements applied
   ClusterState empty_cluster;  // as configured, nothing allocated: "can this ever fit" checks
-  std::map<std::string, std::string> never_fits_cache;  // request shape -> reason ("" = fits)
+  std::map<std::string, std::string> never_fits_cache;  // request shape -> reason ("" = fits), at most:
+  static constexpr size_t kMaxNeverFitsCache = 4096;
   JobTable jobs;                                         // every job ever submitted, by id
   std::vector<StoppingTask> stopping_tasks;              // held until their agents report them gone
   std::set<int64_t> active_ids;                          // pending, running, checkpointing
