@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "server/bench_stats.h"
 #include "server/controller.h"
 #include "server/http_api.h"
 #include "server/server_main.h"
@@ -20,15 +21,9 @@ namespace tessera::server {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, size_t(p * double(v.size() - 1) + 0.5))];
-}
+using bench::Clock;
+using bench::ms_since;
+using bench::percentile;
 
 std::string job_body(int64_t i) {
   const char* queues[] = {"default", "team-a", "team-b"};

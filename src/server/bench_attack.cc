@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "server/bench_stats.h"
 #include "server/controller.h"
 #include "server/event_kind.h"
 #include "server/http_api.h"
@@ -26,15 +27,9 @@ namespace tessera::server {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, size_t(p * double(v.size() - 1) + 0.5))];
-}
+using bench::Clock;
+using bench::ms_since;
+using bench::percentile;
 
 int connect_loopback(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);

@@ -51,6 +51,18 @@ std::optional<Error> refuse_text(const httplib::Request& req) {
   return std::nullopt;
 }
 
+// The principal of the request's `Authorization: Bearer` token, or why there is none (401). Used
+// before routing (so no unauthenticated body is read) and by every handler.
+Result<Principal> bearer_principal(Controller& c, const httplib::Request& req) {
+  const std::string h = req.get_header_value("Authorization");
+  if (h.rfind("Bearer ", 0) != 0)
+    return unauthenticated("Authorization: missing; send `Authorization: Bearer <token>` "
+                           "(the first admin token is in DATA_DIR/admin.token)");
+  auto p = c.tokens().find(h.substr(7));
+  if (!p) return unauthenticated("Authorization: unknown or revoked token");
+  return *p;
+}
+
 // "resources.gpus: must be >= 0" -> "resources.gpus" (a leading token made of path characters).
 std::string field_of(const std::string& message) {
   const auto colon = message.find(": ");
@@ -171,11 +183,7 @@ void HttpApi::configure(HttpServer& s) {
     if (!te.empty() && te != "identity")
       return refuse(411, invalid_argument("Transfer-Encoding: chunked bodies are not accepted; send Content-Length"));
     if (req.path.rfind("/api/", 0) == 0) {
-      const std::string h = req.get_header_value("Authorization");
-      if (h.rfind("Bearer ", 0) != 0)
-        return refuse(401, unauthenticated("Authorization: missing; send `Authorization: Bearer <token>` "
-                                           "(the first admin token is in DATA_DIR/admin.token)"));
-      if (!c.tokens().find(h.substr(7))) return refuse(401, unauthenticated("Authorization: unknown or revoked token"));
+      if (auto p = bearer_principal(c, req); !p.ok()) return refuse(401, p.error());
     }
     return HttpServer::Hook::kContinue;
   });
@@ -241,15 +249,9 @@ Authenticator HttpApi::authenticator() {
   Controller& c = controller_;
   // Authentication: the principal of the request's bearer token, or an error already sent.
   return [&c](const httplib::Request& req, httplib::Response& res) -> std::optional<Principal> {
-    const std::string h = req.get_header_value("Authorization");
-    if (h.rfind("Bearer ", 0) != 0) {
-      send_error(res, unauthenticated("Authorization: missing; send `Authorization: Bearer <token>` "
-                                      "(the first admin token is in DATA_DIR/admin.token)"));
-      return std::nullopt;
-    }
-    auto p = c.tokens().find(h.substr(7));
-    if (!p) {
-      send_error(res, unauthenticated("Authorization: unknown or revoked token"));
+    auto p = bearer_principal(c, req);
+    if (!p.ok()) {
+      send_error(res, p.error());
       return std::nullopt;
     }
     if (Status st = perm::may_call(*p, req.path); !st.ok()) {
@@ -257,7 +259,7 @@ Authenticator HttpApi::authenticator() {
       send_error(res, st.error());
       return std::nullopt;
     }
-    return p;
+    return *p;
   };
 }
 
