@@ -50,14 +50,14 @@ Result<std::unique_ptr<Controller>> Controller::start(config::ClusterConfig cfg,
 
   c->state_ = std::move(st);
   State* sp = c->state_.get();
-  sp->cycle_thread = std::thread([sp] {
+  sp->loop.cycle_thread = std::thread([sp] {
     for (;;) {
       std::optional<CycleInput> in;
       {
-        std::unique_lock lock(sp->cycle_mu);
-        sp->cycle_cv.wait(lock, [&] { return sp->cycle_stop || sp->cycle_input.has_value(); });
-        if (sp->cycle_stop) return;
-        in.swap(sp->cycle_input);
+        std::unique_lock lock(sp->loop.cycle_mu);
+        sp->loop.cycle_cv.wait(lock, [&] { return sp->loop.cycle_stop || sp->loop.cycle_input.has_value(); });
+        if (sp->loop.cycle_stop) return;
+        in.swap(sp->loop.cycle_input);
       }
       Snapshot snap;
       snap.cluster = &in->cluster;
@@ -70,43 +70,41 @@ Result<std::unique_ptr<Controller>> Controller::start(config::ClusterConfig cfg,
       auto decisions = std::make_shared<Decisions>(in->scheduler->cycle(snap, in->now));
       sp->m.cycle_seconds->observe({}, std::chrono::duration<double>(Clock::now() - cycle_start).count());
       const uint64_t gen = in->config_generation;
-      std::lock_guard lock(sp->mu);
-      sp->commands.push_back([decisions, gen](State& s) {
+      sp->loop.post([decisions, gen](State& s) {
         s.apply(*decisions, gen);
-        s.cycle_in_flight = false;
-        s.last_cycle_end = Clock::now();
-        std::lock_guard l(s.count_mu);
-        ++s.cycles_applied;
-        s.count_cv.notify_all();
+        s.loop.cycle_in_flight = false;
+        s.loop.last_cycle_end = Clock::now();
+        std::lock_guard l(s.loop.count_mu);
+        ++s.loop.cycles_applied;
+        s.loop.count_cv.notify_all();
       });
-      sp->cv.notify_one();
     }
   });
-  sp->state_thread = std::thread([sp] {
-    std::unique_lock lock(sp->mu);
+  sp->loop.state_thread = std::thread([sp] {
+    std::unique_lock lock(sp->loop.mu);
     for (;;) {
       const auto interval = std::chrono::milliseconds(sp->opt.cycle_interval_ms);
-      sp->cv.wait_until(lock, sp->cycle_in_flight ? Clock::now() + interval : sp->next_cycle_at(),
-                        [&] { return sp->stopping || !sp->commands.empty(); });
-      if (sp->stopping) break;
+      sp->loop.cv.wait_until(lock, sp->loop.cycle_in_flight ? Clock::now() + interval : sp->next_cycle_at(),
+                        [&] { return sp->loop.stopping || !sp->loop.commands.empty(); });
+      if (sp->loop.stopping) break;
       std::deque<std::function<void(State&)>> batch;
-      batch.swap(sp->commands);
+      batch.swap(sp->loop.commands);
       lock.unlock();
       for (auto& cmd : batch) sp->run_contained("command", cmd);
       sp->run_contained("tick", [](State& st) { st.tick(); });
       const auto now = Clock::now();
-      if (!sp->cycle_in_flight && now >= sp->next_cycle_at()) {
+      if (!sp->loop.cycle_in_flight && now >= sp->next_cycle_at()) {
         sp->dirty = false;
-        sp->cycle_in_flight = true;
-        sp->last_cycle_start = now;
+        sp->loop.cycle_in_flight = true;
+        sp->loop.last_cycle_start = now;
         {
-          std::lock_guard l(sp->count_mu);
-          ++sp->cycles_launched;
+          std::lock_guard l(sp->loop.count_mu);
+          ++sp->loop.cycles_launched;
         }
         CycleInput in = sp->cycle_input_now();
-        std::lock_guard cl(sp->cycle_mu);
-        sp->cycle_input.emplace(std::move(in));
-        sp->cycle_cv.notify_one();
+        std::lock_guard cl(sp->loop.cycle_mu);
+        sp->loop.cycle_input.emplace(std::move(in));
+        sp->loop.cycle_cv.notify_one();
       }
       lock.lock();
     }
@@ -117,17 +115,17 @@ Result<std::unique_ptr<Controller>> Controller::start(config::ClusterConfig cfg,
 Controller::~Controller() {
   if (!state_) return;
   {
-    std::lock_guard lock(state_->mu);
-    state_->stopping = true;
+    std::lock_guard lock(state_->loop.mu);
+    state_->loop.stopping = true;
   }
-  state_->cv.notify_all();
-  state_->state_thread.join();
+  state_->loop.cv.notify_all();
+  state_->loop.state_thread.join();
   {
-    std::lock_guard lock(state_->cycle_mu);
-    state_->cycle_stop = true;
+    std::lock_guard lock(state_->loop.cycle_mu);
+    state_->loop.cycle_stop = true;
   }
-  state_->cycle_cv.notify_all();
-  state_->cycle_thread.join();
+  state_->loop.cycle_cv.notify_all();
+  state_->loop.cycle_thread.join();
   store_->flush();
 }
 
@@ -135,12 +133,12 @@ void Controller::wait_for_cycle() {
   int64_t target = 0;
   (void)call<int>([&target](State& s) -> Result<int> {
     s.dirty = true;
-    std::lock_guard l(s.count_mu);
-    target = s.cycles_launched + (s.cycle_in_flight ? 2 : 1);
+    std::lock_guard l(s.loop.count_mu);
+    target = s.loop.cycles_launched + (s.loop.cycle_in_flight ? 2 : 1);
     return 0;
   });
-  std::unique_lock l(state_->count_mu);
-  state_->count_cv.wait(l, [&] { return state_->cycles_applied >= target; });
+  std::unique_lock l(state_->loop.count_mu);
+  state_->loop.count_cv.wait(l, [&] { return state_->loop.cycles_applied >= target; });
 }
 
 // ---- jobs --------------------------------------------------------------------------------------
@@ -161,17 +159,18 @@ config::ClusterConfig Controller::config_snapshot() {
 
 // ---- agents -----------------------------------------------------------------------------------
 
-const char* pending_reason_category(const std::string& reason) {
-  auto has = [&reason](const char* x) { return reason.find(x) != std::string::npos; };
-  if (reason.empty()) return "other";
-  if (has("MIG layout change planned") || has("MIG mode now") || has("turning MIG GPUs back")) return "mig_reconfiguring";
-  if (has(" at its limit of ") || reason.rfind("guarantee:", 0) == 0) return "quota";
-  if (has("preempted job") && reason.rfind("waiting for ", 0) == 0) return "preempting";
-  if (reason.rfind("waiting behind job", 0) == 0 || reason.rfind("backfill:", 0) == 0 || reason.rfind("priority", 0) == 0)
-    return "priority";
-  if (has(" within one ") || has(" inside one ") || has("topology")) return "topology";
-  if (reason.rfind("no node fits", 0) == 0 || reason.rfind("no room", 0) == 0 || reason.rfind("needs ", 0) == 0)
-    return "capacity";
+const char* pending_metric_category(WaitCategory c) {
+  switch (c) {
+    case WaitCategory::kQuota: return "quota";
+    case WaitCategory::kOrder:
+    case WaitCategory::kReservation: return "priority";
+    case WaitCategory::kPreempting: return "preempting";
+    case WaitCategory::kMigReconfiguring: return "mig_reconfiguring";
+    case WaitCategory::kTopology: return "topology";
+    case WaitCategory::kCapacity: return "capacity";
+    case WaitCategory::kInvalid:
+    case WaitCategory::kOther: return "other";
+  }
   return "other";
 }
 

@@ -145,9 +145,9 @@ class Controller {
   std::unique_ptr<State> state_;
 };
 
-// The bounded category of a pending job's reason text, for metrics (docs/metrics.md): quota,
-// priority, preempting, mig_reconfiguring, topology, capacity or other. (The controller adds
+// The metric label of a pending job's wait category (docs/metrics.md): quota, priority (order and
+// reservation), preempting, mig_reconfiguring, topology, capacity or other. (The controller adds
 // backoff and new for pending jobs that have no reason from a cycle.)
-const char* pending_reason_category(const std::string& reason);
+const char* pending_metric_category(WaitCategory c);
 
 }  // namespace tessera::server

@@ -151,8 +151,8 @@ void Controller::State::tick() {
   const Time t = now();
   sample_utilisation(t);  // cheap unless a step began
   const auto wall = Clock::now();
-  if (wall < next_tick) return;
-  next_tick = wall + std::chrono::milliseconds(100);
+  if (wall < loop.next_tick) return;
+  loop.next_tick = wall + std::chrono::milliseconds(100);
   WriteBatch b;
   for (auto it = mig_ready.begin(); it != mig_ready.end();) {
     if (!opt.agents_required && it->first <= t) {  // with agents: when the agent reports the layout

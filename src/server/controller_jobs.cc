@@ -94,13 +94,11 @@ Result<Json> Controller::submit(const Principal& who, config::JobSpec spec, cons
           return;
         }
         reply->set_value(store_failure(st, "the job was not saved"));
-        std::lock_guard lock(sp->mu);
-        sp->commands.push_back([id, idem, user](State& s2) {
+        sp->loop.post([id, idem, user](State& s2) {
           s2.jobs.erase(id);
           s2.active_ids.erase(id);
           if (!idem.empty()) s2.by_idempotency_key.erase({user, idem});
         });
-        sp->cv.notify_one();
       });
     });
   }();

@@ -37,7 +37,7 @@ std::vector<metrics::Family> Controller::State::gauges() const {
     const JobRecord& r = jobs.at(id);
     jobs_f.values[{job_state_name(r.job.state), r.queue_name}] += 1;
     if (r.job.state != JobState::kPending) continue;
-    const char* cat = r.not_before > t ? "backoff" : r.pending ? pending_reason_category(r.pending->reason) : "new";
+    const char* cat = r.not_before > t ? "backoff" : r.pending ? pending_metric_category(r.pending->category) : "new";
     pend_f.values[{r.queue_name, cat}] += 1;
   }
   out.push_back(std::move(jobs_f));

@@ -43,8 +43,6 @@
 
 namespace tessera::server {
 
-namespace ctl {
-
 using Reply = std::shared_ptr<std::promise<Result<Json>>>;
 using Clock = std::chrono::steady_clock;
 
@@ -90,9 +88,6 @@ struct CycleInput {
   Time now = 0;
   uint64_t config_generation = 0;
 };
-
-}  // namespace ctl
-using namespace ctl;
 
 // A node's administrative state (the admin's cordon/drain, a spot notice's cordon). Stored and shown
 // by name (node_admin_state_name).
@@ -201,8 +196,6 @@ struct UtilSeries {
   std::deque<UtilPoint> points;
 };
 
-
-namespace ctl {
 // Milli-GPU held on a GPU: whole, shares, MIG instances in use (by their compute slices).
 inline int64_t gpu_allocated_milli(const Gpu& g) {
   int64_t used = g.whole_held ? 1000 : g.shared_milli.v;
@@ -210,8 +203,6 @@ inline int64_t gpu_allocated_milli(const Gpu& g) {
     if (m.in_use) used += mig_milli(*g.model, m.profile_id);
   return std::min<int64_t>(used, 1000);
 }
-}  // namespace ctl
-using namespace ctl;
 
 // A task of an ended or requeued attempt whose process its agent has not reported gone yet: its
 // resources stay held in the cluster until then (or until its node is NotReady).
@@ -219,6 +210,36 @@ struct StoppingTask {
   int64_t job = 0, attempt = 0;
   int task = 0;
   TaskPlacement placement;
+};
+
+// The state thread's command queue and the cycle thread's hand-off, with the counters
+// wait_for_cycle reads. Its mutexes guard the fields listed under them; the rest belong to the state
+// thread.
+struct StateLoop {
+  std::mutex mu;  // guards commands, stopping
+  std::condition_variable cv;
+  std::deque<std::function<void(Controller::State&)>> commands;
+  bool stopping = false;
+  std::thread state_thread, cycle_thread;
+  std::mutex cycle_mu;  // guards cycle_input, cycle_stop
+  std::condition_variable cycle_cv;
+  std::optional<CycleInput> cycle_input;  // set by the state thread, taken by the cycle thread
+  bool cycle_stop = false;
+  bool cycle_in_flight = false;  // state thread
+  Clock::time_point last_cycle_start{}, last_cycle_end{};
+  Clock::time_point next_tick{};  // time-driven checks run at most every 100 ms
+  std::mutex count_mu;  // guards the cycle counters (wait_for_cycle)
+  std::condition_variable count_cv;
+  int64_t cycles_launched = 0, cycles_applied = 0;
+
+  // Queues a command for the state thread.
+  void post(std::function<void(Controller::State&)> fn) {
+    {
+      std::lock_guard lock(mu);
+      commands.push_back(std::move(fn));
+    }
+    cv.notify_one();
+  }
 };
 
 struct Controller::State {
@@ -252,24 +273,8 @@ struct Controller::State {
   std::map<std::pair<std::string, std::string>, UtilSeries> util;  // (model, pool) -> samples
   Time util_last = -1;                                               // time of the latest sample
 
-  // Threads and their hand-offs.
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<std::function<void(State&)>> commands;
-  bool stopping = false;
-  std::thread state_thread, cycle_thread;
-  std::mutex cycle_mu;
-  std::condition_variable cycle_cv;
-  std::optional<CycleInput> cycle_input;  // set by the state thread, taken by the cycle thread
-  bool cycle_stop = false;
-  bool cycle_in_flight = false;
-  bool dirty = true;
-  Clock::time_point last_cycle_start{}, last_cycle_end{};
-  Clock::time_point next_tick{};  // time-driven checks run at most every 100 ms
-  // Cycle counters for wait_for_cycle.
-  std::mutex count_mu;
-  std::condition_variable count_cv;
-  int64_t cycles_launched = 0, cycles_applied = 0;
+  StateLoop loop;    // the threads and their hand-offs (Controller's start/stop/answer use it)
+  bool dirty = true;  // something changed since the last cycle began: run one soon
 
   Time now() const { return opt.clock(); }
   Clock::time_point started_at = Clock::now();
@@ -285,10 +290,10 @@ struct Controller::State {
   // the last cycle took (so cycles take at most a third of a core, leaving the rest to the API).
   // Otherwise: every cycle_interval.
   Clock::time_point next_cycle_at() const {
-    if (!dirty) return last_cycle_start + std::chrono::milliseconds(opt.cycle_interval_ms);
+    if (!dirty) return loop.last_cycle_start + std::chrono::milliseconds(opt.cycle_interval_ms);
     const Clock::duration rest = std::max<Clock::duration>(std::chrono::milliseconds(opt.min_cycle_gap_ms),
-                                                           2 * (last_cycle_end - last_cycle_start));
-    return last_cycle_end + rest;
+                                                           2 * (loop.last_cycle_end - loop.last_cycle_start));
+    return loop.last_cycle_end + rest;
   }
 
   // ---- helpers ----------------------------------------------------------------------------------
@@ -544,8 +549,6 @@ Result<WriteBatch> recover(Controller::State& s, const LoadedState& loaded);
 
 // ---- the one way in: answer() and call() ------------------------------------------------------------
 
-namespace ctl {
-
 // Answers `reply` with `e` unless the command answered already (a command that threw after its
 // answer was set, or after handing the reply to the store).
 template <class T>
@@ -556,18 +559,15 @@ inline void answer_once(const std::shared_ptr<std::promise<Result<T>>>& reply, E
   }
 }
 
-}  // namespace ctl
-using namespace ctl;
-
 template <class T>
 Result<T> Controller::answer(std::function<void(State&, const std::shared_ptr<std::promise<Result<T>>>&)> fn) {
   auto p = std::make_shared<std::promise<Result<T>>>();
   auto f = p->get_future();
   {
-    std::lock_guard lock(state_->mu);
-    if (state_->stopping) return Error{ErrorCode::kUnavailable, "the server is shutting down; retry shortly"};
+    std::lock_guard lock(state_->loop.mu);
+    if (state_->loop.stopping) return Error{ErrorCode::kUnavailable, "the server is shutting down; retry shortly"};
     // No exception leaves a command: it is logged and its caller answered 500; the state thread goes on.
-    state_->commands.push_back([p, fn = std::move(fn)](State& s) {
+    state_->loop.commands.push_back([p, fn = std::move(fn)](State& s) {
       try {
         fn(s, p);
       } catch (const std::exception& e) {
@@ -579,7 +579,7 @@ Result<T> Controller::answer(std::function<void(State&, const std::shared_ptr<st
       }
     });
   }
-  state_->cv.notify_one();
+  state_->loop.cv.notify_one();
   return f.get();
 }
 

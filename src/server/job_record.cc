@@ -200,7 +200,8 @@ Json record_to_api(const JobRecord& r, const ClusterState& cluster, const Pendin
   j["checkpoint_cost_ms"] = r.checkpoint_cost_ms >= 0 ? Json(r.checkpoint_cost_ms) : Json(nullptr);
   j["exit_code"] = r.job.state == JobState::kSucceeded || r.job.state == JobState::kFailed ? Json(r.exit_code) : Json(nullptr);
   if (pending)
-    j["pending"] = Json{{"reason", pending->reason}, {"queue_position", pending->queue_position},
+    j["pending"] = Json{{"reason", pending->reason}, {"category", wait_category_name(pending->category)},
+                        {"queue_position", pending->queue_position},
                         {"overall_position", pending->overall_position},
                         {"estimated_start", pending->estimated_start ? Json(*pending->estimated_start) : Json(nullptr)},
                         {"reserved", pending->reserved}};

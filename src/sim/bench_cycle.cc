@@ -120,7 +120,7 @@ Result<BenchCycleResult> run_bench_cycle(const BenchCycleOptions& o, const std::
       res.pending = int64_t(d.pending.size());
       for (const PendingInfo& p : d.pending) {
         res.reserved += p.reserved ? 1 : 0;
-        res.backfill_held += p.reason.rfind("backfill:", 0) == 0 ? 1 : 0;
+        res.backfill_held += p.category == WaitCategory::kReservation ? 1 : 0;
       }
     }
     if (progress) progress(c + 1, o.cycles);

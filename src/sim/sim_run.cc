@@ -62,7 +62,7 @@ class K8sDefault {
       const int bound = int(j->placement.size() + s.placement.size());
       if (!s.placement.empty()) d.start.push_back(std::move(s));
       if (bound < j->gang.tasks)
-        d.pending.push_back({j->id, std::to_string(bound) + " of " + std::to_string(j->gang.tasks) + " pods bound", 0, 0, {}, false});
+        d.pending.push_back({j->id, std::to_string(bound) + " of " + std::to_string(j->gang.tasks) + " pods bound", WaitCategory::kCapacity, 0, 0, {}, false});
     }
     return d;
   }

@@ -318,23 +318,16 @@ TEST(MetricsRoutes, RoutePatternsAreBounded) {
   EXPECT_EQ(route_pattern("/api/v2/jobs"), "other");
 }
 
-TEST(MetricsRoutes, PendingReasonsFallIntoFewCategories) {
-  EXPECT_STREQ(pending_reason_category("queue team-a at its limit of 8 GPUs of class A100-80GB"), "quota");
-  EXPECT_STREQ(pending_reason_category("guarantee: would borrow 2 GPUs of class h100 that queue b is owed"), "quota");
-  EXPECT_STREQ(pending_reason_category("waiting behind job big (strict fifo order)"), "priority");
-  EXPECT_STREQ(pending_reason_category("backfill: would delay job x's reservation at t=5"), "priority");
-  EXPECT_STREQ(pending_reason_category("waiting for 2 preempted jobs to checkpoint and exit"), "preempting");
-  EXPECT_STREQ(pending_reason_category("needs a 3g.40gb MIG instance; no GPU that offers one is in MIG mode now"),
-               "mig_reconfiguring");
-  EXPECT_STREQ(pending_reason_category("no node fits 1 task now; MIG layout change planned on 1 GPU, ready at t=9"),
-               "mig_reconfiguring");
-  EXPECT_STREQ(pending_reason_category("needs 16 GPUs (2 tasks of 8 GPUs) within one leaf; the largest free block is 8"),
-               "topology");
-  EXPECT_STREQ(pending_reason_category("no node fits 1 × A100-80GB now: 3 nodes full"), "capacity");
-  EXPECT_STREQ(pending_reason_category("no room for the gang now"), "capacity");
-  EXPECT_STREQ(pending_reason_category("needs 64 GPUs (8 tasks of 8 GPUs); the largest free block is 8 GPUs"), "capacity");
-  EXPECT_STREQ(pending_reason_category("something new"), "other");
-  EXPECT_STREQ(pending_reason_category(""), "other");
+TEST(MetricsRoutes, PendingWaitCategoriesFallIntoFewLabels) {
+  EXPECT_STREQ(pending_metric_category(WaitCategory::kQuota), "quota");
+  EXPECT_STREQ(pending_metric_category(WaitCategory::kOrder), "priority");
+  EXPECT_STREQ(pending_metric_category(WaitCategory::kReservation), "priority");
+  EXPECT_STREQ(pending_metric_category(WaitCategory::kPreempting), "preempting");
+  EXPECT_STREQ(pending_metric_category(WaitCategory::kMigReconfiguring), "mig_reconfiguring");
+  EXPECT_STREQ(pending_metric_category(WaitCategory::kTopology), "topology");
+  EXPECT_STREQ(pending_metric_category(WaitCategory::kCapacity), "capacity");
+  EXPECT_STREQ(pending_metric_category(WaitCategory::kInvalid), "other");
+  EXPECT_STREQ(pending_metric_category(WaitCategory::kOther), "other");
 }
 
 // ---- the controller in-process -------------------------------------------------------------------

@@ -20,26 +20,27 @@ void expect_withstood(const BenchAttackResult& r, const BenchAttackOptions& o) {
   EXPECT_LT(r.heartbeat_ms_max, 2.0 * o.heartbeat_ms);
 }
 
-TEST(SlowClients, HeartbeatsAndHealthzAreAnsweredWithAnAgentListener) {
+// 400 trickling and 200 idle connections for 6 s, heartbeats every 500 ms.
+BenchAttackOptions attack(bool agent_listener) {
   BenchAttackOptions o;
   o.slow = 400;
   o.idle = 200;
   o.slow_line_ms = 1000;
   o.seconds = 6;
   o.heartbeat_ms = 500;
+  o.agent_listener = agent_listener;
+  return o;
+}
+
+TEST(SlowClients, HeartbeatsAndHealthzAreAnsweredWithAnAgentListener) {
+  const BenchAttackOptions o = attack(true);
   auto r = run_bench_attack(o);
   ASSERT_TRUE(r.ok()) << r.error().message;
   expect_withstood(*r, o);
 }
 
 TEST(SlowClients, HeartbeatsAndHealthzAreAnsweredOnOneSharedListener) {
-  BenchAttackOptions o;
-  o.slow = 400;
-  o.idle = 200;
-  o.slow_line_ms = 1000;
-  o.seconds = 6;
-  o.heartbeat_ms = 500;
-  o.agent_listener = false;
+  const BenchAttackOptions o = attack(false);
   auto r = run_bench_attack(o);
   ASSERT_TRUE(r.ok()) << r.error().message;
   expect_withstood(*r, o);

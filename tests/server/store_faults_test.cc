@@ -17,6 +17,7 @@
 #include "server/data_dir.h"
 #include "server/store.h"
 #include "server_process.h"
+#include "sqlite_query.h"
 
 namespace tessera::server {
 namespace {
@@ -28,23 +29,7 @@ using tessera::testing::ServerProcess;
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
-// Runs `sql` on a database file directly; the first column of the first row.
-std::string sqlite_query(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  std::string result;
-  if (sqlite3_open(path.c_str(), &db) == SQLITE_OK) {
-    sqlite3_exec(
-        db, sql.c_str(),
-        [](void* out, int, char** values, char**) {
-          auto* text = static_cast<std::string*>(out);
-          if (text->empty() && values[0]) *text = values[0];
-          return 0;
-        },
-        &result, nullptr);
-  }
-  sqlite3_close(db);
-  return result;
-}
+using tessera::testing::sqlite_query;
 
 mode_t mode_of(const std::string& path) {
   struct stat st {};

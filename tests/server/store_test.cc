@@ -17,6 +17,7 @@
 #include <fstream>
 #include <random>
 #include <thread>
+#include "sqlite_query.h"
 
 namespace tessera::server {
 namespace {
@@ -63,23 +64,7 @@ WriteBatch job_batch(int64_t id) {
   return b;
 }
 
-// Runs SQL directly on a database file (to forge versions, check integrity, ...).
-std::string sqlite_query(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  std::string result;
-  if (sqlite3_open(path.c_str(), &db) == SQLITE_OK) {
-    sqlite3_exec(
-        db, sql.c_str(),
-        [](void* out, int, char** values, char**) {
-          auto* text = static_cast<std::string*>(out);
-          if (text->empty() && values[0]) *text = values[0];
-          return 0;
-        },
-        &result, nullptr);
-  }
-  sqlite3_close(db);
-  return result;
-}
+using tessera::testing::sqlite_query;
 
 void expect_jobs_equal(const JobRow& a, const JobRow& b) {
   EXPECT_EQ(a.id, b.id);

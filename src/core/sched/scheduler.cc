@@ -97,6 +97,7 @@ struct Entry {
   Time estimated_start = -1;  // pending: when known (reservation, MIG layout ready)
   std::vector<TaskPlacement> holding;  // running: its placement as it stands (instances exist)
   std::string reason;    // why it waits (pending)
+  WaitCategory wait = WaitCategory::kOther;  // the reason's category
 };
 
 // A placement re-applied after a release: MIG instances it created or destroyed exist as they are now.
@@ -125,6 +126,21 @@ ClassAmounts amounts_of(const std::string& cls, int64_t milli) {
 }
 
 }  // namespace
+
+const char* wait_category_name(WaitCategory c) {
+  switch (c) {
+    case WaitCategory::kOther: return "other";
+    case WaitCategory::kInvalid: return "invalid";
+    case WaitCategory::kOrder: return "order";
+    case WaitCategory::kReservation: return "reservation";
+    case WaitCategory::kQuota: return "quota";
+    case WaitCategory::kPreempting: return "preempting";
+    case WaitCategory::kMigReconfiguring: return "mig_reconfiguring";
+    case WaitCategory::kTopology: return "topology";
+    case WaitCategory::kCapacity: return "capacity";
+  }
+  return "other";
+}
 
 const char* job_order_name(JobOrder o) {
   switch (o) {
@@ -403,7 +419,11 @@ class Cycle {
   std::vector<int64_t> user_usage_;            // the same by Entry::user (dense), for ordering
   // Gang shapes that found no room this cycle (nothing is freed within a cycle, so they still do not
   // fit): the engine's reason, reused instead of searching again.
-  std::map<std::string, std::string> no_room_;
+  struct NoRoom {
+    std::string reason;
+    WaitCategory wait = WaitCategory::kCapacity;
+  };
+  std::map<std::string, NoRoom> no_room_;
   std::set<std::string> no_victims_;  // (shape, class, queue) for which preemption found nothing
   std::set<std::string> no_room_off_reservation_;  // shapes that found no room off the reserved nodes
   Reservation res_;
@@ -496,10 +516,12 @@ Gang Cycle::gang_of(const Entry& e) const {
 bool Cycle::validate(Entry& e) {
   const Job& j = *e.job;
   if (!j.queue.valid() || j.queue.value >= tree_.size()) {
+    e.wait = WaitCategory::kInvalid;
     e.reason = "queue: job " + j.name + " names no known queue";
     return false;
   }
   if (!tree_.queue(j.queue).leaf()) {
+    e.wait = WaitCategory::kInvalid;
     e.reason = "queue: " + tree_.queue(j.queue).name + " is not a leaf queue; submit to one of its children";
     return false;
   }
@@ -508,6 +530,7 @@ bool Cycle::validate(Entry& e) {
   if (!e.pc) {
     std::string known;
     for (const PriorityClass& pc : cfg_.priority_classes) known += (known.empty() ? "" : ", ") + pc.name;
+    e.wait = WaitCategory::kInvalid;
     e.reason = "priority_class: unknown class '" + j.priority_class + "' (known: " + known + ")";
     return false;
   }
@@ -631,6 +654,7 @@ Decisions Cycle::run() {
     PendingInfo p;
     p.job = e.job->id;
     p.reason = e.reason;
+    p.category = e.wait;
     p.short_of_room = e.short_of_room;
     p.queue_position = ++per_queue[e.job->queue.value];
     p.overall_position = ++overall;
@@ -646,6 +670,7 @@ Decisions Cycle::run() {
     PendingInfo p;
     p.job = e.job->id;
     p.reason = e.reason;
+    p.category = e.wait;
     out_.pending.push_back(std::move(p));
   }
   return std::move(out_);
@@ -714,6 +739,7 @@ bool Cycle::place_in_order(size_t i) {
   Entry& e = entries_[i];
   order_.push_back(i);
   if (blocked_by_) {
+    e.wait = WaitCategory::kOrder;
     e.reason = "waiting behind job " + blocked_by_->job->name + " (strict " + job_order_name(cfg_.order) + " order)";
     return false;
   }
@@ -806,6 +832,7 @@ void Cycle::order_flat() {
 void Cycle::try_job(Entry& e) {
   const ClassAmounts need = amounts(e);
   if (Status lim = fs_->within_limits(e.job->queue, need); !lim.ok()) {
+    e.wait = WaitCategory::kQuota;
     e.reason = lim.message();
     return;
   }
@@ -813,7 +840,8 @@ void Cycle::try_job(Entry& e) {
   const std::string shape = shape_key(gang);
   if (auto it = no_room_.find(shape); it != no_room_.end()) {
     if (!try_preempt(e, gang)) {
-      e.reason = it->second + leaving_note();
+      e.wait = it->second.wait;
+      e.reason = it->second.reason + leaving_note();
       e.short_of_room = true;
       no_room(e, gang);
     }
@@ -831,6 +859,7 @@ void Cycle::try_job(Entry& e) {
           one[cfg_.model_class(m)] = e.milli;
           if (fs_->within_limits(e.job->queue, one).ok()) room.push_back(m);
         }
+      e.wait = WaitCategory::kQuota;
       if (room.empty()) {
         e.reason = lim.message();
         return;
@@ -843,10 +872,12 @@ void Cycle::try_job(Entry& e) {
       }
     }
     if (std::string owed = takes_owed(*fs_, e, placement_amounts(work_, r.tasks)); !owed.empty()) {
+      e.wait = WaitCategory::kQuota;
       e.reason = owed;
       return;
     }
     if (Status s = work_.apply_all(r.tasks); !s.ok()) {
+      e.wait = WaitCategory::kOther;
       e.reason = "internal: placement could not be applied: " + s.message();
       return;
     }
@@ -864,6 +895,7 @@ void Cycle::try_job(Entry& e) {
       block_reserved(false);
       if (found) return;
     }
+    e.wait = WaitCategory::kReservation;
     e.reason = r.reason;
     return;
   }
@@ -871,8 +903,9 @@ void Cycle::try_job(Entry& e) {
     // MIG mode is not permanent: the planner can change idle GPUs for it.
     r.reason = gang.task.mig() ? "needs a " + gang.task.mig_profile + " MIG instance; no GPU that offers one is in MIG mode now"
                                : "needs whole GPUs; the GPUs that could hold it are in MIG mode now";
-    no_room_[shape] = r.reason;
+    no_room_[shape] = {r.reason, WaitCategory::kMigReconfiguring};
     if (gang.task.mig() && reclaim_gpu_for_mig(e, gang)) return;
+    e.wait = WaitCategory::kMigReconfiguring;
     e.reason = r.reason;
     e.no_room = true;  // demand for the MIG planner; no reservation (ends of running jobs do not help)
     e.short_of_room = true;
@@ -884,8 +917,12 @@ void Cycle::try_job(Entry& e) {
       e.job->gang.topology.mode == TopologyMode::kPreferred)
     r.reason = "holds out for one node (config.topology_wait " + duration_text(cfg_.topology_wait) +
                ", then it may be spread); " + r.reason;
-  no_room_[shape] = r.reason;
+  // Room that exists only outside the one domain a spread gang requires is a topology wait.
+  const WaitCategory wait = gang.topology.mode == TopologyMode::kRequired && gang.tasks > 1 ? WaitCategory::kTopology
+                                                                                           : WaitCategory::kCapacity;
+  no_room_[shape] = {r.reason, wait};
   if (r.outcome == Outcome::kRetryLater && try_preempt(e, gang)) return;
+  e.wait = wait;
   e.reason = r.reason + (r.outcome == Outcome::kRetryLater ? leaving_note() : "");
   e.short_of_room = true;
   if (r.outcome == Outcome::kRetryLater) no_room(e, gang);
@@ -1311,6 +1348,7 @@ bool Cycle::reclaim_gpu_for_mig(Entry& e, const Gang& gang) {
           "reclaim: queue " + tree_.queue(e.job->queue).name + " takes back its guarantee (a GPU for " +
               t.mig_profile + " MIG slices)");
   ++preemptions_;
+  e.wait = WaitCategory::kPreempting;
   e.reason = "waiting for 1 preempted job to checkpoint and exit; its GPU then becomes " + t.mig_profile + " MIG slices";
   e.no_room = true;  // still demand for the MIG planner
   e.short_of_room = true;
@@ -1629,6 +1667,7 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
   }
   preemptions_ += fresh;
   // Victims keep their resources in the working copy this cycle, so nobody else takes the room.
+  e.wait = WaitCategory::kPreempting;
   e.reason = "waiting for " + std::to_string(chosen.size()) +
              (chosen.size() == 1 ? " preempted job" : " preempted jobs") + " to checkpoint and exit";
   if (later > 0) e.reason += "; " + std::to_string(later) + " more to be preempted in later cycles (max_preemptions_per_cycle)";
@@ -1852,6 +1891,7 @@ bool Cycle::commit_moves(Entry& e, MovePlan& plan) {
   const int fresh = int(plan.reclaimed.size() + plan.moved.size());
   preemptions_ += fresh;
   moves_ += int(plan.moved.size());
+  e.wait = WaitCategory::kPreempting;
   e.reason = "waiting for " + std::to_string(fresh) + (fresh == 1 ? " preempted job" : " preempted jobs") +
              " to checkpoint and exit (" + std::to_string(plan.moved.size()) + " moved to other GPUs to make room)";
   return true;
@@ -1902,6 +1942,7 @@ void Cycle::plan_mig() {
     const bool mig = e.job->gang.task.mig();
     const int n = mig ? to_mig : to_whole;
     if (n == 0) continue;
+    e.wait = WaitCategory::kMigReconfiguring;
     e.reason += "; " + std::string(mig ? "MIG layout change planned on " : "turning MIG GPUs back to whole on ") +
                 std::to_string(n) + (n == 1 ? " GPU" : " GPUs") + ", ready at t=" + std::to_string(ready);
     if (e.estimated_start < 0 || ready < e.estimated_start) e.estimated_start = ready;
@@ -1914,7 +1955,7 @@ Decisions Scheduler::cycle(const Snapshot& snapshot, Time now) const {
   if (!snapshot.cluster || !snapshot.queues) {
     Decisions d;
     for (const Job& j : snapshot.jobs)
-      if (j.state == JobState::kPending) d.pending.push_back({j.id, "snapshot: no cluster or queue tree given", 0, 0, {}, false});
+      if (j.state == JobState::kPending) d.pending.push_back({j.id, "snapshot: no cluster or queue tree given", WaitCategory::kOther, 0, 0, {}, false});
     return d;
   }
   // Nothing waits and no eviction is due: nothing to decide (and no working copy to build).

@@ -130,9 +130,26 @@ struct MigReconfigDecision {
   Time ready_at = 0;                // the GPU is out of service until then (reconfigure cost)
 };
 
+// Why a pending job waits, as a category programs can act on (the reason text is for people).
+enum class WaitCategory : uint8_t {
+  kOther,             // none of the below (e.g. an internal error)
+  kInvalid,           // its queue or priority class is unknown: it never starts as submitted
+  kOrder,             // strict order: a job ahead of it did not start
+  kReservation,       // backfill: starting now would delay the reserved head job
+  kQuota,             // its queue's limit, or a guarantee owed to another queue
+  kPreempting,        // jobs preempted for it are checkpointing and leaving
+  kMigReconfiguring,  // waits for GPUs to change MIG mode or layout
+  kTopology,          // room exists but not inside the topology domain it requires
+  kCapacity,          // no room on the nodes (now, or at all with the nodes up)
+};
+// Lower-case name for APIs and logs: other, invalid, order, reservation, quota, preempting,
+// mig_reconfiguring, topology, capacity.
+const char* wait_category_name(WaitCategory c);
+
 struct PendingInfo {
   JobId job;
   std::string reason;          // what a user can act on
+  WaitCategory category = WaitCategory::kOther;
   int queue_position = 0;      // 1-based among pending jobs of its leaf queue
   int overall_position = 0;    // 1-based in the cycle's global order
   std::optional<Time> estimated_start;
