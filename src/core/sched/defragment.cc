@@ -1,0 +1,250 @@
+// Defragmenting moves: an owed gang that reclaiming every borrower cannot place may have jobs
+// within their guarantee checkpoint and restart elsewhere at once.
+#include "core/sched/cycle.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace tessera::sched {
+
+bool Cycle::movable(const Entry& v, const Entry& e) const {
+  const Job& vj = *v.job;
+  if (!v.running || v.victim || v.claimed || vj.state != JobState::kRunning || v.holding.empty()) return false;
+  if (vj.checkpoint.interval <= 0 || v.pc->value > e.pc->value) return false;
+  if (vj.last_preempted >= 0 && now_ - vj.last_preempted < cfg_.preemption_protection) return false;
+  if (int(v.holding.size()) != vj.gang.tasks) return false;
+  for (const TaskPlacement& p : v.holding) {
+    if (p.node != v.holding.front().node) return false;
+    for (const GpuGrant& g : p.gpus)
+      if (g.kind != GrantKind::kWhole) return false;
+  }
+  return true;
+}
+
+Gang Cycle::mover_gang(const Entry& v) const {
+  Gang g = gang_of(v);
+  if (const GpuModel* m = work_.node(v.holding.front().node).gpu_model()) g.task.gpu_models = {m->name};
+  if (g.tasks > 1) {
+    g.topology.mode = TopologyMode::kRequired;
+    g.topology.level = "node";
+  }
+  return g;
+}
+
+// Plans on the working copy as find_victims left it (this cycle's victims gone, earlier preemptors'
+// claims placed). Jobs already leaving are released, and the borrowers the owner may reclaim (those
+// inside their own guarantee last, then cheapest first, while their queue still borrows); then, node by node (the
+// node that needs the fewest GPUs moved for one more task's room first), movable jobs are released
+// until the engine places the gang. The jobs whose GPUs that fit uses move: each is placed with the
+// fit applied, on its GPU model and one node, off a reservation's nodes, on free GPUs or GPUs of
+// borrowers, which are then reclaimed too. Everything else is put back, and so is the working copy.
+bool Cycle::find_moves(Entry& e, const Gang& gang, MovePlan& plan) {
+  std::vector<std::string> classes;
+  if (!below_guarantee_after(e, classes) || moves_ >= cfg_.max_moves_per_cycle) return false;
+  const TaskRequest& t = gang.task;
+  const bool one_node = gang.topology.mode == TopologyMode::kRequired && gang.topology.level == "node";
+  // Moving frees GPUs in one place by taking as many elsewhere: it helps only tasks of several whole
+  // GPUs, or a gang that must share one node.
+  if (!t.whole_gpus() || t.gpu_count <= 0 || (t.gpu_count == 1 && !(one_node && gang.tasks > 1))) return false;
+  FairShare after = *fs_;
+  std::vector<size_t> released;  // entries whose holding is released here, in order
+  std::vector<bool> is_borrower(entries_.size(), false);
+  std::vector<bool> out(entries_.size(), false);
+  auto release = [&](size_t i) {
+    for (const TaskPlacement& p : entries_[i].holding) {
+      Status st = work_.release(p);
+      assert(st.ok() && "releasing a job for a move plan failed");
+      (void)st;
+    }
+    released.push_back(i);
+    out[i] = true;
+  };
+  std::vector<std::vector<TaskPlacement>> applied;  // the fit and the movers' places, while planning
+  auto unwind = [&] {
+    for (auto it = applied.rbegin(); it != applied.rend(); ++it)
+      for (const TaskPlacement& p : *it) (void)work_.release(p);
+    applied.clear();
+    for (auto it = released.rbegin(); it != released.rend(); ++it)
+      if (out[*it]) reapply({&entries_[*it].holding});
+    released.clear();
+  };
+  std::vector<std::tuple<bool, int64_t, JobId, size_t>> borrowers;  // (inside own guarantee, cost, id)
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Entry& v = entries_[i];
+    if (!v.running || v.victim || v.claimed || v.holding.empty()) continue;
+    if (v.job->state == JobState::kCheckpointing) {
+      release(i);
+    } else if (v.job->state == JobState::kRunning && v.job->queue != e.job->queue && reclaimable(v, e, classes)) {
+      borrowers.emplace_back(inside_own_guarantee(v, classes), lost_work_cost(v), v.job->id, i);
+    }
+  }
+  std::sort(borrowers.begin(), borrowers.end());
+  for (const auto& [inside, cost, id, i] : borrowers) {
+    if (!still_borrows(after, entries_[i], classes)) continue;
+    release(i);
+    is_borrower[i] = true;
+    after.add(entries_[i].job->queue, amounts(entries_[i]), -1);
+  }
+  if (work_.total_gpus() * 1000 - work_.allocated_gpu_milli() < e.milli) {
+    unwind();
+    return false;
+  }
+  // Movable jobs per node that could hold a task, cheapest first.
+  std::map<uint32_t, std::vector<size_t>> on_node;
+  for (size_t i = 0; i < entries_.size(); ++i)
+    if (!out[i] && movable(entries_[i], e) && could_host(work_.node(entries_[i].holding.front().node), t))
+      on_node[entries_[i].holding.front().node.value].push_back(i);
+  for (auto& [n, ks] : on_node)
+    std::sort(ks.begin(), ks.end(), [&](size_t a, size_t b) {
+      const int64_t ca = lost_work_cost(entries_[a]), cb = lost_work_cost(entries_[b]);
+      return ca != cb ? ca < cb : entries_[a].job->id < entries_[b].job->id;
+    });
+  const int64_t per_task = t.gpu_count, tasks = gang.required_tasks();
+  auto slots = [&](const Node& n) -> int64_t {
+    if (!could_host(n, t)) return 0;
+    return one_node ? (n.idle_gpus >= per_task * tasks ? tasks : 0) : n.idle_gpus / per_task;
+  };
+  const int room = cfg_.max_moves_per_cycle - moves_;
+  int moving = 0;
+  bool fits = false;
+  while (!fits) {
+    // The cheapest next step, (GPUs moved, lost work, node): one more task's room on a node (for a
+    // one-node gang, the whole gang's).
+    std::tuple<int64_t, int64_t, uint32_t> best{INT64_MAX, INT64_MAX, 0};
+    for (const auto& [n, ks] : on_node) {
+      const Node& node = work_.node(NodeId(n));
+      const int64_t want = one_node ? per_task * tasks : per_task * (node.idle_gpus / per_task + 1);
+      int64_t idle = node.idle_gpus, gpus = 0, cost = 0;
+      for (size_t k = 0; k < ks.size() && idle < want; ++k) {
+        if (out[ks[k]]) continue;
+        const int64_t g = entries_[ks[k]].milli / 1000;
+        idle += g, gpus += g, cost += lost_work_cost(entries_[ks[k]]);
+      }
+      if (idle >= want && gpus > 0 && std::make_tuple(gpus, cost, n) < best) best = {gpus, cost, n};
+    }
+    if (std::get<0>(best) == INT64_MAX) break;
+    const Node& node = work_.node(NodeId(std::get<2>(best)));
+    const int64_t want = one_node ? per_task * tasks : per_task * (node.idle_gpus / per_task + 1);
+    for (size_t k : on_node[std::get<2>(best)]) {
+      if (node.idle_gpus >= want) break;
+      if (out[k]) continue;
+      release(k);
+      ++moving;
+    }
+    if (moving > room) break;
+    int64_t have = 0;
+    for (const Node& n : work_.nodes()) have = one_node ? std::max(have, slots(n)) : have + slots(n);
+    if (have >= tasks) fits = fits_under(after, e, gang);
+  }
+  if (!fits || moving > room) {
+    unwind();
+    return false;
+  }
+  const std::vector<TaskPlacement> fit = last_fit_;
+  auto gpus_of = [](const std::vector<TaskPlacement>& pl) {
+    std::set<std::pair<uint32_t, uint16_t>> s;
+    for (const TaskPlacement& p : pl)
+      for (const GpuGrant& g : p.gpus) s.insert({p.node.value, g.gpu});
+    return s;
+  };
+  auto overlaps = [&](size_t i, const std::set<std::pair<uint32_t, uint16_t>>& used) {
+    for (const TaskPlacement& p : entries_[i].holding)
+      for (const GpuGrant& g : p.gpus)
+        if (used.count({p.node.value, g.gpu})) return true;
+    return false;
+  };
+  // Movers the fit does not need stay; the others are placed with the fit applied.
+  std::set<std::pair<uint32_t, uint16_t>> used = gpus_of(fit);
+  for (size_t i : released)
+    if (out[i] && !is_borrower[i] && entries_[i].job->state == JobState::kRunning) {
+      if (overlaps(i, used)) plan.moved.push_back(i);
+      else if (work_.apply_all(entries_[i].holding).ok()) out[i] = false;
+      else plan.moved.push_back(i);
+    }
+  bool ok = !plan.moved.empty() && work_.apply_all(fit).ok();
+  if (ok) applied.push_back(fit);
+  std::sort(plan.moved.begin(), plan.moved.end(), [&](size_t a, size_t b) {
+    return entries_[a].milli != entries_[b].milli ? entries_[a].milli > entries_[b].milli : entries_[a].job->id < entries_[b].job->id;
+  });
+  if (ok && res_.active && !off_reservation_) block_reserved(true);
+  for (size_t k = 0; ok && k < plan.moved.size(); ++k) {
+    PlacementResult r = trial_.place(work_, mover_gang(entries_[plan.moved[k]]));
+    ok = r.outcome == Outcome::kPlaced && work_.apply_all(r.tasks).ok();
+    if (ok) {
+      for (const TaskPlacement& p : r.tasks)
+        for (const GpuGrant& g : p.gpus) used.insert({p.node.value, g.gpu});
+      applied.push_back(r.tasks);
+      plan.dest.push_back(std::move(r.tasks));
+    }
+  }
+  if (res_.active && !off_reservation_) block_reserved(false);
+  // Borrowers whose GPUs the fit or a mover uses are reclaimed (while their queue still borrows,
+  // cheapest first); the others are put back.
+  FairShare confirm = *fs_;
+  for (const auto& [inside, cost, id, i] : borrowers) {
+    if (!ok || !is_borrower[i]) continue;
+    if (!overlaps(i, used) && work_.apply_all(entries_[i].holding).ok()) {
+      out[i] = false;
+      continue;
+    }
+    ok = still_borrows(confirm, entries_[i], classes);
+    confirm.add(entries_[i].job->queue, amounts(entries_[i]), -1);
+    plan.reclaimed.push_back(i);
+  }
+  for (size_t i : released)
+    if (ok && out[i] && entries_[i].job->state == JobState::kCheckpointing && overlaps(i, used)) plan.leaving.push_back(i);
+  if (ok) {
+    const ClassAmounts got = placement_amounts(work_, fit);
+    ok = confirm.within_limits(e.job->queue, got).ok() && takes_owed(confirm, e, got).empty();
+  }
+  unwind();
+  if (!ok) {
+    plan = {};
+    last_fit_.clear();
+    return false;
+  }
+  last_fit_ = fit;
+  return true;
+}
+
+// Emits the plan's decisions. The movers' new GPUs that are free now are held for the rest of the
+// cycle (the rest belong to borrowers reclaimed for them, which keep them until they leave).
+bool Cycle::commit_moves(Entry& e, MovePlan& plan) {
+  const std::string owner = tree_.queue(e.job->queue).name;
+  for (size_t i : plan.reclaimed) preempt(entries_[i], e, false, "reclaim: queue " + owner + " takes back its guarantee");
+  for (size_t k = 0; k < plan.moved.size(); ++k) {
+    Entry& v = entries_[plan.moved[k]];
+    preempt(v, e, false,
+            "move: checkpoints and restarts at once on node " + work_.node(plan.dest[k].front().node).name +
+                " so that job " + e.job->name + " of queue " + owner + ", owed its guarantee, fits whole");
+    hold_idle(plan.dest[k]);
+    out_.preempt.back().move_to = std::move(plan.dest[k]);
+  }
+  for (size_t i : plan.leaving) entries_[i].claimed = true;  // not counted again by a later preemptor
+  const int fresh = int(plan.reclaimed.size() + plan.moved.size());
+  preemptions_ += fresh;
+  moves_ += int(plan.moved.size());
+  e.wait = WaitCategory::kPreempting;
+  e.reason = "waiting for " + std::to_string(fresh) + (fresh == 1 ? " preempted job" : " preempted jobs") +
+             " to checkpoint and exit (" + std::to_string(plan.moved.size()) + " moved to other GPUs to make room)";
+  return true;
+}
+
+// Holds, GPU by GPU, the whole GPUs of `pl` that are idle on the working copy now.
+void Cycle::hold_idle(const std::vector<TaskPlacement>& pl) {
+  for (const TaskPlacement& p : pl)
+    for (const GpuGrant& g : p.gpus)
+      if (g.kind == GrantKind::kWhole && work_.node(p.node).gpus[g.gpu].idle())
+        (void)work_.apply(TaskPlacement{p.node, MilliCpu{0}, MiB{0}, p.task_class, {g}});
+}
+
+}  // namespace tessera::sched

@@ -1,0 +1,433 @@
+// Preemption: victims for a job that finds no room (priority, reclaim, least attained service),
+// cheapest lost work first, only when the engine confirms the job then fits.
+#include "core/sched/cycle.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace tessera::sched {
+
+int64_t Cycle::lost_work_cost(const Entry& v) const {
+  const Job& j = *v.job;
+  const Time since = std::max(j.started, j.checkpoint.last);
+  return v.milli * (std::max<int64_t>(0, now_ - since) + j.checkpoint.save_cost + j.checkpoint.restart_cost);
+}
+
+void Cycle::preempt(Entry& v, const Entry& e, bool by_priority, std::string reason) {
+  v.victim = true;
+  PreemptDecision d;
+  d.victim = v.job->id;
+  d.for_job = e.job->id;
+  d.phase = v.job->checkpoint.interval > 0 ? PreemptPhase::kRequestCheckpoint : PreemptPhase::kEvict;
+  const Duration grace = by_priority ? v.job->checkpoint.grace : std::min(v.job->checkpoint.grace, cfg_.reclaim_grace);
+  d.evict_by = d.phase == PreemptPhase::kEvict ? now_ : now_ + std::max<Duration>(0, grace);
+  d.reason = std::move(reason);
+  out_.preempt.push_back(std::move(d));
+}
+
+bool Cycle::try_preempt(Entry& e, const Gang& gang) {
+  only_leaving_ = false;
+  const int budget = cfg_.max_preemptions_per_cycle - preemptions_;
+  if (budget <= 0 || e.milli <= 0) return false;
+  if (gang.task.mig() && cfg_.dynamic_mig && reclaim_gpu_for_mig(e, gang)) return true;
+  // Victims only become fewer within a cycle: a failed search stays failed for the same ask.
+  const std::string memo = shape_key(gang) + "|" + std::to_string(e.prio) + "|" + std::to_string(e.job->queue.value) +
+                           "|" + std::to_string(cfg_.in_queue_las ? e.las : 0) + (off_reservation_ ? "|off" : "");
+  // An owner's MIG request that no instance frees in time takes a whole GPU for the planner.
+  auto or_mig = [&] { return gang.task.mig() && reclaim_gpu_for_mig(e, gang); };
+  if (no_victims_.count(memo)) return or_mig();
+  // Bounded work per cycle: after this many fruitless searches, later jobs wait for the next cycle
+  // (the most deserving jobs, first in order, were searched).
+  if (failed_searches_ >= cfg_.max_victim_searches_per_cycle) return or_mig();
+  only_leaving_ = false;
+  searched_ = false;
+  partial_ = false;
+  const bool found = find_victims(e, gang, budget);
+  if (!found && !only_leaving_) {
+    no_victims_.insert(memo);
+    if (searched_) ++failed_searches_;
+    return or_mig();
+  }
+  return found;
+}
+
+bool Cycle::reclaim_gpu_for_mig(Entry& e, const Gang& gang) {
+  if (!cfg_.reclaim || !cfg_.dynamic_mig || preemptions_ >= cfg_.max_preemptions_per_cycle) return false;
+  std::vector<std::string> classes;
+  if (!below_guarantee_after(e, classes)) return false;
+  const TaskRequest& t = gang.task;
+  const std::string memo = std::to_string(e.job->queue.value) + "|" + t.mig_profile;
+  if (mig_reclaimed_.count(memo)) return false;  // one GPU per queue and profile per cycle
+  // GPUs that could offer the profile (model, pool, node size), by node.
+  auto capable = [&](const Node& n) { return could_host(n, t) && n.gpu_model()->find_profile(t.mig_profile); };
+  // An idle whole GPU is the planner's to convert, and one on its way out will be: nothing to take.
+  for (const Node& n : work_.nodes())
+    if (capable(n))
+      for (const Gpu& g : n.gpus)
+        if (g.health == GpuHealth::kHealthy && !g.mig_enabled && g.idle()) return false;
+  for (const Entry& v : entries_)
+    if (v.running && v.job->state == JobState::kCheckpointing)
+      for (const TaskPlacement& p : v.holding)
+        if (capable(work_.node(p.node)))
+          for (const GpuGrant& g : p.gpus)
+            if (g.kind == GrantKind::kWhole) return false;
+  // The borrower's job holding a whole capable GPU that loses the least work.
+  const Entry* best = nullptr;
+  int64_t best_cost = 0;
+  bool best_inside = false;
+  for (const Entry& v : entries_) {
+    const Job& vj = *v.job;
+    if (!v.running || v.victim || v.claimed || vj.state != JobState::kRunning || vj.queue == e.job->queue) continue;
+    if (!reclaimable(v, e, classes)) continue;
+    bool whole_capable = false;
+    for (const TaskPlacement& p : v.holding)
+      if (capable(work_.node(p.node)))
+        for (const GpuGrant& g : p.gpus) whole_capable = whole_capable || g.kind == GrantKind::kWhole;
+    if (!whole_capable) continue;
+    const bool inside = inside_own_guarantee(v, classes);
+    const int64_t cost = lost_work_cost(v);
+    if (!best || std::tie(inside, cost, vj.id) < std::tie(best_inside, best_cost, best->job->id))
+      best = &v, best_cost = cost, best_inside = inside;
+  }
+  if (!best) return false;
+  mig_reclaimed_.insert(memo);
+  preempt(entries_[size_t(best - entries_.data())], e, false,
+          "reclaim: queue " + tree_.queue(e.job->queue).name + " takes back its guarantee (a GPU for " +
+              t.mig_profile + " MIG slices)");
+  ++preemptions_;
+  e.wait = WaitCategory::kPreempting;
+  e.reason = "waiting for 1 preempted job to checkpoint and exit; its GPU then becomes " + t.mig_profile + " MIG slices";
+  e.no_room = true;  // still demand for the MIG planner
+  e.short_of_room = true;
+  return true;
+}
+
+bool Cycle::fits_under(const FairShare& fs, const Entry& e, const Gang& gang) {
+  PlacementResult r = trial_.place(work_, gang);
+  if (r.outcome != Outcome::kPlaced) return false;
+  const ClassAmounts got = placement_amounts(work_, r.tasks);
+  if (!fs.within_limits(e.job->queue, got).ok() || !takes_owed(fs, e, got).empty()) return false;
+  last_fit_ = std::move(r.tasks);
+  return true;
+}
+
+void Cycle::reapply(const std::vector<const std::vector<TaskPlacement>*>& placements) {
+  for (const auto* pl : placements) {
+    Status st = work_.apply_all(*pl);
+    assert(st.ok() && "restoring a released placement failed");
+    (void)st;
+  }
+}
+
+bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
+  std::vector<const std::vector<TaskPlacement>*> gone;
+  claims_active_ = claims_ok_ && !claims_.empty();
+  if (claims_active_) {
+    for (const Entry& v : entries_)
+      if (v.running && (v.victim || v.claimed) && !v.holding.empty()) {
+        for (const TaskPlacement& p : v.holding) {
+          Status st = work_.release(p);
+          assert(st.ok() && "releasing a victim for a later preemptor failed");
+          (void)st;
+        }
+        gone.push_back(&v.holding);
+      }
+    size_t applied = 0;
+    for (; applied < claims_.size(); ++applied)
+      if (!work_.apply_all(claims_[applied]).ok()) break;
+    if (applied < claims_.size()) {  // a job started since took part of a claim: give the idea up
+      while (applied-- > 0)
+        for (const TaskPlacement& p : claims_[applied]) (void)work_.release(p);
+      reapply(gone);
+      gone.clear();
+      claims_active_ = false;
+      claims_ok_ = false;
+      claims_.clear();
+    }
+  }
+  last_fit_.clear();
+  bool found = find_victims_inner(e, gang, budget);
+  MovePlan moves;
+  const bool plan = !found && !only_leaving_ && cfg_.defragment && cfg_.reclaim && find_moves(e, gang, moves);
+  if (claims_active_) {
+    for (auto it = claims_.rbegin(); it != claims_.rend(); ++it)
+      for (const TaskPlacement& p : *it) {
+        Status st = work_.release(p);
+        assert(st.ok() && "removing a waiting preemptor failed");
+        (void)st;
+      }
+    reapply(gone);
+    claims_active_ = false;
+  }
+  if (plan) {
+    found = commit_moves(e, moves);
+    if (!found) last_fit_.clear();
+  }
+  if (partial_) {  // the fit assumed victims not preempted yet: no claim on it this cycle
+    claims_ok_ = false;
+    claims_.clear();
+  } else if ((found || only_leaving_) && !last_fit_.empty()) {
+    bool whole = true;
+    for (const TaskPlacement& p : last_fit_)
+      for (const GpuGrant& g : p.gpus) whole = whole && g.kind == GrantKind::kWhole;
+    if (whole) {
+      hold_free_part(e);
+      if (!last_fit_.empty()) claims_.push_back(std::move(last_fit_));
+    } else {
+      claims_ok_ = false;
+      claims_.clear();
+    }
+  }
+  return found;
+}
+
+// The GPUs of a waiting preemptor's fit that are free now are held for it for the rest of the cycle,
+// so a job later in the order does not take them and leave its victims' exits to nobody; what the
+// jobs leaving hold stays in last_fit_ as its claim, which later victim searches count.
+void Cycle::hold_free_part(const Entry& e) {
+  std::vector<TaskPlacement> hold, claim;
+  for (const TaskPlacement& p : last_fit_) {
+    TaskPlacement h{p.node, MilliCpu{0}, MiB{0}, p.task_class, {}};
+    TaskPlacement c = p;
+    c.gpus.clear();
+    for (const GpuGrant& g : p.gpus) (work_.node(p.node).gpus[g.gpu].idle() ? h : c).gpus.push_back(g);
+    if (c.gpus.empty()) std::swap(h.cpu, c.cpu), std::swap(h.memory, c.memory);  // all free now
+    if (!h.gpus.empty()) hold.push_back(std::move(h));
+    if (!c.gpus.empty()) claim.push_back(std::move(c));
+  }
+  if (hold.empty() || !work_.apply_all(hold).ok()) return;
+  if (held_for_.empty()) held_first_ = e.job->name;
+  held_milli_ += placement_milli(hold);
+  held_for_.push_back({e.job->id, std::move(hold)});
+  last_fit_ = std::move(claim);
+  held_text_ = gpus_text(held_milli_) + " held this cycle for " +
+               (held_for_.size() == 1 ? "job " + held_first_
+                                      : std::to_string(held_for_.size()) + " jobs (the first job " + held_first_ + ")") +
+               ", waiting for preempted jobs to leave";
+}
+
+bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
+  std::vector<std::string> reclaim_classes;
+  const bool may_reclaim = cfg_.reclaim && below_guarantee_after(e, reclaim_classes);
+
+  struct Cand {
+    size_t idx;
+    int64_t cost;
+    bool by_priority;
+    bool leaving = false;  // already asked to checkpoint and exit (a victim of an earlier cycle)
+    // Reclaim only: its own leaf queue is within its guarantee (an ancestor borrows): taken last, as
+    // the borrowing is its sibling queues' doing.
+    bool inside_own = false;
+  };
+  std::vector<Cand> cands;
+  // Jobs already checkpointing on their way out free their GPUs within their save time: count them
+  // first (no new decision, no lost work), so a preemptor waiting for its victims to leave does not
+  // preempt more jobs in the cycles in between.
+  if ((cfg_.preemption && e.pc->can_preempt) || may_reclaim)
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      const Entry& v = entries_[i];
+      if (v.running && !v.claimed && v.job->state == JobState::kCheckpointing && !v.holding.empty())
+        cands.push_back({i, -1, true, true});
+    }
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Entry& v = entries_[i];
+    const Job& vj = *v.job;
+    if (!v.running || v.victim || vj.state != JobState::kRunning || vj.placement.empty()) continue;
+    // min_runtime and the protection window shield a job from priority preemption; a guarantee's
+    // owner reclaims regardless (borrowed capacity is lent on those terms).
+    const bool protected_now = (vj.started >= 0 && now_ - vj.started < v.pc->min_runtime) ||
+                               (vj.last_preempted >= 0 && now_ - vj.last_preempted < cfg_.preemption_protection);
+    const bool same_queue = vj.queue == e.job->queue;
+    // In-queue least attained service: a job of the queue that has attained a higher level gives way
+    // to one of the same class that has attained less (Tiresias inside one team's share), but only
+    // when the queue has no guarantee left to reclaim from borrowers instead.
+    const bool by_las = cfg_.in_queue_las && !may_reclaim && same_queue && v.prio == e.prio && v.las > e.las;
+    const bool by_priority = cfg_.preemption && !protected_now && e.pc->can_preempt && v.pc->preemptible &&
+                             ((v.prio < e.prio && (same_queue || borrows(v) || cfg_.order == JobOrder::kLeastAttained)) ||
+                              by_las);
+    const bool by_reclaim = may_reclaim && !same_queue && reclaimable(v, e, reclaim_classes);
+    if (!by_priority && !by_reclaim) continue;
+    cands.push_back({i, lost_work_cost(v), by_priority, false, !by_priority && inside_own_guarantee(v, reclaim_classes)});
+  }
+  // With this cycle's victims gone and their preemptors placed, the job may fit already: it waits
+  // for those exits like its own victims (no new decision).
+  if (claims_active_ && ((cfg_.preemption && e.pc->can_preempt) || may_reclaim)) {
+    if (fits_under(*fs_, e, gang)) {
+      only_leaving_ = true;
+      return false;
+    }
+  }
+  // Cheap bound before copying the cluster: all candidates plus what is free must cover the job.
+  int64_t room = work_.total_gpus() * 1000 - work_.allocated_gpu_milli();
+  for (const Cand& c : cands) room += entries_[c.idx].milli;
+  if (cands.empty() || room < e.milli) return false;
+  searched_ = true;
+  std::sort(cands.begin(), cands.end(), [&](const Cand& a, const Cand& b) {
+    if (a.inside_own != b.inside_own) return b.inside_own;
+    if (a.cost != b.cost) return a.cost < b.cost;
+    const Job& x = *entries_[a.idx].job;
+    const Job& y = *entries_[b.idx].job;
+    if (x.started != y.started) return x.started > y.started;  // newest first
+    return x.id < y.id;
+  });
+  // Tasks of several whole GPUs (or a gang that must share one node) need them on one node: victims
+  // are taken node by node, the node
+  // whose candidates lose the least work first, with every candidate on it (a gang's tasks on other
+  // nodes go too); nodes where even all candidates leave too little room for one task come last.
+  // Other shapes take the cheapest victims wherever they are.
+  const bool one_node = gang.topology.mode == TopologyMode::kRequired && gang.topology.level == "node";
+  if (gang.task.whole_gpus() && (gang.task.gpu_count > 1 || (one_node && gang.tasks > 1))) {
+    // (node, candidate position) pairs, and per node the room and cost of its candidates (flat by
+    // node id: maps here cost a tenth of a cycle at 10,000 nodes).
+    const size_t nn = work_.nodes().size();
+    std::vector<int64_t> cost_on(nn, 0), room_on(nn, 0), inside_on(nn, 0);
+    std::vector<std::pair<uint32_t, size_t>> at;
+    std::vector<uint32_t> touched;
+    for (size_t k = 0; k < cands.size(); ++k) {
+      if (cands[k].leaving) continue;
+      touched.clear();
+      for (const TaskPlacement& p : entries_[cands[k].idx].holding) {
+        touched.push_back(p.node.value);
+        for (const GpuGrant& g : p.gpus) room_on[p.node.value] += g.milli_held();
+      }
+      std::sort(touched.begin(), touched.end());
+      touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+      for (uint32_t n : touched) at.emplace_back(n, k), cost_on[n] += cands[k].cost, inside_on[n] += cands[k].inside_own;
+    }
+    std::sort(at.begin(), at.end());  // by node, then candidate position (cheapest first)
+    const int64_t need = int64_t(gang.task.gpu_count) * (one_node ? gang.tasks : 1) * 1000;
+    // (too small, candidates inside their own guarantee, cost, node, first pair of the node in `at`)
+    std::vector<std::tuple<bool, int64_t, int64_t, uint32_t, size_t>> nodes;
+    for (size_t a = 0; a < at.size(); ++a)
+      if (a == 0 || at[a].first != at[a - 1].first) {
+        const uint32_t n = at[a].first;
+        nodes.emplace_back(work_.node(NodeId(n)).free_gpu_milli + room_on[n] < need, inside_on[n], cost_on[n], n, a);
+      }
+    std::sort(nodes.begin(), nodes.end());
+    std::vector<Cand> grouped;
+    std::vector<bool> taken(cands.size(), false);
+    for (size_t k = 0; k < cands.size(); ++k)
+      if (cands[k].leaving) grouped.push_back(cands[k]), taken[k] = true;
+    for (const auto& [small, inside, cost, n, first] : nodes)
+      for (size_t a = first; a < at.size() && at[a].first == n; ++a)
+        if (!taken[at[a].second]) grouped.push_back(cands[at[a].second]), taken[at[a].second] = true;
+    for (size_t k = 0; k < cands.size(); ++k)
+      if (!taken[k]) grouped.push_back(cands[k]);
+    cands = std::move(grouped);
+  }
+
+  // Add victims one by one on a scratch copy until the engine places the job. A fresh engine: its
+  // score cache must not mix the scratch copy's node generations with the working copy's.
+  // Release victims one by one on the working copy itself (their placements are put back below:
+  // victims keep their resources this cycle) until the engine places the job. The engine's cache is
+  // keyed by node generation, which every release/apply advances, so it stays valid.
+  // Allocations as if the victims chosen so far were gone. Fits are checked against its limits and
+  // owed guarantees (try_job checks the GPUs chosen too: a preemption for a placement they then
+  // refuse would free room for nobody, again and again).
+  FairShare after = *fs_;
+  std::vector<Cand> chosen;
+  bool fits = false, room_opened = false;
+  std::vector<const std::vector<TaskPlacement>*> released;
+  // A guarantee's owner may need more victims than one cycle's budget (a gang of whole nodes among
+  // small borrowers): the search may take every candidate, and the victims beyond the budget are
+  // preempted in later cycles (those already leaving then count first).
+  const int cap = may_reclaim ? std::max(budget, int(cands.size())) : budget;
+  for (const Cand& c : cands) {
+    if (int(chosen.size()) >= cap) break;
+    const Entry& v = entries_[c.idx];
+    if (!c.by_priority) {  // reclaim only while the victim's queue still borrows
+      if (!still_borrows(after, v, reclaim_classes)) continue;
+    }
+    after.add(v.job->queue, amounts(v), -1);
+    const auto& pl = v.holding;
+    size_t done = 0;
+    for (; done < pl.size(); ++done)
+      if (!work_.release(pl[done]).ok()) break;
+    if (done < pl.size()) {  // inconsistent snapshot: put everything back and preempt nothing
+      for (size_t k = 0; k < done; ++k) (void)work_.apply(pl[k]);
+      reapply(released);
+      return false;
+    }
+    released.push_back(&pl);
+    chosen.push_back(c);
+    // The job did not fit before any release, so a fit needs a task's room on a released node:
+    // try the engine only once some released node can hold one task.
+    if (!room_opened)
+      for (const TaskPlacement& tp : pl)
+        if (check_fit(work_.node(tp.node), gang.task) == Misfit::kFits) room_opened = true;
+    if (room_opened && fits_under(after, e, gang)) {
+      fits = true;
+      break;
+    }
+  }
+  if (!fits) {
+    reapply(released);
+    return false;
+  }
+  // Drop victims that turned out unnecessary (most expensive first, the last one is needed).
+  for (size_t k = chosen.size() - 1; k-- > 0;) {
+    const Entry& v = entries_[chosen[k].idx];
+    const auto& pl = v.holding;
+    if (!work_.apply_all(pl).ok()) continue;
+    after.add(v.job->queue, amounts(v), +1);
+    if (fits_under(after, e, gang)) {
+      chosen.erase(chosen.begin() + long(k));
+      released.erase(released.begin() + long(k));
+    } else {
+      for (const TaskPlacement& p : pl) (void)work_.release(p);
+      after.add(v.job->queue, amounts(v), -1);
+    }
+  }
+  reapply(released);
+
+  const std::string need = gpus_text(e.milli);
+  int fresh = 0, later = 0;
+  for (const Cand& c : chosen) fresh += c.leaving ? 0 : 1;
+  if (fresh > budget) {  // the first `budget` now (cheapest nodes first), the rest in later cycles
+    later = fresh - budget;
+    int kept = 0;
+    std::vector<Cand> now;
+    for (const Cand& c : chosen)
+      if (c.leaving || kept++ < budget) now.push_back(c);
+    chosen = std::move(now);
+    fresh = budget;
+    partial_ = true;
+  }
+  if (fresh == 0) {
+    // The jobs already leaving are enough: nothing new is preempted; the job waits for them like any
+    // job without room (its reservation is their exit). They are not counted by a later preemptor.
+    for (const Cand& c : chosen) entries_[c.idx].claimed = true;
+    only_leaving_ = true;
+    return false;
+  }
+  for (const Cand& c : chosen) {
+    Entry& v = entries_[c.idx];
+    if (c.leaving) {  // not counted again by a later preemptor; no new decision
+      v.claimed = true;
+      continue;
+    }
+    const bool las_turn = c.by_priority && v.job->queue == e.job->queue && v.prio == e.prio;
+    preempt(v, e, c.by_priority,
+            las_turn ? "least attained service: job " + e.job->name + " of the same queue has run less and needs " + need
+            : c.by_priority ? "priority: " + e.pc->name + " job " + e.job->name + " needs " + need
+                            : "reclaim: queue " + tree_.queue(e.job->queue).name + " takes back its guarantee");
+  }
+  preemptions_ += fresh;
+  // Victims keep their resources in the working copy this cycle, so nobody else takes the room.
+  e.wait = WaitCategory::kPreempting;
+  e.reason = "waiting for " + std::to_string(chosen.size()) +
+             (chosen.size() == 1 ? " preempted job" : " preempted jobs") + " to checkpoint and exit";
+  if (later > 0) e.reason += "; " + std::to_string(later) + " more to be preempted in later cycles (max_preemptions_per_cycle)";
+  return true;
+}
+
+}  // namespace tessera::sched
