@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -80,10 +81,11 @@ bool Cycle::reclaim_gpu_for_mig(Entry& e, const Gang& gang) {
         if (capable(work_.node(p.node)))
           for (const GpuGrant& g : p.gpus)
             if (g.kind == GrantKind::kWhole) return false;
-  // The borrower's job holding a whole capable GPU that loses the least work.
+  // The borrower's job holding a whole capable GPU: the lowest class, then the least lost work.
   const Entry* best = nullptr;
   int64_t best_cost = 0;
   bool best_inside = false;
+  int best_class = 0;
   for (const Entry& v : entries_) {
     const Job& vj = *v.job;
     if (!v.running || v.victim || v.claimed || vj.state != JobState::kRunning || vj.queue == e.job->queue) continue;
@@ -95,8 +97,9 @@ bool Cycle::reclaim_gpu_for_mig(Entry& e, const Gang& gang) {
     if (!whole_capable) continue;
     const bool inside = inside_own_guarantee(v, classes);
     const int64_t cost = lost_work_cost(v);
-    if (!best || std::tie(inside, cost, vj.id) < std::tie(best_inside, best_cost, best->job->id))
-      best = &v, best_cost = cost, best_inside = inside;
+    const int cls = v.pc->value;
+    if (!best || std::tie(inside, cls, cost, vj.id) < std::tie(best_inside, best_class, best_cost, best->job->id))
+      best = &v, best_cost = cost, best_inside = inside, best_class = cls;
   }
   if (!best) return false;
   mig_reclaimed_.insert(memo);
@@ -271,8 +274,14 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
   for (const Cand& c : cands) room += entries_[c.idx].milli;
   if (cands.empty() || room < e.milli) return false;
   searched_ = true;
+  // Victim order: jobs already leaving, then (reclaim) borrowers' jobs before those inside their own
+  // leaf's guarantee, then the lowest priority class, then the least lost work (as KAI and Slurm
+  // order victims): a lower class that can serve the preemptor is used up before a higher one.
   std::sort(cands.begin(), cands.end(), [&](const Cand& a, const Cand& b) {
+    if (a.leaving != b.leaving) return a.leaving;
     if (a.inside_own != b.inside_own) return b.inside_own;
+    const int ca = entries_[a.idx].pc->value, cb = entries_[b.idx].pc->value;
+    if (ca != cb) return ca < cb;
     if (a.cost != b.cost) return a.cost < b.cost;
     const Job& x = *entries_[a.idx].job;
     const Job& y = *entries_[b.idx].job;
@@ -290,6 +299,7 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
     // node id: maps here cost a tenth of a cycle at 10,000 nodes).
     const size_t nn = work_.nodes().size();
     std::vector<int64_t> cost_on(nn, 0), room_on(nn, 0), inside_on(nn, 0);
+    std::vector<int> top_class_on(nn, std::numeric_limits<int>::min());  // highest victim class per node
     std::vector<std::pair<uint32_t, size_t>> at;
     std::vector<uint32_t> touched;
     for (size_t k = 0; k < cands.size(); ++k) {
@@ -301,23 +311,28 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
       }
       std::sort(touched.begin(), touched.end());
       touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-      for (uint32_t n : touched) at.emplace_back(n, k), cost_on[n] += cands[k].cost, inside_on[n] += cands[k].inside_own;
+      for (uint32_t n : touched) {
+        at.emplace_back(n, k), cost_on[n] += cands[k].cost, inside_on[n] += cands[k].inside_own;
+        top_class_on[n] = std::max(top_class_on[n], entries_[cands[k].idx].pc->value);
+      }
     }
     std::sort(at.begin(), at.end());  // by node, then candidate position (cheapest first)
     const int64_t need = int64_t(gang.task.gpu_count) * (one_node ? gang.tasks : 1) * 1000;
-    // (too small, candidates inside their own guarantee, cost, node, first pair of the node in `at`)
-    std::vector<std::tuple<bool, int64_t, int64_t, uint32_t, size_t>> nodes;
+    // (too small, candidates inside their own guarantee, highest victim class, cost, node, first pair
+    // of the node in `at`): a node whose victims are all of a lower class comes first.
+    std::vector<std::tuple<bool, int64_t, int, int64_t, uint32_t, size_t>> nodes;
     for (size_t a = 0; a < at.size(); ++a)
       if (a == 0 || at[a].first != at[a - 1].first) {
         const uint32_t n = at[a].first;
-        nodes.emplace_back(work_.node(NodeId(n)).free_gpu_milli + room_on[n] < need, inside_on[n], cost_on[n], n, a);
+        nodes.emplace_back(work_.node(NodeId(n)).free_gpu_milli + room_on[n] < need, inside_on[n], top_class_on[n],
+                           cost_on[n], n, a);
       }
     std::sort(nodes.begin(), nodes.end());
     std::vector<Cand> grouped;
     std::vector<bool> taken(cands.size(), false);
     for (size_t k = 0; k < cands.size(); ++k)
       if (cands[k].leaving) grouped.push_back(cands[k]), taken[k] = true;
-    for (const auto& [small, inside, cost, n, first] : nodes)
+    for (const auto& [small, inside, top_class, cost, n, first] : nodes)
       for (size_t a = first; a < at.size() && at[a].first == n; ++a)
         if (!taken[at[a].second]) grouped.push_back(cands[at[a].second]), taken[at[a].second] = true;
     for (size_t k = 0; k < cands.size(); ++k)
