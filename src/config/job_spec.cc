@@ -31,7 +31,7 @@ const std::vector<std::string> kTopKeys = {"name", "queue", "project", "priority
                                            "min_tasks", "resources", "topology", "checkpoint", "restart",
                                            "expected_runtime", "max_runtime", "spot_tolerant", "spot", "command",
                                            "env", "secret_env", "working_dir"};
-const std::vector<std::string> kResourceKeys = {"gpus", "gpu_models", "mig", "gpu_milli", "gpu_memory", "cpu", "memory"};
+const std::vector<std::string> kResourceKeys = {"gpus", "gpu_models", "mix_models", "mig", "gpu_milli", "gpu_memory", "cpu", "memory"};
 const std::vector<std::string> kRestartKeys = {"max_restarts", "backoff"};
 const std::vector<std::string> kTopologyKeys = {"mode", "level"};
 const std::vector<std::string> kCheckpointKeys = {"interval", "signal", "grace", "dir"};
@@ -316,6 +316,11 @@ Status parse_resources(const json& r, TaskRequest& t) {
       t.gpu_models.push_back(canonical);
     }
   }
+  if (r.contains("mix_models") && !r["mix_models"].is_null()) {
+    if (!r["mix_models"].is_boolean())
+      return bad("resources.mix_models", std::string("must be true or false, got ") + kind_of(r["mix_models"]));
+    t.mix_models = r["mix_models"].get<bool>();
+  }
   if (r.contains("mig") && !r["mig"].is_null()) {
     TESSERA_TRY(string_of(r["mig"], "resources.mig", t.mig_profile, kMaxNameBytes));
     if (!t.mig_profile.empty() && !mig_profile_known(t.mig_profile))
@@ -559,6 +564,7 @@ json job_spec_to_json(const JobSpec& s) {
   json r;
   r["gpus"] = s.task.gpu_count;
   r["gpu_models"] = s.task.gpu_models;
+  r["mix_models"] = s.task.mix_models;
   r["mig"] = s.task.mig_profile;
   r["gpu_milli"] = s.task.milli_per_gpu.v;
   r["gpu_memory"] = s.task.gpu_memory.v;

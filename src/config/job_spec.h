@@ -9,6 +9,7 @@
 //    "tasks": 4, "min_tasks": 4,               // gang size; min_tasks 0 or absent = tasks (rigid)
 //    "resources": {                            // per task
 //      "gpus": 8, "gpu_models": ["H100-80GB"],  // whole GPUs (models: canonical names or aliases)
+//      "mix_models": false,                     // true: a gang's tasks may run on different models
 //      "mig": "3g.40gb",                        // or one MIG instance (gpus absent or 0)
 //      "gpu_milli": 500, "gpu_memory": "20Gi",  // or a share of gpus (default 1) GPUs
 //      "cpu": 16,  "memory": "64Gi"},            // cpu: cores (int) or "500m"; memory: MiB (int) or "64Gi"/"512Mi"/"1Ti"

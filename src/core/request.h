@@ -28,6 +28,9 @@ struct TaskRequest {
   MiB gpu_memory{0};  // per GPU, for shares; 0 = not constrained
   std::string mig_profile;
   std::vector<std::string> gpu_models;  // allowed models (canonical names); empty = any
+  // A gang's tasks may run on different models of gpu_models. Default: every task of a gang runs on
+  // the same model (each allowed model is tried in the order listed).
+  bool mix_models = false;
   // Pool kinds the task may use and whether it prefers spot nodes; set by the scheduler from the
   // gang and the pool rules (pool_kinds_for), so a request built by hand may use any pool.
   PoolKindMask pool_kinds = kAnyPoolKind;

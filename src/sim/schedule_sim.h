@@ -1,10 +1,11 @@
 // Timed scheduling scenarios (docs/scenarios.md): a cluster, queues, a scheduler configuration and
-// priority classes, jobs that arrive and run for a given time, and expectations about who runs, waits
-// (and why, until when) or is preempted at given times. run_schedule_scenario drives the core
-// Scheduler through every event (arrival, completion, time-out, checkpoint-and-exit, MIG layout
-// ready, expectation time), applies its decisions faithfully (two-phase preemption, MIG layout
-// changes), keeps the fair-share usage history and learned runtimes it is fed, and checks the
-// invariants after each event (docs/scenarios.md lists them). Single-threaded.
+// priority classes, jobs that arrive and run for a given time, timed cluster events (node failures,
+// cordon, drain, GPU health), and expectations about who runs, waits (and why, until when), where, or
+// is preempted at given times. run_schedule_scenario drives the core Scheduler through every event
+// (arrival, completion, time-out, checkpoint-and-exit, MIG layout ready, cluster event, expectation
+// time), applies its decisions faithfully (two-phase preemption, MIG layout changes), keeps the
+// fair-share usage history and learned runtimes it is fed, and checks the invariants after each event
+// (docs/scenarios.md lists them). Single-threaded.
 #pragma once
 
 #include <map>
@@ -30,11 +31,29 @@ struct SimJobSpec {
   Gang gang;
   Duration expected_runtime = 0;
   Duration max_runtime = 0;  // time limit per run (0 = none): stopped, as timed out, this long after it started
+  // `checkpoint.last` is `checkpoint: {last_at: T}` (-1 = not given): during the first run the
+  // job's checkpoints are at T + k * interval (T only when interval is 0) instead of start + k * interval.
   CheckpointInfo checkpoint;
 };
 
+// A timed change to the cluster (`events:`), applied after the completions at its time and before
+// the cycle.
+struct ClusterEvent {
+  enum class Kind { kNodeDown, kNodeUp, kCordon, kUncordon, kDrain, kGpuUnhealthy, kGpuHealthy };
+  Time at = 0;
+  Kind kind = Kind::kNodeDown;
+  std::vector<std::string> nodes;  // node kinds: the nodes; GPU kinds: the GPU's node
+  int gpu = -1;                    // GPU kinds: the GPU's index on its node
+  std::string text;                // "events[i]", for messages
+};
+
 struct Expectation {
-  enum class Kind { kRunning, kPending, kPreempted, kNotPreempted, kFinished, kTimedOut, kMigGpus, kPreemptions };
+  enum class Kind {
+    kRunning, kPending, kPreempted, kNotPreempted, kFinished, kTimedOut, kMigGpus, kPreemptions,
+    kPlaced,             // the job holds its GPUs and the placement has every property given
+    kPreemptionsAtMost,  // at most `count` preemption decisions in (since, at]
+    kMigChangesAtMost,   // at most `count` MIG layout changes in (since, at]
+  };
   Time at = 0;
   Kind kind = Kind::kRunning;
   std::vector<std::string> jobs;
@@ -42,8 +61,13 @@ struct Expectation {
   int queue_position = 0;               // kPending, 0 = not checked
   std::optional<Time> estimated_start;  // kPending: PendingInfo::estimated_start must equal it
   std::optional<bool> reserved;         // kPending: PendingInfo::reserved must equal it
-  int count = 0;                        // kMigGpus: GPUs in MIG mode
+  int count = 0;                        // kMigGpus: GPUs in MIG mode; k*AtMost: the bound
   std::vector<int> counts;              // kPreemptions: times each of `jobs` has been preempted so far
+  std::vector<std::string> on_node;     // kPlaced: every task is on one of these nodes (empty = not checked)
+  std::string in_leaf;                  // kPlaced: every task's node has this domain on its network path
+  std::string on_model;                 // kPlaced: every GPU it holds is of this model (canonical name)
+  int on_nodes = 0;                     // kPlaced: its tasks span exactly this many nodes (0 = not checked)
+  std::optional<Time> since;            // k*AtMost: count only after this time (default: from the start)
   std::string text;                     // as written, for messages
 };
 
@@ -59,6 +83,7 @@ struct ScheduleScenario {
   std::map<std::string, double> usage;  // leaf queue -> GPU-seconds used just before t=0 (history seed)
   bool check_guarantees = true;  // the guarantee-restored-within-grace invariant (when config.reclaim)
   std::vector<SimJobSpec> jobs;
+  std::vector<ClusterEvent> events;  // sorted by time (stable: same-time events in file order)
   std::vector<Expectation> expect;
 };
 
@@ -68,11 +93,13 @@ struct ScheduleRunResult {
   int cycles = 0;
   int preemptions = 0;  // jobs asked to stop (each decision that stopped a running job)
   int mig_changes = 0;  // MIG mode/layout changes applied
+  int lost = 0;         // runs lost to a node going down or a GPU going unhealthy
   bool ok() const { return failures.empty(); }
 };
 
 // Parses the YAML form; errors name the field and say why (e.g. "jobs[2].gpus: wrong type",
-// "config.order: unknown \"xyz\"; expected one of fair-share, fifo, ...").
+// "config.order: unknown \"xyz\"; expected one of fair-share, fifo, ...",
+// "jobs[2].expected_runtme: unknown field; expected one of ...").
 Result<ScheduleScenario> parse_schedule_scenario(const std::string& yaml_text);
 Result<ScheduleRunResult> run_schedule_scenario(const ScheduleScenario& s);
 

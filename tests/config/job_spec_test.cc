@@ -112,6 +112,22 @@ TEST(JobSpec, SharesAndMig) {
   EXPECT_EQ(mig->kind, JobKind::kInference);
 }
 
+TEST(JobSpec, MixModelsIsABooleanAndRoundTrips) {
+  auto s = parse_job_spec_yaml(
+      "name: g\nqueue: q\ncommand: [x]\ntasks: 2\nresources: {gpus: 8, gpu_models: [H100-80GB-SXM, A100-80GB], mix_models: true}\n");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_TRUE(s->task.mix_models);
+  auto back = job_spec_from_json(job_spec_to_json(*s));
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(back->task.mix_models);
+  auto plain = parse_job_spec_json(R"({"name": "g", "queue": "q", "command": ["x"], "resources": {"gpus": 8}})");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->task.mix_models) << "one model per gang unless asked";
+  auto bad = parse_job_spec_json(R"({"name": "g", "queue": "q", "command": ["x"], "resources": {"mix_models": "yes"}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("resources.mix_models"), std::string::npos) << bad.error().message;
+}
+
 TEST(JobSpec, RoundTrip) {
   for (const char* text : {kFullJson,
                            R"({"name": "s", "queue": "q", "command": ["x"], "resources": {"gpu_milli": 250}})",
@@ -193,7 +209,7 @@ TEST(JobSpec, BadSpecsNameTheField) {
       {spec_with(R"("resources": {"gpu_milli": 0})"), "resources.gpu_milli: must be in 1..1000, got 0"},
       {spec_with(R"("resources": {"gpu_milli": 1001})"), "resources.gpu_milli: must be in 1..1000, got 1001"},
       {spec_with(R"("resources": {"gpu": 1})"),
-       "resources.gpu: unknown field; expected one of gpus, gpu_models, mig, gpu_milli, gpu_memory, cpu, memory"},
+       "resources.gpu: unknown field; expected one of gpus, gpu_models, mix_models, mig, gpu_milli, gpu_memory, cpu, memory"},
       {spec_with(R"("gpus": 1)"), "gpus: unknown field; expected one of name, queue"},
       {spec_with(R"("restart": 3)"), "restart: must be a map like {max_restarts: 3, backoff: 10}"},
       {spec_with(R"("restart": {"max_restart": 3})"), "restart.max_restart: unknown field; expected one of max_restarts, backoff"},

@@ -291,6 +291,25 @@ uint32_t PlacementEngine::rank(NodeId id) const {
 }
 
 PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& gang) {
+  const std::vector<std::string>& models = gang.task.gpu_models;
+  if (gang.tasks <= 1 || models.size() <= 1 || gang.task.mix_models) return place_one(cluster, gang);
+  PlacementResult out;
+  out.outcome = Outcome::kNeverFits;
+  std::string reasons;
+  Gang one = gang;
+  for (const std::string& m : models) {
+    one.task.gpu_models = {m};
+    PlacementResult r = place_one(cluster, one);
+    if (r.outcome == Outcome::kPlaced) return r;
+    if (r.outcome == Outcome::kRetryLater) out.outcome = Outcome::kRetryLater;
+    out.nodes_scored += r.nodes_scored;
+    reasons += (reasons.empty() ? "on " : "; on ") + m + ": " + r.reason;
+  }
+  out.reason = "the gang runs on one GPU model (resources.mix_models: true allows mixing); " + reasons;
+  return out;
+}
+
+PlacementResult PlacementEngine::place_one(const ClusterState& cluster, const Gang& gang) {
   PlacementResult r;
   if (Status s = gang.validate(); !s.ok()) {
     r.outcome = Outcome::kNeverFits;

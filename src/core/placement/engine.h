@@ -46,7 +46,9 @@ class PlacementEngine {
   ~PlacementEngine();
 
   const ScoringPolicy& policy() const { return *policy_; }
-  // Decides where `gang` goes on `cluster` now. Does not modify the cluster.
+  // Decides where `gang` goes on `cluster` now. Does not modify the cluster. A gang of several tasks
+  // that allows several GPU models runs on one of them (unless TaskRequest::mix_models): each model
+  // is tried in the order listed, the first that holds the whole gang wins.
   PlacementResult place(const ClusterState& cluster, const Gang& gang);
   // place() and, if placed, apply it.
   PlacementResult place_and_commit(ClusterState& cluster, const Gang& gang);
@@ -55,6 +57,7 @@ class PlacementEngine {
 
  private:
   struct Impl;
+  PlacementResult place_one(const ClusterState& cluster, const Gang& gang);  // the models mixed as allowed
   bool score_node(const Node& n, const TaskRequest& t, size_t shape, bool from_cluster, NodeChoice& out);
   uint32_t rank(NodeId id) const;
   // Calls fn(node id) for every node that may fit t now (a superset: check_fit decides), tightest

@@ -79,6 +79,7 @@ bool Cycle::validate(Entry& e) {
     ++e.las;
   if (cfg_.order == JobOrder::kLeastAttained) e.prio += 15 - std::min(e.las, 15);  // fewer GPU-seconds first
   e.cls = request_class(j.gang.task);
+  if (!e.running) e.classes = request_classes(j.gang.task);
   e.milli = e.running && !j.placement.empty() ? placement_milli(j.placement) : request_milli(j.gang);
   if (e.running) {
     e.held = placement_amounts(*snap_.cluster, j.placement);
@@ -133,12 +134,12 @@ Decisions Cycle::run() {
       l.demand[c] += v;
       if (e.running) l.allocated[c] += v;
     }
-    // A pending request without model constraints may use any class guaranteed on its queue's path
-    // (as reclaim assumes, below_guarantee_after): it is demand there too, so a queue that reclaims
-    // for it is also ordered below its guarantee and gets the room it freed (else another queue
-    // takes that room and the owner reclaims again, with no end when the victims restart).
+    // A pending request that names no model (or models of several classes) may be placed in every
+    // class it could use (as reclaim assumes, below_guarantee_after): it is demand in each, so a
+    // queue that reclaims for it is also ordered below its guarantee and gets the room it freed,
+    // and queues without guarantees share an accounted class by their waiting demand too.
     if (!e.running && e.cls == kAnyClass && e.milli > 0)
-      for (const std::string& c : path_guaranteed(e.job->queue)) l.demand[c] += e.milli;
+      for (const std::string& c : e.classes) l.demand[c] += e.milli;
     if (e.running) user_milli_[e.job->user] += e.milli;
   }
   for (const Node& n : work_.nodes())
@@ -167,7 +168,8 @@ Decisions Cycle::run() {
       ClassAmounts& u = usable_pending_[e.job->queue.value];
       for (auto& [c, v] : amounts(e)) u[c] += v;
       if (e.cls == kAnyClass)
-        for (const std::string& c : path_guaranteed(e.job->queue)) u[c] += e.milli;
+        for (const std::string& c : path_guaranteed(e.job->queue))
+          if (could_use(e, c)) u[c] += e.milli;
     }
   }
 

@@ -88,6 +88,7 @@ struct Entry {
   const Job* job = nullptr;
   const PriorityClass* pc = nullptr;
   std::string cls;       // quota class of the request ("any" or a model class)
+  std::vector<std::string> classes;  // pending: accounted classes it could be placed in (request_classes)
   int64_t milli = 0;     // GPU amount (running: held; pending: requested)
   ClassAmounts held;     // running: per class, from the models of the GPUs it holds (and "any")
   bool running = false;
@@ -162,10 +163,36 @@ class Cycle {
     auto m = work_.catalog().find(t.gpu_models.front());
     return m.ok() ? m.value() : nullptr;
   }
+  std::string model_class_of(const std::string& model) const {
+    auto m = work_.catalog().find(model);
+    return cfg_.model_class(m.ok() ? m.value()->name : model);
+  }
+  // The one class a request counts in besides "any": its models' class when they all share one,
+  // else "any" alone (a request that allows models of several classes may be placed in any of them).
   std::string request_class(const TaskRequest& t) const {
     if (t.gpu_models.empty()) return kAnyClass;
-    const GpuModel* m = first_model(t);
-    return cfg_.model_class(m ? m->name : t.gpu_models.front());
+    const std::string c = model_class_of(t.gpu_models.front());
+    for (const std::string& m : t.gpu_models)
+      if (model_class_of(m) != c) return kAnyClass;
+    return c;
+  }
+  // The accounted classes (not "any") a request could be placed in, sorted: those of its models, or
+  // every accounted class for a request that names none. Guarantees owed in any of them are owed to
+  // it, and its demand counts in each (fair share per class).
+  std::vector<std::string> request_classes(const TaskRequest& t) const {
+    std::set<std::string> out;
+    if (t.gpu_models.empty()) {
+      for (const std::string& c : quota_classes_)
+        if (c != kAnyClass) out.insert(c);
+    } else {
+      for (const std::string& m : t.gpu_models)
+        if (std::string c = model_class_of(m); c != kAnyClass && quota_classes_.count(c)) out.insert(c);
+    }
+    return {out.begin(), out.end()};
+  }
+  // A pending e could be placed in accounted class c.
+  static bool could_use(const Entry& e, const std::string& c) {
+    return std::binary_search(e.classes.begin(), e.classes.end(), c);
   }
   int64_t request_milli(const Gang& g) const;
   ClassAmounts amounts(const Entry& e) const { return e.running ? e.held : amounts_of(e.cls, e.milli); }
@@ -244,7 +271,7 @@ class Cycle {
                     std::to_string(t.milli_per_gpu.v) + "/" + std::to_string(t.gpu_memory.v) + "/" + t.mig_profile +
                     "/" + std::to_string(int(g.topology.mode)) + g.topology.level;
     for (const std::string& m : t.gpu_models) k += "/" + m;
-    k += "/p" + std::to_string(int(t.pool_kinds)) + (t.prefer_spot ? "s" : "");
+    k += "/p" + std::to_string(int(t.pool_kinds)) + (t.prefer_spot ? "s" : "") + (t.mix_models ? "x" : "");
     return k;
   }
   bool below_guarantee_after(const Entry& e, std::vector<std::string>& classes) const;

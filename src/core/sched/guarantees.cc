@@ -17,13 +17,14 @@
 namespace tessera::sched {
 
 // Would e's leaf queue stay within its guarantee after starting e? `classes`: the guaranteed classes.
-// A request without model constraints may use any guaranteed class of its queue.
+// A request is owed by every guaranteed class it could be placed in (all, if it names no model; those
+// of all its models, not only the first listed).
 bool Cycle::below_guarantee_after(const Entry& e, std::vector<std::string>& classes) const {
   const Queue& q = tree_.queue(e.job->queue);
   const ClassAmounts need = amounts(e);
   for (auto& [c, g] : q.guaranteed) {
     if (g <= 0) continue;
-    const bool usable = need.count(c) || (c != kAnyClass && e.cls == kAnyClass);
+    const bool usable = need.count(c) || (c != kAnyClass && could_use(e, c));
     if (usable && fs_->allocated(q.id, c) + e.milli <= g) classes.push_back(c);
   }
   return !classes.empty();

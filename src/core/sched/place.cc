@@ -37,11 +37,11 @@ void Cycle::try_job(Entry& e) {
   PlacementResult r = place_now(e, gang);
   if (r.outcome == Outcome::kPlaced) {
     // The classes of the GPUs actually chosen must be within the queue's limits too. If not, and the
-    // job allows any model, try once more on the models whose class still has room.
+    // job allows other models, try once more on those whose class still has room.
     if (Status lim = fs_->within_limits(e.job->queue, placement_amounts(work_, r.tasks)); !lim.ok()) {
       std::vector<std::string> room;
-      if (gang.task.gpu_models.empty())
-        for (const std::string& m : work_.catalog().names()) {
+      if (gang.task.gpu_models.size() != 1)
+        for (const std::string& m : gang.task.gpu_models.empty() ? work_.catalog().names() : gang.task.gpu_models) {
           ClassAmounts one;
           one[cfg_.model_class(m)] = e.milli;
           if (fs_->within_limits(e.job->queue, one).ok()) room.push_back(m);

@@ -1,0 +1,239 @@
+// The invariants checked after every event of a scenario run and the expectations checked after the
+// last cycle at their time (docs/scenarios.md, "Invariants" and "Expectations"). Single-threaded.
+#include <algorithm>
+#include <set>
+
+#include "sim/schedule_sim_run.h"
+
+namespace tessera::sim::detail {
+
+void ScenarioRun::check_invariants(const Decisions& d, Time t) {
+  // A job moved out of an owed gang's way restarts on its held GPUs in the first cycle after it left.
+  for (const PendingInfo& p : d.pending) {
+    LiveJob& l = jobs_[p.job.value];
+    if (l.job.move_to.empty()) continue;
+    fail(t, "moved job " + spec(l).name + " did not restart on the GPUs held for it: " + p.reason);
+    l.job.move_to.clear();
+  }
+  // 1. The cluster's own invariants.
+  if (Status s = cluster_.check_invariants(); !s.ok()) fail(t, "invariant broken: " + s.message());
+  // 2. Gangs whole.
+  for (const LiveJob& l : jobs_)
+    if (holding(l) && int(l.job.placement.size()) < l.job.gang.required_tasks())
+      fail(t, "gang " + spec(l).name + " runs partially");
+  // 4. Guarantees restored within grace.
+  if (cfg_.reclaim && sc_.check_guarantees) check_guarantees(t);
+}
+
+// A leaf queue with a pending job that fits in its unused guarantee of class C, while another queue
+// borrows C with jobs it may reclaim, gets a job started within reclaim_grace + cycle_interval + 1.
+void ScenarioRun::check_guarantees(Time t) {
+  auto model_class = [&](const std::string& model) { return cfg_.model_class(model); };
+  auto class_of = [&](const std::string& name) -> const PriorityClass* {
+    for (const PriorityClass& pc : cfg_.priority_classes)
+      if (pc.name == name) return &pc;
+    return nullptr;
+  };
+  std::vector<ClassAmounts> alloc(tree_.size());  // subtree allocation per class
+  std::vector<std::vector<const LiveJob*>> running(tree_.size());
+  for (const LiveJob& l : jobs_) {
+    if (!holding(l)) continue;
+    running[l.job.queue.value].push_back(&l);
+    for (const TaskPlacement& p : l.job.placement)
+      for (const GpuGrant& g : p.gpus) {
+        const std::string cls = model_class(cluster_.node(p.node).gpus[g.gpu].model->name);
+        for (QueueId a : tree_.path_to_root(l.job.queue)) {
+          alloc[a.value]["any"] += g.milli_held();
+          if (cls != "any") alloc[a.value][cls] += g.milli_held();
+        }
+      }
+  }
+  auto amount = [](const ClassAmounts& m, const std::string& c) {
+    auto it = m.find(c);
+    return it == m.end() ? int64_t(0) : it->second;
+  };
+  std::set<std::pair<uint32_t, std::string>> active;
+  for (const Queue& q : tree_.queues()) {
+    if (!q.leaf()) continue;
+    const std::vector<QueueId> own_path = tree_.path_to_root(q.id);
+    for (const auto& [cls, guaranteed] : q.guaranteed) {
+      if (guaranteed <= 0) continue;
+      std::string why;
+      for (const LiveJob& l : jobs_) {
+        if (!l.arrived || l.job.state != JobState::kPending || l.finished || l.timed_out || l.job.queue != q.id) continue;
+        const TaskRequest& tr = l.job.gang.task;
+        if (tr.mig() || tr.gpu_demand_milli() <= 0) continue;
+        // The job is owed by `cls` if it could be placed there: any class without models, else the
+        // class of any one of its models (not only the first listed).
+        bool usable = cls == "any" || tr.gpu_models.empty();
+        for (const std::string& name : tr.gpu_models) {
+          auto m = cluster_.catalog().find(name);
+          usable = usable || model_class(m.ok() ? (*m)->name : name) == cls;
+        }
+        if (!usable) continue;
+        const int64_t milli = tr.gpu_demand_milli() * l.job.gang.tasks;
+        if (amount(alloc[q.id.value], cls) + milli > guaranteed) continue;
+        const PriorityClass* jpc = class_of(l.job.priority_class);
+        // Another queue borrowing `cls` (over its guarantee on a path not shared with q) that runs
+        // a job of `cls` this one may reclaim.
+        for (const Queue& r : tree_.queues()) {
+          if (!r.leaf() || r.id == q.id || !why.empty()) continue;
+          bool borrows = false;
+          for (QueueId a : tree_.path_to_root(r.id)) {
+            if (std::find(own_path.begin(), own_path.end(), a) != own_path.end()) break;
+            if (amount(alloc[a.value], cls) > amount(tree_.queue(a).guaranteed, cls)) borrows = true;
+          }
+          if (!borrows) continue;
+          for (const LiveJob* v : running[r.id.value]) {
+            const PriorityClass* vpc = class_of(v->job.priority_class);
+            if (!vpc || !jpc || !(vpc->preemptible || vpc->value <= jpc->value)) continue;
+            bool in_cls = cls == "any";
+            for (const TaskPlacement& p : v->job.placement)
+              for (const GpuGrant& g : p.gpus)
+                in_cls = in_cls || model_class(cluster_.node(p.node).gpus[g.gpu].model->name) == cls;
+            if (in_cls) {
+              why = spec(l).name + " fits in its unused guarantee while queue " + r.name + " borrows";
+              break;
+            }
+          }
+        }
+        if (!why.empty()) break;
+      }
+      if (why.empty()) continue;
+      active.insert({q.id.value, cls});
+      Watch& w = watches_[{q.id.value, cls}];
+      if (w.since < 0 || queue_last_start_[q.id.value] > w.since) {  // began, or a job started: a new episode
+        w.since = t;
+        w.reported = false;
+      }
+      const Time deadline = w.since + cfg_.reclaim_grace + sc_.cycle_interval + 1;
+      if (t > deadline && !w.reported) {
+        w.reported = true;
+        fail(t, "guarantee not restored: queue " + q.name + " has started nothing since t=" + std::to_string(w.since) +
+                    " (deadline t=" + std::to_string(deadline) + ") though " + why + " " + cls);
+      }
+    }
+  }
+  for (auto& [k, w] : watches_)
+    if (!active.count(k)) w = Watch{};
+}
+
+// Why l's placement does not have the properties e asks for ("" when it does).
+std::string ScenarioRun::placement_failure(const Expectation& e, const LiveJob& l) const {
+  if (!holding(l)) return l.finished ? "has finished, it holds no GPUs" : "is not placed";
+  std::set<uint32_t> nodes;
+  for (const TaskPlacement& p : l.job.placement) {
+    const Node& n = cluster_.node(p.node);
+    nodes.insert(p.node.value);
+    if (!e.on_node.empty() && std::find(e.on_node.begin(), e.on_node.end(), n.name) == e.on_node.end())
+      return "has a task on node " + n.name;
+    if (!e.in_leaf.empty()) {
+      bool in = false;
+      for (size_t lv = 0; lv < n.path.size(); ++lv)
+        in = in || cluster_.network().domain_name(int(lv), n.path[lv]) == e.in_leaf;
+      if (!in) {
+        std::string path;
+        for (size_t lv = 0; lv < n.path.size(); ++lv)
+          path += (path.empty() ? "" : "/") + cluster_.network().domain_name(int(lv), n.path[lv]);
+        return "has a task on node " + n.name + " (path " + (path.empty() ? "(none)" : path) + "), not in " + e.in_leaf;
+      }
+    }
+    if (!e.on_model.empty()) {
+      if (p.gpus.empty()) return "has a task on node " + n.name + " holding no GPU";
+      for (const GpuGrant& g : p.gpus) {
+        const GpuModel* m = n.gpus[g.gpu].model;
+        if (!m || m->name != e.on_model)
+          return "holds " + std::string(m ? m->name : "a GPU") + " GPU " + std::to_string(g.gpu) + " on node " + n.name +
+                 ", not " + e.on_model;
+      }
+    }
+  }
+  if (e.on_nodes > 0 && int(nodes.size()) != e.on_nodes)
+    return "spans " + std::to_string(nodes.size()) + " nodes, not " + std::to_string(e.on_nodes);
+  return "";
+}
+
+void ScenarioRun::check_expectations(const Decisions& d, Time t) {
+  using K = Expectation::Kind;
+  std::map<uint32_t, const PendingInfo*> pend;
+  for (const PendingInfo& p : d.pending) pend[p.job.value] = &p;
+  const std::string when = " (t=" + std::to_string(t) + "): ";
+  for (const Expectation& e : sc_.expect) {
+    if (e.at != t) continue;
+    if (e.kind == K::kMigGpus) {
+      int n = 0;
+      for (const Node& node : cluster_.nodes())
+        for (const Gpu& g : node.gpus) n += g.mig_enabled ? 1 : 0;
+      if (n != e.count)
+        res_.failures.push_back(e.text + when + std::to_string(n) + " GPUs in MIG mode, not " + std::to_string(e.count));
+      continue;
+    }
+    if (e.kind == K::kPreemptionsAtMost || e.kind == K::kMigChangesAtMost) {
+      const std::vector<Time>& at = e.kind == K::kPreemptionsAtMost ? preemption_times_ : mig_change_times_;
+      const int n = int(std::count_if(at.begin(), at.end(), [&](Time x) { return x <= t && (!e.since || x > *e.since); }));
+      if (n > e.count)
+        res_.failures.push_back(e.text + when + std::to_string(n) +
+                                (e.kind == K::kPreemptionsAtMost ? " preemptions" : " MIG layout changes") +
+                                (e.since ? " since t=" + std::to_string(*e.since) : std::string()) + ", more than " +
+                                std::to_string(e.count));
+      continue;
+    }
+    for (size_t k = 0; k < e.jobs.size(); ++k) {
+      const std::string& name = e.jobs[k];
+      const LiveJob& l = jobs_[by_name_.at(name)];
+      const bool running = holding(l);
+      std::string f;
+      switch (e.kind) {
+        case K::kRunning:
+          if (!running || l.job.state == JobState::kCheckpointing)
+            f = l.job.state == JobState::kCheckpointing ? "is checkpointing to leave, not running" : "is not running";
+          break;
+        case K::kFinished:
+          if (!l.finished) f = l.timed_out ? "timed out, it did not finish" : "has not finished";
+          break;
+        case K::kTimedOut:
+          if (!l.timed_out) f = l.finished ? "finished, it did not time out" : "has not timed out";
+          break;
+        case K::kPreempted:
+          if (l.preempt_decided != t) f = "was not preempted";
+          break;
+        case K::kNotPreempted:
+          if (l.preempt_decided == t) f = "was preempted";
+          break;
+        case K::kPreemptions:
+          if (l.preempted != e.counts[k])
+            f = "was preempted " + std::to_string(l.preempted) + " times, not " + std::to_string(e.counts[k]);
+          break;
+        case K::kPlaced:
+          f = placement_failure(e, l);
+          break;
+        case K::kMigGpus:
+        case K::kPreemptionsAtMost:
+        case K::kMigChangesAtMost:
+          break;
+        case K::kPending: {
+          auto p = pend.find(l.job.id.value);
+          if (p == pend.end()) {
+            f = running ? "is running, not pending" : "is not pending";
+          } else if (!e.reason_contains.empty() && p->second->reason.find(e.reason_contains) == std::string::npos) {
+            f = "waits for \"" + p->second->reason + "\", not \"" + e.reason_contains + "\"";
+          } else if (e.queue_position > 0 && p->second->queue_position != e.queue_position) {
+            f = "is at queue position " + std::to_string(p->second->queue_position) + ", not " +
+                std::to_string(e.queue_position);
+          } else if (e.estimated_start && p->second->estimated_start != e.estimated_start) {
+            f = "has estimated start " +
+                (p->second->estimated_start ? "t=" + std::to_string(*p->second->estimated_start) : "none") +
+                ", not t=" + std::to_string(*e.estimated_start) + " (reason: " + p->second->reason + ")";
+          } else if (e.reserved && p->second->reserved != *e.reserved) {
+            f = std::string(p->second->reserved ? "holds" : "does not hold") + " a reservation (reason: " +
+                p->second->reason + ")";
+          }
+          break;
+        }
+      }
+      if (!f.empty()) res_.failures.push_back(e.text + when + name + " " + f);
+    }
+  }
+}
+
+}  // namespace tessera::sim::detail
