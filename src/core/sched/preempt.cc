@@ -349,6 +349,11 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
   // owed guarantees (try_job checks the GPUs chosen too: a preemption for a placement they then
   // refuse would free room for nobody, again and again).
   FairShare after = *fs_;
+  // Rule (b) holds across the cycle: the victims chosen before (by earlier searches this cycle, or
+  // still checkpointing from an earlier cycle) are gone already, so a victim queue that stops
+  // borrowing once they leave gives up nothing more.
+  for (const Entry& v : entries_)
+    if (v.running && (v.victim || v.job->state == JobState::kCheckpointing)) after.add(v.job->queue, amounts(v), -1);
   std::vector<Cand> chosen;
   bool fits = false, room_opened = false;
   std::vector<const std::vector<TaskPlacement>*> released;
@@ -362,7 +367,7 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
     if (!c.by_priority) {  // reclaim only while the victim's queue still borrows
       if (!still_borrows(after, v, reclaim_classes)) continue;
     }
-    after.add(v.job->queue, amounts(v), -1);
+    if (!c.leaving) after.add(v.job->queue, amounts(v), -1);
     const auto& pl = v.holding;
     size_t done = 0;
     for (; done < pl.size(); ++done)
@@ -393,13 +398,14 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
     const Entry& v = entries_[chosen[k].idx];
     const auto& pl = v.holding;
     if (!work_.apply_all(pl).ok()) continue;
-    after.add(v.job->queue, amounts(v), +1);
+    const int sign = chosen[k].leaving ? 0 : 1;  // a job already leaving stays gone from `after`
+    if (sign) after.add(v.job->queue, amounts(v), +1);
     if (fits_under(after, e, gang)) {
       chosen.erase(chosen.begin() + long(k));
       released.erase(released.begin() + long(k));
     } else {
       for (const TaskPlacement& p : pl) (void)work_.release(p);
-      after.add(v.job->queue, amounts(v), -1);
+      if (sign) after.add(v.job->queue, amounts(v), -1);
     }
   }
   reapply(released);
