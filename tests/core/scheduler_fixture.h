@@ -62,6 +62,7 @@ class SchedulerTest : public ::testing::Test {
     snap.cluster = &cluster;
     snap.queues = &tree;
     snap.jobs = jobs;
+    snap.reservation = reservation;
     return snap;
   }
   Decisions cycle(Time now = kNow) {
@@ -89,6 +90,7 @@ class SchedulerTest : public ::testing::Test {
   QueueTree tree;
   std::vector<Job> jobs;
   SchedulerConfig config;
+  std::optional<HeldReservation> reservation;  // passed in the snapshot
 };
 
 }  // namespace tessera

@@ -221,6 +221,8 @@ class Cycle {
   void order_and_place();
   void order_flat();           // every JobOrder but kFairShare
   bool place_in_order(size_t i);  // order_ += i and try it; false once strict order blocks
+  // The pending entry holding the previous cycle's reservation (Snapshot::reservation), if any.
+  std::optional<size_t> reservation_holder() const;
   void try_job(Entry& e);
   bool try_preempt(Entry& e, const Gang& gang);
   // An owner's MIG request with no room: reclaims one whole GPU from a borrower, which the MIG

@@ -41,12 +41,15 @@ void Cycle::order_and_place() {
     if (x.job->submitted != y.job->submitted) return x.job->submitted < y.job->submitted;
     return x.job->id < y.job->id;
   };
+  const std::optional<size_t> holder = reservation_holder();
   for (int64_t tier : tiers) {
+    // A reservation made in an earlier cycle holds: its holder goes first in its tier.
+    if (holder && entries_[*holder].prio == tier) place_in_order(*holder);
     std::vector<std::vector<size_t>> cand(tree_.size());
     std::vector<int> remaining(tree_.size(), 0);
     size_t total = 0;
     for (size_t i = 0; i < entries_.size(); ++i) {
-      if (entries_[i].running || entries_[i].started || entries_[i].prio != tier) continue;
+      if (entries_[i].running || entries_[i].started || entries_[i].prio != tier || i == holder) continue;
       cand[entries_[i].job->queue.value].push_back(i);
       for (QueueId q : tree_.path_to_root(entries_[i].job->queue)) ++remaining[q.value];
       ++total;
@@ -73,6 +76,14 @@ void Cycle::order_and_place() {
     }
     for (size_t i : deferred) place_in_order(i);
   }
+}
+
+std::optional<size_t> Cycle::reservation_holder() const {
+  if (!cfg_.backfill || !snap_.reservation) return std::nullopt;
+  for (size_t i = 0; i < entries_.size(); ++i)
+    if (entries_[i].job->id == snap_.reservation->job)
+      return !entries_[i].running && !entries_[i].started ? std::optional<size_t>(i) : std::nullopt;
+  return std::nullopt;
 }
 
 bool Cycle::place_in_order(size_t i) {
@@ -166,6 +177,13 @@ void Cycle::order_flat() {
     const Job& y = *entries_[b].job;
     return x.submitted != y.submitted ? x.submitted < y.submitted : x.id < y.id;
   });
+  // A reservation made in an earlier cycle holds: its holder goes before every job of its class or below.
+  if (const std::optional<size_t> holder = reservation_holder()) {
+    const int value = entries_[*holder].pc->value;
+    pend.erase(std::find(pend.begin(), pend.end(), *holder));
+    auto at = std::find_if(pend.begin(), pend.end(), [&](size_t i) { return entries_[i].pc->value <= value; });
+    pend.insert(at, *holder);
+  }
   for (size_t i : pend) place_in_order(i);
 }
 

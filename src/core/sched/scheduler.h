@@ -93,6 +93,16 @@ struct SchedulerConfig {
   uint64_t seed = 0;
 };
 
+// A backfill reservation: its holder is due to start at `start` on the room it was promised. The
+// scheduler returns the one it holds (Decisions::reservation) and the caller passes it back in the
+// next Snapshot, so that a reservation, once made, holds: its holder is tried before every job of its
+// class or below, whatever their order became since.
+struct HeldReservation {
+  JobId job;
+  Time start = 0;
+  bool operator==(const HeldReservation&) const = default;
+};
+
 struct Snapshot {
   const ClusterState* cluster = nullptr;   // with running jobs' placements applied
   const QueueTree* queues = nullptr;
@@ -100,6 +110,7 @@ struct Snapshot {
   std::vector<QueueLoad> history;          // per queue: decayed_usage (allocated/demand are derived)
   std::map<GpuRef, Time> mig_last_changed;  // when each GPU's MIG mode/layout last changed
   const RuntimeHistory* runtimes = nullptr; // learned runtimes of finished jobs (optional)
+  std::optional<HeldReservation> reservation;  // the previous cycle's Decisions::reservation
 };
 
 struct StartDecision {
@@ -164,6 +175,7 @@ struct Decisions {
   std::vector<PreemptDecision> preempt;
   std::vector<MigReconfigDecision> reconfigure_mig;
   std::vector<PendingInfo> pending;  // every pending job not started, in overall order
+  std::optional<HeldReservation> reservation;  // the backfill reservation held after this cycle
 };
 
 // Named configurations: "tessera" (the default config), and the baselines "fifo-gang" (strict gang
