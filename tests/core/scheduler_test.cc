@@ -1055,6 +1055,9 @@ TEST_F(SchedulerTest, AnOwedMigRequestGetsAnIdleGpuBeforeBorrowedTrainingDemand)
   EXPECT_TRUE(d.reconfigure_mig[0].enable_mig);
 
   make_queues({{"inference", "", {}, {}, 1}, {"train", "", {}, {}, 1}});  // nobody is owed
+  d = cycle();
+  ASSERT_EQ(d.reconfigure_mig.size(), 1u) << "a production service comes before research training all the same";
+  jobs.back().priority_class = "research";  // of the same class, whole-GPU demand keeps the GPU whole
   EXPECT_TRUE(cycle().reconfigure_mig.empty()) << "whole-GPU demand keeps the idle GPU whole";
 }
 

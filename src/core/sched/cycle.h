@@ -4,8 +4,9 @@
 //
 // Quota classes: every GPU job counts in class "any" (so quotas on "any" cover every model). A running
 // job (or one started this cycle) also counts in the classes of the GPUs it holds
-// (config.gpu_class[model], default the model's canonical name); a pending job that names models counts
-// in the class of its first one. Limits are checked on the request and again on the GPUs chosen. Capacity: "any" = all healthy GPUs,
+// (config.gpu_class[model], default the model's canonical name); a pending job whose models share one
+// class counts in it, and one that names no model, or models of several classes, is demand in (and owed
+// by) every accounted class it could use. Limits are checked on the request and again on the GPUs chosen. Capacity: "any" = all healthy GPUs,
 // each model class = its healthy GPUs. Amounts are milli-GPU (whole GPU 1000, share its milli, MIG its
 // compute fraction).
 //
@@ -21,7 +22,7 @@
 //      whose start would make its queue borrow in a class may not take the GPUs other queues below
 //      their guarantee (with jobs waiting) are owed there (takes_owed), so a higher-tier borrower
 //      cannot retake what was just reclaimed.
-// Victims: least lost work first; none at all unless the engine confirms the preemptor then fits
+// Victims: the lowest priority class first, then least lost work; none at all unless the engine confirms the preemptor then fits
 // (within its queue's limits). Jobs already on their way out (checkpointing, or chosen this cycle,
 // less what their own preemptors take) count first, so no more is preempted than needed.
 //
@@ -49,6 +50,7 @@
 #include <cmath>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -227,8 +229,21 @@ class Cycle {
   bool try_preempt(Entry& e, const Gang& gang);
   // An owner's MIG request with no room: reclaims one whole GPU from a borrower, which the MIG
   // planner turns into slices once it is idle (docs/scheduling.md).
-  bool reclaim_gpu_for_mig(Entry& e, const Gang& gang);
+  // by_priority_too: a lower class's whole GPU may be taken by priority as well (no GPU is in MIG
+  // mode for the request: freeing an instance cannot serve it).
+  bool reclaim_gpu_for_mig(Entry& e, const Gang& gang, bool by_priority_too = false);
+  // Priority preemption may take running v for e (e's class may preempt is checked by the caller):
+  // v is preemptible, of a lower class, outside min_runtime and protection, and in e's queue or
+  // borrowing in every class it holds.
+  bool priority_victim(const Entry& v, const Entry& e) const;
   std::set<std::string> mig_reclaimed_;  // (queue, profile) that reclaimed a GPU this cycle
+  // A MIG request that no GPU in MIG mode serves claims idle whole GPUs that offer its profile: held
+  // on the working copy so that later (lower-class) whole-GPU jobs do not take them, and released
+  // for the MIG planner, which repartitions them (plan_mig). False when none could be claimed.
+  bool claim_gpu_for_mig(Entry& e, const Gang& gang);
+  std::vector<TaskPlacement> mig_claims_;          // the held GPUs
+  std::map<std::string, int> mig_claim_spare_;     // per profile: instances claimed GPUs still offer
+  int mig_claim_class_ = std::numeric_limits<int>::min();  // highest class that claimed (plan_mig)
   bool find_victims(Entry& e, const Gang& gang, int budget);
   bool find_victims_inner(Entry& e, const Gang& gang, int budget);
   // Defragmenting moves (SchedulerConfig::defragment) for an owed gang that reclaiming every

@@ -18,6 +18,7 @@ namespace tessera::sched {
 // Dynamic MIG: what could not be placed (MIG slices, whole GPUs for gangs) drives layout changes
 // of idle GPUs; the planner applies NVIDIA's placement rules, the reconfigure cost and hysteresis.
 void Cycle::plan_mig() {
+  for (const TaskPlacement& p : mig_claims_) (void)work_.release(p);  // idle again, for the planner
   MigPlanInput in;
   in.cluster = &work_;
   in.now = now_;
@@ -25,7 +26,8 @@ void Cycle::plan_mig() {
   // (profile, model, allowed pool kinds after the pool rules) -> instances
   std::map<std::tuple<std::string, std::string, PoolKindMask>, int> wants;
   // Whole-GPU demand comes first for idle GPUs, except that a MIG request its queue is owed (within
-  // its guarantee) comes before whole-GPU demand that would be borrowed.
+  // its guarantee) comes before whole-GPU demand that would be borrowed, and a MIG request that
+  // claimed GPUs comes before whole-GPU demand of a lower class.
   bool owed_mig = false;
   for (const Entry& e : entries_)
     if (!e.running && !e.started && e.no_room && e.job->gang.task.mig() && owed_start(e)) owed_mig = true;
@@ -34,7 +36,8 @@ void Cycle::plan_mig() {
     const TaskRequest& t = e.job->gang.task;
     if (t.mig())
       wants[{t.mig_profile, t.gpu_models.empty() ? "" : t.gpu_models.front(), gang_of(e).task.pool_kinds}] += e.job->gang.tasks;
-    else if (t.whole_gpus() && (!owed_mig || owed_start(e))) in.whole_gpu_demand += t.gpu_count * e.job->gang.tasks;
+    else if (t.whole_gpus() && (!owed_mig || owed_start(e)) && e.pc->value >= mig_claim_class_)
+      in.whole_gpu_demand += t.gpu_count * e.job->gang.tasks;
   }
   if (wants.empty() && in.whole_gpu_demand == 0) return;
   for (const auto& [k, n] : wants) in.mig_demand.push_back({std::get<0>(k), n, std::get<1>(k), std::get<2>(k)});

@@ -26,6 +26,13 @@ void Cycle::try_job(Entry& e) {
   Gang gang = gang_of(e);
   const std::string shape = shape_key(gang);
   if (auto it = no_room_.find(shape); it != no_room_.end()) {
+    if (it->second.wait == WaitCategory::kMigReconfiguring && gang.task.mig() && claim_gpu_for_mig(e, gang)) {
+      e.wait = WaitCategory::kMigReconfiguring;
+      e.reason = it->second.reason + "; an idle GPU is held for it, to be repartitioned";
+      e.no_room = e.short_of_room = true;
+      return;
+    }
+    if (it->second.wait == WaitCategory::kMigReconfiguring && gang.task.mig() && reclaim_gpu_for_mig(e, gang, true)) return;
     if (!try_preempt(e, gang)) {
       e.wait = it->second.wait;
       e.reason = it->second.reason + leaving_note();
@@ -91,9 +98,10 @@ void Cycle::try_job(Entry& e) {
     r.reason = gang.task.mig() ? "needs a " + gang.task.mig_profile + " MIG instance; no GPU that offers one is in MIG mode now"
                                : "needs whole GPUs; the GPUs that could hold it are in MIG mode now";
     no_room_[shape] = {r.reason, WaitCategory::kMigReconfiguring};
-    if (gang.task.mig() && reclaim_gpu_for_mig(e, gang)) return;
+    const bool claimed = gang.task.mig() && claim_gpu_for_mig(e, gang);
+    if (!claimed && gang.task.mig() && reclaim_gpu_for_mig(e, gang, true)) return;
     e.wait = WaitCategory::kMigReconfiguring;
-    e.reason = r.reason;
+    e.reason = r.reason + (claimed ? "; an idle GPU is held for it, to be repartitioned" : "");
     e.no_room = true;  // demand for the MIG planner; no reservation (ends of running jobs do not help)
     e.short_of_room = true;
     return;
@@ -181,6 +189,35 @@ std::string Cycle::pool_note(const Gang& gang) const {
 
 // Would `t` fit some node if its GPUs' MIG modes were changed (MIG slices on a MIG-capable model,
 // or whole GPUs on a node whose GPUs are in MIG mode)?
+bool Cycle::claim_gpu_for_mig(Entry& e, const Gang& gang) {
+  const TaskRequest& t = gang.task;
+  int& spare = mig_claim_spare_[t.mig_profile];
+  const int need = gang.tasks;
+  bool claimed = false;
+  for (const Node& n : work_.nodes()) {
+    if (spare >= need) break;
+    if (!could_host(n, t)) continue;
+    const MigProfile* profile = n.gpu_model()->find_profile(t.mig_profile);
+    if (!profile || profile->max_instances <= 0) continue;
+    for (size_t i = 0; i < n.gpus.size() && spare < need; ++i) {
+      const Gpu& g = n.gpus[i];
+      if (g.health != GpuHealth::kHealthy || g.mig_enabled || !g.idle()) continue;
+      // The planner leaves a GPU changed less than min_layout_age ago alone: holding it would only idle it.
+      auto changed = snap_.mig_last_changed.find(GpuRef{n.id, uint16_t(i)});
+      if (changed != snap_.mig_last_changed.end() && now_ - changed->second < cfg_.mig.min_layout_age) continue;
+      TaskPlacement hold{n.id, MilliCpu{0}, MiB{0}, 0, {GpuGrant{uint16_t(i)}}};
+      if (!work_.apply(hold).ok()) continue;
+      mig_claims_.push_back(std::move(hold));
+      spare += profile->max_instances;
+      claimed = true;
+    }
+  }
+  if (spare < need && !claimed) return false;
+  spare = std::max(0, spare - need);
+  mig_claim_class_ = std::max(mig_claim_class_, e.pc->value);
+  return true;
+}
+
 bool Cycle::blocked_by_mig_mode(const TaskRequest& t) const {
   for (const Node& n : work_.nodes()) {
     if (!could_host(n, t)) continue;

@@ -61,10 +61,14 @@ bool Cycle::try_preempt(Entry& e, const Gang& gang) {
   return found;
 }
 
-bool Cycle::reclaim_gpu_for_mig(Entry& e, const Gang& gang) {
-  if (!cfg_.reclaim || !cfg_.dynamic_mig || preemptions_ >= cfg_.max_preemptions_per_cycle) return false;
+bool Cycle::reclaim_gpu_for_mig(Entry& e, const Gang& gang, bool by_priority_too) {
+  if (!cfg_.dynamic_mig || preemptions_ >= cfg_.max_preemptions_per_cycle) return false;
   std::vector<std::string> classes;
-  if (!below_guarantee_after(e, classes)) return false;
+  // Its queue's guarantee (reclaim from borrowers), or its class (priority: urgent work is served at
+  // once, MIG or not, from a lower class's whole GPU, by the rules of priority preemption).
+  const bool may_reclaim = cfg_.reclaim && below_guarantee_after(e, classes);
+  const bool may_priority = by_priority_too && cfg_.preemption && e.pc->can_preempt;
+  if (!may_reclaim && !may_priority) return false;
   const TaskRequest& t = gang.task;
   const std::string memo = std::to_string(e.job->queue.value) + "|" + t.mig_profile;
   if (mig_reclaimed_.count(memo)) return false;  // one GPU per queue and profile per cycle
@@ -86,32 +90,45 @@ bool Cycle::reclaim_gpu_for_mig(Entry& e, const Gang& gang) {
   int64_t best_cost = 0;
   bool best_inside = false;
   int best_class = 0;
+  bool best_by_priority = false;
   for (const Entry& v : entries_) {
     const Job& vj = *v.job;
-    if (!v.running || v.victim || v.claimed || vj.state != JobState::kRunning || vj.queue == e.job->queue) continue;
-    if (!reclaimable(v, e, classes)) continue;
+    if (!v.running || v.victim || v.claimed || vj.state != JobState::kRunning) continue;
+    const bool by_reclaim = may_reclaim && vj.queue != e.job->queue && reclaimable(v, e, classes);
+    const bool by_priority = may_priority && priority_victim(v, e);
+    if (!by_reclaim && !by_priority) continue;
     bool whole_capable = false;
     for (const TaskPlacement& p : v.holding)
       if (capable(work_.node(p.node)))
         for (const GpuGrant& g : p.gpus) whole_capable = whole_capable || g.kind == GrantKind::kWhole;
     if (!whole_capable) continue;
-    const bool inside = inside_own_guarantee(v, classes);
+    const bool inside = !by_priority && inside_own_guarantee(v, classes);
     const int64_t cost = lost_work_cost(v);
     const int cls = v.pc->value;
     if (!best || std::tie(inside, cls, cost, vj.id) < std::tie(best_inside, best_class, best_cost, best->job->id))
-      best = &v, best_cost = cost, best_inside = inside, best_class = cls;
+      best = &v, best_cost = cost, best_inside = inside, best_class = cls, best_by_priority = by_priority;
   }
   if (!best) return false;
   mig_reclaimed_.insert(memo);
-  preempt(entries_[size_t(best - entries_.data())], e, false,
-          "reclaim: queue " + tree_.queue(e.job->queue).name + " takes back its guarantee (a GPU for " +
-              t.mig_profile + " MIG slices)");
+  preempt(entries_[size_t(best - entries_.data())], e, best_by_priority,
+          best_by_priority ? "priority: " + e.pc->name + " job " + e.job->name + " needs a GPU for " + t.mig_profile +
+                                 " MIG slices"
+                           : "reclaim: queue " + tree_.queue(e.job->queue).name + " takes back its guarantee (a GPU for " +
+                                 t.mig_profile + " MIG slices)");
   ++preemptions_;
   e.wait = WaitCategory::kPreempting;
   e.reason = "waiting for 1 preempted job to checkpoint and exit; its GPU then becomes " + t.mig_profile + " MIG slices";
   e.no_room = true;  // still demand for the MIG planner
   e.short_of_room = true;
   return true;
+}
+
+bool Cycle::priority_victim(const Entry& v, const Entry& e) const {
+  const Job& vj = *v.job;
+  const bool protected_now = (vj.started >= 0 && now_ - vj.started < v.pc->min_runtime) ||
+                             (vj.last_preempted >= 0 && now_ - vj.last_preempted < cfg_.preemption_protection);
+  return !protected_now && v.pc->preemptible && v.prio < e.prio &&
+         (vj.queue == e.job->queue || borrows(v) || cfg_.order == JobOrder::kLeastAttained);
 }
 
 bool Cycle::fits_under(const FairShare& fs, const Entry& e, const Gang& gang) {
