@@ -37,5 +37,20 @@ TEST_F(GuaranteeRulesTest, AVictimStillLeavingCountsAsGone) {
   EXPECT_TRUE(victims(d).empty()) << "job 1's exit is all queue other owes";
 }
 
+
+// Priority preemption takes another queue's jobs only while that queue keeps its guarantee once they
+// are gone: two victims from a queue 4 GPUs over its guarantee took it to nothing.
+TEST_F(GuaranteeRulesTest, PriorityVictimsOfAnotherQueueLeaveItItsGuarantee) {
+  make_cluster(2, 8);
+  make_queues({{"a", "", {{"any", 4000}}, {}, 1}, {"c", "", {}, {}, 1}, {"urgent", "", {}, {}, 1}});
+  running(1, "a", "research", 1, 4, kNow - 3600);  // n0, a borrows 4 of its 8
+  running(2, "a", "research", 1, 4, kNow - 3600);  // n0
+  running(3, "c", "research", 1, 4, kNow - 9000);  // n1: older, more to lose
+  running(4, "c", "research", 1, 4, kNow - 9000);  // n1
+  pending(5, "urgent", "production-inference", 1, 8, kNow);
+  Decisions d = cycle();
+  EXPECT_EQ(victims(d), (std::set<uint32_t>{3, 4})) << "queue a would fall below its guarantee of 4 GPUs";
+}
+
 }  // namespace
 }  // namespace tessera

@@ -236,6 +236,9 @@ class Cycle {
   // v is preemptible, of a lower class, outside min_runtime and protection, and in e's queue or
   // borrowing in every class it holds.
   bool priority_victim(const Entry& v, const Entry& e) const;
+  // Under fs, v's queue and each of its ancestors stay at or above their guarantee in every class v
+  // holds once v is gone.
+  bool keeps_guarantee(const FairShare& fs, const Entry& v) const;
   std::set<std::string> mig_reclaimed_;  // (queue, profile) that reclaimed a GPU this cycle
   // A MIG request that no GPU in MIG mode serves claims idle whole GPUs that offer its profile: held
   // on the working copy so that later (lower-class) whole-GPU jobs do not take them, and released

@@ -131,6 +131,15 @@ bool Cycle::priority_victim(const Entry& v, const Entry& e) const {
          (vj.queue == e.job->queue || borrows(v) || cfg_.order == JobOrder::kLeastAttained);
 }
 
+bool Cycle::keeps_guarantee(const FairShare& fs, const Entry& v) const {
+  for (const auto& [c, m] : v.held) {
+    if (m <= 0) continue;
+    for (QueueId p : tree_.path_to_root(v.job->queue))
+      if (fs.allocated(p, c) - m < get_or(tree_.queue(p).guaranteed, c)) return false;
+  }
+  return true;
+}
+
 bool Cycle::fits_under(const FairShare& fs, const Entry& e, const Gang& gang) {
   PlacementResult r = trial_.place(work_, gang);
   if (r.outcome != Outcome::kPlaced) return false;
@@ -247,6 +256,7 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
     // Reclaim only: its own leaf queue is within its guarantee (an ancestor borrows): taken last, as
     // the borrowing is its sibling queues' doing.
     bool inside_own = false;
+    bool by_reclaim = false;
   };
   std::vector<Cand> cands;
   // Jobs already checkpointing on their way out free their GPUs within their save time: count them
@@ -276,7 +286,8 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
                               by_las);
     const bool by_reclaim = may_reclaim && !same_queue && reclaimable(v, e, reclaim_classes);
     if (!by_priority && !by_reclaim) continue;
-    cands.push_back({i, lost_work_cost(v), by_priority, false, !by_priority && inside_own_guarantee(v, reclaim_classes)});
+    cands.push_back(
+        {i, lost_work_cost(v), by_priority, false, !by_priority && inside_own_guarantee(v, reclaim_classes), by_reclaim});
   }
   // With this cycle's victims gone and their preemptors placed, the job may fit already: it waits
   // for those exits like its own victims (no new decision).
@@ -381,8 +392,13 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
   for (const Cand& c : cands) {
     if (int(chosen.size()) >= cap) break;
     const Entry& v = entries_[c.idx];
-    if (!c.by_priority) {  // reclaim only while the victim's queue still borrows
-      if (!still_borrows(after, v, reclaim_classes)) continue;
+    // Judged with the victims chosen before gone (`after`): reclaim only while the victim's queue
+    // still borrows; another queue's job by priority only if its queue keeps its guarantee, at every
+    // level of the tree, once this victim is gone too.
+    if (!c.leaving && v.job->queue != e.job->queue) {
+      const bool reclaim_ok = c.by_reclaim && still_borrows(after, v, reclaim_classes);
+      const bool priority_ok = c.by_priority && (cfg_.order == JobOrder::kLeastAttained || keeps_guarantee(after, v));
+      if (!reclaim_ok && !priority_ok) continue;
     }
     if (!c.leaving) after.add(v.job->queue, amounts(v), -1);
     const auto& pl = v.holding;
