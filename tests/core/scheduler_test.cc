@@ -1037,7 +1037,11 @@ TEST_F(SchedulerTest, AnOwnersMigRequestReclaimsAWholeGpuFromABorrower) {
   EXPECT_TRUE(cycle(kNow + 10).preempt.empty());
 
   jobs[0].state = JobState::kRunning;
-  make_queues({{"inference", "", {}, {}, 1}, {"train", "", {}, {}, 1}});  // no guarantee: nothing owed
+  make_queues({{"inference", "", {}, {}, 1}, {"train", "", {}, {}, 1}});  // no guarantee: nothing owed,
+  d = cycle();                                                             // but urgent work frees a GPU
+  ASSERT_EQ(d.preempt.size(), 1u);
+  EXPECT_EQ(d.preempt[0].reason.rfind("priority: ", 0), 0u) << d.preempt[0].reason;
+  jobs.back().priority_class = "research";  // a slice of the borrower's own class takes nothing
   EXPECT_TRUE(cycle().preempt.empty());
 }
 

@@ -106,7 +106,7 @@ bool Cycle::reclaim_gpu_for_mig(Entry& e, const Gang& gang, bool by_priority_too
     const int64_t cost = lost_work_cost(v);
     const int cls = v.pc->value;
     if (!best || std::tie(inside, cls, cost, vj.id) < std::tie(best_inside, best_class, best_cost, best->job->id))
-      best = &v, best_cost = cost, best_inside = inside, best_class = cls, best_by_priority = by_priority;
+      best = &v, best_cost = cost, best_inside = inside, best_class = cls, best_by_priority = !by_reclaim;
   }
   if (!best) return false;
   mig_reclaimed_.insert(memo);
