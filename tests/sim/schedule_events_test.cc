@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "scenario_test_util.h"
 #include "sim/schedule_sim.h"
 
 namespace tessera::sim {
@@ -16,18 +17,8 @@ std::string parse_error(const std::string& text) {
   return r.ok() ? std::string("(parsed)") : r.error().message;
 }
 
-ScheduleRunResult run_text(const std::string& text) {
-  auto sc = parse_schedule_scenario(text);
-  EXPECT_TRUE(sc.ok()) << sc.error().message;
-  if (!sc.ok()) return {};
-  auto r = run_schedule_scenario(*sc);
-  EXPECT_TRUE(r.ok()) << r.error().message;
-  return r.ok() ? *r : ScheduleRunResult{};
-}
-
-bool any_contains(const std::vector<std::string>& v, const std::string& what) {
-  return std::any_of(v.begin(), v.end(), [&](const std::string& s) { return s.find(what) != std::string::npos; });
-}
+using tessera::sim::testing::any_contains;
+using tessera::sim::testing::run_text;
 
 std::string all(const ScheduleRunResult& r) {
   std::string s;

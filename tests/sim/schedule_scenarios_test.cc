@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "scenario_test_util.h"
 #include "sim/schedule_sim.h"
 
 namespace tessera::sim {
@@ -109,18 +110,8 @@ TEST(ScheduleScenarioParse, ConfigAndClassErrorsNameTheFieldAndTheChoices) {
   EXPECT_TRUE(SchedulerConfig{}.defragment) << "on by default";
 }
 
-ScheduleRunResult run_text(const std::string& text) {
-  auto sc = parse_schedule_scenario(text);
-  EXPECT_TRUE(sc.ok()) << sc.error().message;
-  if (!sc.ok()) return {};
-  auto r = run_schedule_scenario(*sc);
-  EXPECT_TRUE(r.ok()) << r.error().message;
-  return r.ok() ? *r : ScheduleRunResult{};
-}
-
-bool any_contains(const std::vector<std::string>& v, const std::string& what) {
-  return std::any_of(v.begin(), v.end(), [&](const std::string& s) { return s.find(what) != std::string::npos; });
-}
+using tessera::sim::testing::any_contains;
+using tessera::sim::testing::run_text;
 
 TEST(ScheduleScenarioRun, GuaranteeInvariantFailsWhenReclaimCannotHappen) {
   // Reclaim is on but no preemption may happen in a cycle: the owner waits past the deadline.
