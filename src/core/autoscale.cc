@@ -161,8 +161,7 @@ std::optional<Consolidation> plan_consolidation(const ClusterState& cluster, con
     if (!n.schedulable || pinned[id] || !under_used(n, config.consolidate_below_pct)) continue;
     int64_t listed = 0;  // every GPU in use must belong to a listed job
     for (const MovableJob* j : on[id])
-      for (const TaskPlacement& p : j->placement)
-        for (const GpuGrant& g : p.gpus) listed += p.node == id ? g.milli_held() : 0;
+      for (const TaskPlacement& p : j->placement) listed += p.node == id ? milli_held(p) : 0;
     if (listed != used) continue;
     cands.push_back({used, id});
   }

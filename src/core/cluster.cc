@@ -297,14 +297,6 @@ int64_t mig_milli(const GpuModel& model, int profile_id) {
   return p && model.compute_slices > 0 ? int64_t(p->compute_slices) * 1000 / model.compute_slices : 0;
 }
 
-namespace {
-int64_t placement_milli(const TaskPlacement& p) {
-  int64_t m = 0;
-  for (const GpuGrant& g : p.gpus) m += g.milli_held();
-  return m;
-}
-}  // namespace
-
 Status ClusterState::can_apply(const TaskPlacement& p) const {
   if (p.node.value >= nodes_.size()) return invalid_argument("placement names a node that does not exist");
   return check_on(nodes_[p.node.value], p);
@@ -316,7 +308,7 @@ Status ClusterState::apply(const TaskPlacement& p) {
   apply_on(n, p);
   n.generation = next_generation();
   reindex(n, true);
-  allocated_milli_ += placement_milli(p);
+  allocated_milli_ += milli_held(p);
   return {};
 }
 
@@ -357,7 +349,7 @@ Status ClusterState::release(const TaskPlacement& p) {
   release_on(n, p);
   n.generation = next_generation();
   reindex(n, true);
-  allocated_milli_ -= placement_milli(p);
+  allocated_milli_ -= milli_held(p);
   return {};
 }
 

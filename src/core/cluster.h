@@ -125,6 +125,18 @@ struct TaskPlacement {
   bool operator==(const TaskPlacement&) const = default;
 };
 
+// Milli-GPU held by a task's placement (the sum of GpuGrant::milli_held()), and by a job's.
+inline int64_t milli_held(const TaskPlacement& p) {
+  int64_t m = 0;
+  for (const GpuGrant& g : p.gpus) m += g.milli_held();
+  return m;
+}
+inline int64_t milli_held(const std::vector<TaskPlacement>& ps) {
+  int64_t m = 0;
+  for (const TaskPlacement& p : ps) m += milli_held(p);
+  return m;
+}
+
 class ClusterState {
  public:
   explicit ClusterState(const GpuCatalog& catalog = GpuCatalog::builtin(), NetworkLevels levels = {});

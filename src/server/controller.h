@@ -29,6 +29,7 @@
 
 #include "config/cluster_config.h"
 #include "config/job_spec.h"
+#include "core/sched/apply.h"
 #include "core/status.h"
 #include "server/auth.h"
 #include "server/metrics.h"
@@ -37,6 +38,12 @@
 namespace tessera::server {
 
 using Json = nlohmann::json;
+
+// How the controller applies the scheduler's decisions (core/sched/apply.h): a job that must leave
+// leaves at once (with agents, tasks whose processes may still run keep their GPUs until reported
+// gone); a run counts as started when it gets its GPUs; checkpoints are learnt from the agents' acks.
+// The controller adds which nodes take work (admin state, agent ready) and which tasks stay held.
+ApplyOptions controller_apply_options();
 
 struct ControllerOptions {
   int64_t cycle_interval_ms = 1000;  // a cycle at least this often while work waits

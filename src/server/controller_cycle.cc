@@ -40,6 +40,18 @@ CycleInput Controller::State::cycle_input_now() {
   return in;
 }
 
+ApplyOptions controller_apply_options() {
+  ApplyOptions o;
+  o.leave = LeaveMode::kAtOnce;
+  o.started = StartClock::kNow;
+  o.checkpoint_on_start = CheckpointOnStart::kKeep;  // from the agents' checkpoint acks
+  return o;
+}
+
+// Decisions are checked again as they are applied (core/sched/apply.h): the job is still pending or
+// running, its nodes still take work (node_usable), the placement still applies, the GPU is still
+// idle and healthy. Core changes the cluster and the jobs; here: events, the store, agents (through
+// the stopping tasks and the desired sets), metrics.
 void Controller::State::apply(const Decisions& d, uint64_t generation) {
   if (generation != config_generation) {  // config reloaded meanwhile: the next cycle decides
     m.cycle_decisions->observe({}, 0);
@@ -47,45 +59,42 @@ void Controller::State::apply(const Decisions& d, uint64_t generation) {
   }
   const Time t = now();
   WriteBatch b;
+  ApplyOptions how = controller_apply_options();
+  how.takes_work = [this](NodeId n) { return node_usable(n); };
+  how.keep_held = [this](const Job& j) { return tasks_kept(jobs.at(int64_t(j.id.value))); };
+  const ApplyResult applied = apply_decisions(
+      d, cluster,
+      [this](JobId id) -> Job* {
+        JobRecord* r = jobs.find(int64_t(id.value));
+        return r ? &r->job : nullptr;
+      },
+      t, how);
   int64_t preempted = 0, reconfigured = 0, started = 0;
-  for (const PreemptDecision& p : d.preempt) {
-    JobRecord* vp = jobs.find(int64_t(p.victim.value));
-    if (!vp) continue;
-    JobRecord& v = *vp;
-    if (p.phase == PreemptPhase::kRequestCheckpoint && v.job.state == JobState::kRunning) {
-      request_checkpoint(v, p.evict_by, p.reason, b), ++preempted;
-      // A defragmenting move: the scheduler holds these GPUs while it checkpoints and restarts it
-      // there in the next cycle (kept in memory only: after a restart it is placed like any job).
-      if (v.job.state == JobState::kCheckpointing) v.job.move_to = p.move_to;
+  for (const PreemptedJob& p : applied.preempted) {
+    JobRecord& v = jobs.at(int64_t(p.job.value));
+    ++preempted;
+    if (p.effect == PreemptEffect::kCheckpointRequested) {
+      // A defragmenting move (Job::move_to): the scheduler holds those GPUs while it checkpoints and
+      // restarts it there in the next cycle (kept in memory only: after a restart it is placed like any job).
+      checkpoint_requested(v, p.evict_by, p.reason, b);
+    } else {
+      const std::string why = p.phase == PreemptPhase::kEvict ? " (checkpoint not finished in time: stopped)"
+                                                              : " (the job does not checkpoint: stopped now)";
+      requeued(v, p.vacated, t, EventKind::kPreempted, p.reason + why, b, false);
     }
-    else if (p.phase == PreemptPhase::kEvict && placed(v.job.state))
-      requeue(v, EventKind::kPreempted, p.reason + " (checkpoint not finished in time: stopped)", b, false), ++preempted;
   }
-  for (const MigReconfigDecision& mr : d.reconfigure_mig) {
-    if (!cluster.set_mig_layout(mr.gpu, mr.enable_mig, mr.layout).ok()) continue;
+  for (const MigChange& mc : applied.reconfigured) {
+    const MigReconfigDecision& mr = d.reconfigure_mig[mc.decision];
     ++reconfigured;
-    (void)cluster.set_health(mr.gpu, GpuHealth::kReconfiguring);
-    mig_last_changed[mr.gpu] = t;
-    mig_ready.push_back({std::max(mr.ready_at, t), mr.gpu});
-    const Node& n = cluster.node(mr.gpu.node);
+    mig_last_changed[mc.gpu] = t;
+    mig_ready.push_back({mc.ready_at, mc.gpu});
+    const Node& n = cluster.node(mc.gpu.node);
     b.events.push_back(event(0, EventKind::kMigReconfigured, "scheduler",
-                             Json{{"node", n.name}, {"gpu", mr.gpu.index}, {"mig", mr.enable_mig}, {"reason", mr.reason}}));
-    b.meta.push_back(mig_meta(mr.gpu));
+                             Json{{"node", n.name}, {"gpu", mc.gpu.index}, {"mig", mc.enable_mig}, {"reason", mr.reason}}));
+    b.meta.push_back(mig_meta(mc.gpu));
   }
-  for (const StartDecision& s : d.start) {
-    JobRecord* rp = jobs.find(int64_t(s.job.value));
-    if (!rp || rp->job.state != JobState::kPending) continue;
-    bool nodes_ok = true;
-    for (const TaskPlacement& p : s.placement) nodes_ok = nodes_ok && node_usable(p.node);
-    if (!nodes_ok || !cluster.apply_all(s.placement).ok()) continue;  // changed since the snapshot
-    JobRecord& r = *rp;
-    r.job.move_to.clear();
-    for (TaskPlacement p : s.placement) {
-      for (GpuGrant& g : p.gpus) g.mig_create = false, g.mig_destroy = 0;  // the instances now exist
-      r.job.placement.push_back(std::move(p));
-    }
-    r.job.state = JobState::kRunning;
-    r.job.started = t;
+  for (const StartedJob& s : applied.started) {  // whole gangs (the scheduler starts no partial gang)
+    JobRecord& r = jobs.at(int64_t(s.job.value));
     ++r.attempt;
     r.not_before = -1;
     r.master_port = 0;
@@ -99,12 +108,10 @@ void Controller::State::apply(const Decisions& d, uint64_t generation) {
                              Json{{"attempt", r.attempt}, {"placement", placement_json(r, cluster)}}));
     b.jobs.push_back(row(r));
   }
+  // (A moved job gets one cycle to restart on its held GPUs: core gave up the moves of those still pending.)
   for (const PendingInfo& p : d.pending) {
     JobRecord* r = jobs.find(int64_t(p.job.value));
-    if (r && r->job.state == JobState::kPending) {
-      r->pending = p;
-      r->job.move_to.clear();  // a moved job gets one cycle to restart on its held GPUs
-    }
+    if (r && r->job.state == JobState::kPending) r->pending = p;
   }
   m.decisions->inc({"start"}, double(started));
   m.decisions->inc({"preempt"}, double(preempted));

@@ -4,20 +4,19 @@
 
 namespace tessera::server {
 
-void Controller::State::release(JobRecord& r) {
+std::vector<bool> Controller::State::tasks_kept(const JobRecord& r) const {
+  std::vector<bool> keep(r.job.placement.size(), false);
   for (size_t t = 0; t < r.job.placement.size(); ++t) {
-    const TaskPlacement& p = r.job.placement[t];
     const TaskRun* tr = t < r.tasks.size() ? &r.tasks[t] : nullptr;
     const bool may_run = tr && (tr->state == ReportedState::kRunning || tr->recovered || (!tr->state && tr->offered_beat >= 0));
-    if (opt.agents_required && may_run && node_admin[p.node.value].agent_ready) {
-      stopping_tasks.push_back(StoppingTask{r.id, r.attempt, int(t), p});
-      continue;
-    }
-    Status s = cluster.release(p);
-    assert(s.ok());
-    (void)s;
+    keep[t] = opt.agents_required && may_run && node_admin[r.job.placement[t].node.value].agent_ready;
   }
-  r.job.placement.clear();
+  return keep;
+}
+
+void Controller::State::gave_back(JobRecord& r, const Vacated& v) {
+  assert(v.released.ok());
+  for (const KeptTask& k : v.kept) stopping_tasks.push_back(StoppingTask{r.id, r.attempt, int(k.task), k.placement});
   r.tasks.clear();
 }
 
@@ -46,7 +45,7 @@ void Controller::State::finish(JobRecord& r, JobState final_state, const std::st
   if (placed(r.job.state)) {
     if (final_state == JobState::kSucceeded && r.job.started >= 0)
       runtimes.record(r.job.user, r.job.name, t - r.job.started);
-    release(r);
+    gave_back(r, end_job(r.job, cluster, final_state, tasks_kept(r)));
   }
   r.job.state = final_state;
   r.finished = t;
@@ -71,22 +70,26 @@ void Controller::State::add_utilisation(JobRecord& r, Json& detail) {
 void Controller::State::requeue(JobRecord& r, EventKind kind, const std::string& reason, WriteBatch& b, bool checkpointed,
              Json extra) {
   const Time t = now();
+  VacateOptions how;
+  how.checkpointed = checkpointed;
+  how.keep = tasks_kept(r);
+  const Vacated v = vacate(r.job, cluster, t, how);
+  requeued(r, v, t, kind, reason, b, checkpointed, std::move(extra));
+}
+
+void Controller::State::requeued(JobRecord& r, const Vacated& v, Time t, EventKind kind, const std::string& reason,
+                                 WriteBatch& b, bool checkpointed, Json extra) {
   if (kind == EventKind::kPreempted) {
     m.preemptions->inc();
-    m.preempted_gpu_hours->inc({}, attempt_gpu_hours(r, t));
+    m.preempted_gpu_hours->inc({}, attempt_gpu_hours(v.milli, r.job.started, t));
   } else if (kind == EventKind::kLost) {
     m.losses->inc();
-    m.lost_gpu_hours->inc({}, attempt_gpu_hours(r, t));
+    m.lost_gpu_hours->inc({}, attempt_gpu_hours(v.milli, r.job.started, t));
   }
-  if (r.job.started >= 0) r.job.attained_gpu_s += gpu_milli(r) / 1000 * std::max<Time>(0, t - r.job.started);
-  release(r);
+  if (r.job.started >= 0) r.job.attained_gpu_s += v.milli / 1000 * std::max<Time>(0, t - r.job.started);
+  gave_back(r, v);
   placed_ids.erase(r.id);
-  r.job.state = JobState::kPending;
-  r.job.evict_by = -1;
   r.master_port = 0;
-  r.job.last_preempted = t;
-  ++r.job.preemptions;
-  if (checkpointed) r.job.checkpoint.last = t;
   Json detail{{"reason", reason}, {"checkpointed", checkpointed}};
   detail.update(extra);
   add_utilisation(r, detail);
@@ -109,25 +112,31 @@ void Controller::State::lose(JobRecord& r, const std::string& reason, WriteBatch
     return;
   }
   ++r.restarts;
-  r.job.move_to.clear();
   const int64_t backoff = std::min<int64_t>(3600, rp.backoff << std::min(r.restarts - 1, 12));
   r.not_before = now() + backoff;
   r.end_reason = reason;
   r.pending.reset();
-  requeue(r, EventKind::kLost, reason + " (restart " + std::to_string(r.restarts) + " of " + std::to_string(rp.max_restarts) +
-                         " in " + std::to_string(backoff) + " s" +
-                         (r.resume_from.empty() ? "" : ", from checkpoint " + r.resume_from) + ")",
-          b, false);
+  // Lost: it restarts wherever it fits, not on GPUs held for a move.
+  VacateOptions how;
+  how.drop_move = true;
+  how.keep = tasks_kept(r);
+  const Time t = now();
+  const Vacated v = vacate(r.job, cluster, t, how);
+  requeued(r, v, t, EventKind::kLost,
+           reason + " (restart " + std::to_string(r.restarts) + " of " + std::to_string(rp.max_restarts) + " in " +
+               std::to_string(backoff) + " s" + (r.resume_from.empty() ? "" : ", from checkpoint " + r.resume_from) + ")",
+           b, false);
 }
 
 void Controller::State::request_checkpoint(JobRecord& r, Time evict_by, const std::string& reason, WriteBatch& b) {
-  if (r.job.state != JobState::kRunning) return;
-  if (r.spec.checkpoint.interval <= 0) {
+  const std::optional<Refusal> refused = tessera::request_checkpoint(r.job, evict_by);
+  if (refused == Refusal::kCannotCheckpoint)
     requeue(r, EventKind::kPreempted, reason + " (the job does not checkpoint: stopped now)", b, false);
-    return;
-  }
-  r.job.state = JobState::kCheckpointing;
-  r.job.evict_by = evict_by;
+  else if (!refused)
+    checkpoint_requested(r, evict_by, reason, b);
+}
+
+void Controller::State::checkpoint_requested(JobRecord& r, Time evict_by, const std::string& reason, WriteBatch& b) {
   b.events.push_back(event(r.id, EventKind::kCheckpointRequested, "scheduler", Json{{"reason", reason}, {"evict_by", evict_by}}));
   b.jobs.push_back(row(r));
 }

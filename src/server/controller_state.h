@@ -33,6 +33,7 @@
 
 #include "core/placement/engine.h"
 #include "core/placement/policy.h"
+#include "core/sched/apply.h"
 #include "core/sched/runtime_history.h"
 #include "core/sched/scheduler.h"
 #include "config/text.h"
@@ -340,10 +341,13 @@ struct Controller::State {
     });
   }
 
-  // Gives a job's resources back. With agents, a task whose process may still run (its agent last
-  // reported it running, or was sent it) keeps its GPUs until the agent reports it gone: the next
-  // job must not start on a GPU whose memory a stopping process still holds.
-  void release(JobRecord& r);
+  // The job's state changes (start, checkpoint request, leaving, ending) are core's
+  // (core/sched/apply.h); what it gives back is released there, except that with agents a task whose
+  // process may still run (its agent last reported it running, or was sent it) keeps its GPUs until
+  // the agent reports it gone: the next job must not start on a GPU whose memory a stopping process
+  // still holds. tasks_kept says which; gave_back holds them as stopping tasks.
+  std::vector<bool> tasks_kept(const JobRecord& r) const;
+  void gave_back(JobRecord& r, const Vacated& v);
 
   // Frees the GPUs of stopping tasks on `node` that `still_running` does not hold (all when null).
   void release_stopped(NodeId node, const std::set<std::tuple<int64_t, int64_t, int>>* still_running, WriteBatch& b);
@@ -358,26 +362,29 @@ struct Controller::State {
   // Back to pending (preempted, drained, lost): the job keeps its id and place in the order.
   void requeue(JobRecord& r, EventKind kind, const std::string& reason, WriteBatch& b, bool checkpointed,
                Json extra = Json::object());
+  // What follows once a job has left at t (core's vacate; `v` is what it gave back): metrics, attained
+  // service, stopping tasks, events and its row.
+  void requeued(JobRecord& r, const Vacated& v, Time t, EventKind kind, const std::string& reason, WriteBatch& b,
+                bool checkpointed, Json extra = Json::object());
 
   // A placed job lost a task to its node (agent gone, task vanished): requeued by its restart policy
   // (resuming from its last acknowledged checkpoint) after a backoff, or failed past max_restarts.
   void lose(JobRecord& r, const std::string& reason, WriteBatch& b);
 
   // GPU-hours the current attempt of a placed job has held until t.
-  static double attempt_gpu_hours(const JobRecord& r, Time t) {
-    if (r.job.started < 0) return 0;
-    return double(gpu_milli(r)) / 1000.0 * double(std::max<Time>(0, t - r.job.started)) / 3600.0;
+  static double attempt_gpu_hours(const JobRecord& r, Time t) { return attempt_gpu_hours(gpu_milli(r), r.job.started, t); }
+  // GPU-hours of an attempt started at `started` (-1: none) that held `milli` until t.
+  static double attempt_gpu_hours(int64_t milli, Time started, Time t) {
+    if (started < 0) return 0;
+    return double(milli) / 1000.0 * double(std::max<Time>(0, t - started)) / 3600.0;
   }
 
-  static int64_t gpu_milli(const JobRecord& r) {
-    int64_t m = 0;
-    for (const TaskPlacement& p : r.job.placement)
-      for (const GpuGrant& g : p.gpus) m += g.milli_held();
-    return m;
-  }
+  static int64_t gpu_milli(const JobRecord& r) { return milli_held(r.job.placement); }
 
   // Asks a running job to checkpoint and stop (or stops it now if it cannot checkpoint).
   void request_checkpoint(JobRecord& r, Time evict_by, const std::string& reason, WriteBatch& b);
+  // The events and row of a job asked to checkpoint (core's request_checkpoint changed its state).
+  void checkpoint_requested(JobRecord& r, Time evict_by, const std::string& reason, WriteBatch& b);
 
   // A draining node with nothing left on it becomes drained.
   void after_release(WriteBatch& b);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/cluster.h"
+#include "core/sched/apply.h"
 #include "core/sched/job.h"
 #include "core/sched/queues.h"
 #include "core/sched/scheduler.h"
@@ -102,5 +103,11 @@ struct ScheduleRunResult {
 // "jobs[2].expected_runtme: unknown field; expected one of ...").
 Result<ScheduleScenario> parse_schedule_scenario(const std::string& yaml_text);
 Result<ScheduleRunResult> run_schedule_scenario(const ScheduleScenario& s);
+
+// How the scenario runner applies the scheduler's decisions (core/sched/apply.h): a job that must
+// leave now keeps its GPUs until the step settles (then it is vacated, as by the controller, before
+// the next cycle at the same time); a restarted run counts as started once its restart cost has
+// passed, and as checkpointed then.
+ApplyOptions scenario_apply_options();
 
 }  // namespace tessera::sim

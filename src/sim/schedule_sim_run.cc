@@ -6,9 +6,19 @@
 #include <limits>
 
 #include "config/cluster_config.h"
+#include "core/sched/apply.h"
 #include "sim/schedule_sim_run.h"
 
 namespace tessera::sim {
+
+ApplyOptions scenario_apply_options() {
+  ApplyOptions o;
+  o.leave = LeaveMode::kByCaller;  // jobs leave as the step settles (stop_at = now), after the checks
+  o.started = StartClock::kAfterRestartCost;
+  o.checkpoint_on_start = CheckpointOnStart::kFromStart;
+  return o;
+}
+
 namespace detail {
 namespace {
 
@@ -31,13 +41,6 @@ std::string layout_text(const ClusterState& c, GpuRef g, const std::vector<MigIn
 
 std::string ScenarioRun::gpu_text(GpuRef g) const {
   return "node " + cluster_.node(g.node).name + " GPU " + std::to_string(g.index);
-}
-
-int64_t ScenarioRun::held_milli(const LiveJob& l) const {
-  int64_t m = 0;
-  for (const TaskPlacement& p : l.job.placement)
-    for (const GpuGrant& g : p.gpus) m += g.milli_held();
-  return m;
 }
 
 Time ScenarioRun::timeout_time(const LiveJob& l) const {
@@ -112,7 +115,7 @@ void ScenarioRun::account_usage(Time t) {
     for (const Gpu& g : n.gpus) cap += g.health == GpuHealth::kHealthy ? 1000 : 0;
   std::vector<int64_t> alloc(tree_.size(), 0);
   for (const LiveJob& l : jobs_)
-    if (holding(l)) alloc[l.job.queue.value] += held_milli(l);
+    if (holding(l)) alloc[l.job.queue.value] += milli_held(l.job.placement);
   for (size_t q = 0; q < usage_.size(); ++q) {
     const double share = cap > 0 ? double(alloc[q]) / double(cap) : 0;
     usage_[q] = decay_usage(usage_[q], share, t - last_t_, cfg_.usage_half_life);
@@ -151,11 +154,6 @@ void ScenarioRun::refresh_node(NodeId n) {
 }
 
 Status ScenarioRun::stop_run(LiveJob& l, Time t, bool lost, const std::string& why) {
-  const int64_t held = held_milli(l);
-  for (const TaskPlacement& p : l.job.placement)
-    if (Status s = cluster_.release(p); !s.ok()) return Error{ErrorCode::kInternal, "release: " + s.message()};
-  l.job.placement.clear();
-  l.attained_milli_s += held * std::max<Time>(0, t - l.run_start);
   // Work is kept up to the last completed checkpoint: the one asked for, if it finished saving
   // before the job left, else the last periodic one (periodic checkpoints stop when the job is
   // asked to checkpoint: it is busy saving that one).
@@ -163,16 +161,17 @@ Status ScenarioRun::stop_run(LiveJob& l, Time t, bool lost, const std::string& w
   const bool saved = asked && t >= l.ckpt_at + l.job.checkpoint.save_cost;
   Time safe = std::max(l.job.started, last_checkpoint(l, asked ? std::min(t, l.ckpt_at) : t));
   if (saved) safe = std::max(safe, l.ckpt_at);
+  // As the controller's lose(): a lost job is not restarted on GPUs held for a move.
+  VacateOptions how;
+  how.drop_move = lost;
+  const Vacated v = vacate(l.job, cluster_, t, how);
+  if (!v.released.ok()) return Error{ErrorCode::kInternal, "release: " + v.released.message()};
+  l.attained_milli_s += v.milli * std::max<Time>(0, t - l.run_start);
   l.run_from += std::max<Time>(0, safe - l.job.started);
   l.run_from = std::min(l.run_from, spec(l).duration);
-  l.job.state = JobState::kPending;
-  l.job.last_preempted = t;
-  l.job.evict_by = -1;
-  ++l.job.preemptions;
   l.stop_at = -1;
   l.ckpt_at = -1;
   if (lost) {
-    l.job.move_to.clear();  // as the controller's lose(): a lost job is not restarted on GPUs held for a move
     ++l.lost;
     ++res_.lost;
     log(t, "lost " + spec(l).name + " (" + why + "), resumes from " + std::to_string(l.run_from) + "s of work");
@@ -195,19 +194,15 @@ Status ScenarioRun::settle(Time t) {
       if (Status s = stop_run(l, t, false, ""); !s.ok()) return s;
       continue;
     }
-    const int64_t held = held_milli(l);
-    for (const TaskPlacement& p : l.job.placement)
-      if (Status s = cluster_.release(p); !s.ok()) return Error{ErrorCode::kInternal, "release: " + s.message()};
-    l.job.placement.clear();
-    l.attained_milli_s += held * std::max<Time>(0, t - l.run_start);
+    const Vacated v = end_job(l.job, cluster_, done ? JobState::kSucceeded : JobState::kFailed);
+    if (!v.released.ok()) return Error{ErrorCode::kInternal, "release: " + v.released.message()};
+    l.attained_milli_s += v.milli * std::max<Time>(0, t - l.run_start);
     if (done) {
       l.finished = true;
-      l.job.state = JobState::kSucceeded;
       runtimes_.record(l.job.user, l.job.name, t - l.run_start);
       log(t, "finished " + spec(l).name);
     } else {
       l.timed_out = true;
-      l.job.state = JobState::kFailed;
       log(t, "timed out " + spec(l).name + " after its max_runtime of " + std::to_string(l.job.max_runtime) + "s");
     }
   }
@@ -230,8 +225,7 @@ void ScenarioRun::lose_jobs(Time t, NodeId node, int gpu, const std::string& why
 void ScenarioRun::cancel_moves(NodeId node, Time t, const std::string& why) {
   for (LiveJob& l : jobs_) {
     const bool there = std::any_of(l.job.move_to.begin(), l.job.move_to.end(), [&](const TaskPlacement& p) { return p.node == node; });
-    if (!there) continue;
-    l.job.move_to.clear();
+    if (!there || !cancel_move(l.job)) continue;
     log(t, "move of " + spec(l).name + " cancelled: " + why);
   }
 }
@@ -271,9 +265,7 @@ void ScenarioRun::apply_event(const ClusterEvent& e, Time t) {
           if (std::none_of(l.job.placement.begin(), l.job.placement.end(), [&](const TaskPlacement& p) { return p.node == n; }))
             continue;
           l.stop_cause = StopCause::kDrained;
-          if (l.job.checkpoint.interval > 0) {
-            l.job.state = JobState::kCheckpointing;
-            l.job.evict_by = t + l.job.checkpoint.grace;
+          if (!request_checkpoint(l.job, t + l.job.checkpoint.grace)) {
             l.ckpt_at = t;
             l.stop_at = std::max(t, std::min(t + l.job.checkpoint.save_cost, l.job.evict_by));
           } else {
@@ -292,8 +284,7 @@ void ScenarioRun::apply_event(const ClusterEvent& e, Time t) {
           bool there = false;
           for (const TaskPlacement& p : l.job.move_to)
             for (const GpuGrant& gr : p.gpus) there = there || (p.node == n && gr.gpu == e.gpu);
-          if (!there) continue;
-          l.job.move_to.clear();
+          if (!there || !cancel_move(l.job)) continue;
           log(t, "move of " + spec(l).name + " cancelled: " + gpu_text(g) + " unhealthy");
         }
         break;
@@ -326,7 +317,7 @@ Snapshot ScenarioRun::snapshot(Time t) {
     if (!l.arrived || l.finished || l.timed_out) continue;
     snap.jobs.push_back(l.job);
     int64_t attained = l.attained_milli_s;
-    if (holding(l)) attained += held_milli(l) * std::max<Time>(0, t - l.run_start);
+    if (holding(l)) attained += milli_held(l.job.placement) * std::max<Time>(0, t - l.run_start);
     snap.jobs.back().attained_gpu_s = attained / 1000;
   }
   snap.history.assign(tree_.size(), QueueLoad{});
@@ -336,17 +327,21 @@ Snapshot ScenarioRun::snapshot(Time t) {
   return snap;
 }
 
+// The state changes are core's (core/sched/apply.h); here: when jobs leave, the invariants that
+// concern decisions, counts and the log. Jobs that must leave now do so as the step settles.
 Status ScenarioRun::apply(const Decisions& d, Time t) {
-  for (const PreemptDecision& p : d.preempt) {
-    LiveJob& v = jobs_[p.victim.value];
+  const ApplyResult applied = apply_decisions(
+      d, cluster_, [this](JobId id) { return id.value < jobs_.size() ? &jobs_[id.value].job : nullptr; }, t,
+      scenario_apply_options());
+  for (const PreemptedJob& p : applied.preempted) {
+    LiveJob& v = jobs_[p.job.value];
     const std::string& vname = spec(v).name;
-    if (v.job.state == JobState::kCheckpointing && p.phase == PreemptPhase::kEvict) {
+    if (p.was == JobState::kCheckpointing) {  // phase two
       v.stop_at = t;  // its grace is over: evicted now, the checkpoint it was writing is lost
       times_.insert(t);
       log(t, "evict " + vname + ": " + p.reason);
       continue;
     }
-    if (v.job.state != JobState::kRunning) continue;
     v.preempt_decided = t;
     v.stop_cause = StopCause::kPreempted;
     ++v.preempted;
@@ -354,16 +349,13 @@ Status ScenarioRun::apply(const Decisions& d, Time t) {
     preemption_times_.push_back(t);
     if (p.for_job.valid() && p.for_job.value < jobs_.size()) {
       // Invariant 3: no preemption cycles.
-      const auto back = preempted_for_.find({p.for_job.value, p.victim.value});
+      const auto back = preempted_for_.find({p.for_job.value, p.job.value});
       if (back != preempted_for_.end())
         fail(t, "preemption cycle: " + vname + " is preempted for " + sc_.jobs[p.for_job.value].name +
                     ", which was preempted for it at t=" + std::to_string(back->second));
-      preempted_for_.emplace(std::pair{p.victim.value, p.for_job.value}, t);
+      preempted_for_.emplace(std::pair{p.job.value, p.for_job.value}, t);
     }
-    if (p.phase == PreemptPhase::kRequestCheckpoint && v.job.checkpoint.interval > 0) {
-      v.job.state = JobState::kCheckpointing;
-      v.job.move_to = p.move_to;  // a defragmenting move: held for it, restarted there once it left
-      v.job.evict_by = p.evict_by;
+    if (p.effect == PreemptEffect::kCheckpointRequested) {  // a move keeps its held GPUs in Job::move_to
       v.ckpt_at = t;
       v.stop_at = std::max(t, std::min(t + v.job.checkpoint.save_cost, p.evict_by));
       log(t, "preempt " + vname + " (checkpoint, leaves at t=" + std::to_string(v.stop_at) + ", evict_by t=" +
@@ -374,38 +366,37 @@ Status ScenarioRun::apply(const Decisions& d, Time t) {
     }
     times_.insert(v.stop_at);
   }
-  for (const StartDecision& s : d.start) {
+  for (const Refused& r : applied.refused) {
+    if (r.decision != DecisionKind::kStart) continue;
+    const std::string name = spec(jobs_[r.job.value]).name;
+    if (r.reason == Refusal::kNodeTakesNoWork) {
+      // Invariant 5: starts only on nodes that take new work (up, not cordoned or draining).
+      const NodeId n = r.node;
+      fail(t, "started " + name + " on node " + cluster_.node(n).name + ", which takes no new work (" +
+                  (down_[n.value] ? "down" : admin_[n.value] == NodeAdmin::kDraining ? "draining" : "cordoned") + ")");
+    } else {
+      return Error{ErrorCode::kInternal, "start of " + name + " rejected (" + refusal_name(r.reason) + "): " + r.detail};
+    }
+  }
+  for (const StartedJob& s : applied.started) {
     LiveJob& l = jobs_[s.job.value];
-    // Invariant 5: starts only on nodes that take new work (up, not cordoned or draining).
-    for (const TaskPlacement& p : s.placement)
-      if (!cluster_.node(p.node).schedulable)
-        fail(t, "started " + spec(l).name + " on node " + cluster_.node(p.node).name + ", which takes no new work (" +
-                    (down_[p.node.value] ? "down" : admin_[p.node.value] == NodeAdmin::kDraining ? "draining" : "cordoned") + ")");
-    if (Status st = cluster_.apply_all(s.placement); !st.ok())
-      return Error{ErrorCode::kInternal, "start of " + spec(l).name + " rejected by the cluster: " + st.message()};
-    l.job.placement = s.placement;
-    if (!l.job.move_to.empty() && l.job.move_to != s.placement)
-      fail(t, "moved job " + spec(l).name + " restarted elsewhere than on the GPUs held for it");
-    l.job.move_to.clear();
-    l.job.state = JobState::kRunning;
+    if (s.off_move) fail(t, "moved job " + spec(l).name + " restarted elsewhere than on the GPUs held for it");
     l.run_start = t;
     ++l.runs;
-    l.job.started = t + (l.job.preemptions > 0 ? l.job.checkpoint.restart_cost : 0);
-    if (l.job.started < t) l.job.started = t;
     times_.insert(end_time(l));
     if (timeout_time(l) != kNever) times_.insert(timeout_time(l));
-    const Time c = last_checkpoint(l, t);
-    l.job.checkpoint.last = c >= 0 ? c : l.job.checkpoint.interval > 0 ? l.job.started : -1;
+    // A job that checkpoints counts its start as its last checkpoint (set as applied); one that does
+    // not has only its first run's checkpoint.last_at, when it starts right then.
+    if (l.job.checkpoint.interval <= 0) l.job.checkpoint.last = last_checkpoint(l, t);
     queue_last_start_[l.job.queue.value] = t;
     log(t, "start " + spec(l).name);
   }
   // Dynamic MIG: the planner's layout changes are applied to the (idle) GPUs, which are out of
   // service until ready_at.
-  for (const MigReconfigDecision& r : d.reconfigure_mig) {
-    if (Status s = cluster_.set_mig_layout(r.gpu, r.enable_mig, r.layout); !s.ok()) {
-      fail(t, "MIG change on " + gpu_text(r.gpu) + " rejected: " + s.message());
-      continue;
-    }
+  for (const Refused& r : applied.refused)
+    if (r.decision == DecisionKind::kMigReconfigure) fail(t, "MIG change on " + gpu_text(r.gpu) + " rejected: " + r.detail);
+  for (const MigChange& m : applied.reconfigured) {
+    const MigReconfigDecision& r = d.reconfigure_mig[m.decision];
     ++res_.mig_changes;
     mig_change_times_.push_back(t);
     mig_last_changed_[r.gpu] = t;
@@ -414,11 +405,18 @@ Status ScenarioRun::apply(const Decisions& d, Time t) {
                " (ready at t=" + std::to_string(r.ready_at) + "): " + r.reason);
     if (r.ready_at > t) {
       reconfiguring_[r.gpu] = r.ready_at;
-      refresh_gpu(r.gpu);
       times_.insert(r.ready_at);
     } else {
       times_.insert(t);  // ready now: cycle again
     }
+    refresh_gpu(r.gpu);  // reconfiguring until ready_at (healthy at once when ready now)
+  }
+  // A moved job restarts on its held GPUs in the first cycle after it left.
+  for (JobId id : applied.moves_dropped) {
+    std::string why;
+    for (const PendingInfo& p : d.pending)
+      if (p.job == id) why = p.reason;
+    fail(t, "moved job " + spec(jobs_[id.value]).name + " did not restart on the GPUs held for it: " + why);
   }
   return {};
 }
@@ -458,7 +456,7 @@ Result<ScheduleRunResult> ScenarioRun::run() {
     // Periodic cycles stop at the horizon; completions go on.
     if ((!d.pending.empty() || !d.preempt.empty()) && t + sc_.cycle_interval <= horizon_) times_.insert(t + sc_.cycle_interval);
     if (Status s = apply(d, t); !s.ok()) return s.error();
-    check_invariants(d, t);
+    check_invariants(t);
     // Expectations due now, after the last cycle at this time.
     if (!times_.empty() && *times_.begin() == t) continue;
     check_expectations(d, t);

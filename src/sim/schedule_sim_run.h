@@ -60,13 +60,15 @@ class ScenarioRun {
   void refresh_gpu(GpuRef g);
   void refresh_node(NodeId n);
   Snapshot snapshot(Time t);
+  // Applies the cycle's decisions (core/sched/apply.h, scenario_apply_options) and what follows
+  // from them here: when jobs leave, counts, the log, the invariants on decisions.
   Status apply(const Decisions& d, Time t);
   // The last completed checkpoint of l's current run at or before `until` (periodic, or the first
   // run's checkpoint.last_at), -1 if none since it started.
   Time last_checkpoint(const LiveJob& l, Time until) const;
 
   // ---- schedule_sim_checks.cc ----
-  void check_invariants(const Decisions& d, Time t);
+  void check_invariants(Time t);
   void check_guarantees(Time t);
   void check_expectations(const Decisions& d, Time t);
   std::string placement_failure(const Expectation& e, const LiveJob& l) const;
@@ -74,7 +76,6 @@ class ScenarioRun {
   bool holding(const LiveJob& l) const {
     return l.job.state == JobState::kRunning || l.job.state == JobState::kCheckpointing;
   }
-  int64_t held_milli(const LiveJob& l) const;
   const SimJobSpec& spec(const LiveJob& l) const { return sc_.jobs[l.job.id.value]; }
   Time end_time(const LiveJob& l) const { return l.job.started + (spec(l).duration - l.run_from); }
   Time timeout_time(const LiveJob& l) const;

@@ -11,10 +11,19 @@
 #include "core/placement/fit.h"
 #include "core/placement/policy.h"
 #include "core/rng.h"
+#include "core/sched/apply.h"
 #include "core/sched/runtime_history.h"
 #include "sim/sim_provider.h"
 
 namespace tessera::sim {
+
+ApplyOptions simulator_apply_options() {
+  ApplyOptions o;
+  o.leave = LeaveMode::kAtOnce;
+  o.started = StartClock::kNow;  // work resumes after the restart cost (SimJob::progress_from)
+  o.checkpoint_on_start = CheckpointOnStart::kFromStart;
+  return o;
+}
 
 std::vector<std::string> sim_policy_names() {
   std::vector<std::string> v = scheduler_preset_names();
@@ -137,15 +146,17 @@ class Simulation {
     (void)s;
   }
   void track_kinds(const TaskPlacement& p, int sign, bool inference) {
-    int64_t held = 0;
-    for (const GpuGrant& g : p.gpus) held += g.milli_held();
+    const int64_t held = milli_held(p);
     const Node& n = cluster_.node(p.node);
     pool_milli_[n.pool.value] += sign * held;
     if (inference && n.pool_kind == PoolKind::kSpot) inference_spot_milli_ += sign * held;
   }
   void push(Time t, Ev k, uint32_t id, uint64_t gen = 0) { events_.push({t, k, id, gen}); }
   void start_run(SimJob& j, Time t);
+  // The job leaves its GPUs at t: finished, preempted (saving if it was asked to checkpoint) or failed.
   void end_run(SimJob& j, Time t, bool finished, bool failed);
+  // Accounting once the job has left (what it gave back: v), however it left.
+  void account_left(SimJob& j, const Vacated& v, Time t, bool finished, bool failed);
   void cycle(Time t);
   void account(Time t);  // integrates metrics from last_t_ to t
   void sample(Time t);
@@ -159,14 +170,6 @@ class Simulation {
     out_of_service_ += (was ? 1 : 0) - (h == GpuHealth::kHealthy ? 1 : 0);
   }
   int64_t out_of_service_ = 0;
-  // A planned layout change: the GPU takes its new mode and layout and is out of service until ready.
-  bool apply_mig_layout(const MigReconfigDecision& m) {
-    const Gpu& g = cluster_.node(m.gpu.node).gpus[m.gpu.index];
-    if (g.health != GpuHealth::kHealthy) return false;
-    if (!cluster_.set_mig_layout(m.gpu, m.enable_mig, m.layout).ok()) return false;
-    set_gpu_health(m.gpu, GpuHealth::kReconfiguring);
-    return true;
-  }
   void mig_ready(GpuRef g) {
     if (cluster_.node(g.node).gpus[g.index].health == GpuHealth::kReconfiguring) set_gpu_health(g, GpuHealth::kHealthy);
   }
@@ -348,8 +351,7 @@ Status Simulation::build() {
 }
 
 int64_t Simulation::task_useful(const SimJob& j, const TaskPlacement& p) const {
-  int64_t held = 0;
-  for (const GpuGrant& g : p.gpus) held += g.milli_held();
+  const int64_t held = milli_held(p);
   int64_t useful = j.spec->useful_milli_per_task > 0 ? std::min(held, j.spec->useful_milli_per_task) : held;
   return useful;
 }
@@ -372,21 +374,15 @@ void Simulation::start_run(SimJob& j, Time t) {
     j.rate *= double(tv) / double(tv + c);
   }
   if (spot && j.job.gang.kind == JobKind::kInference) ++rep_.metrics.inference_spot_starts;
-  j.job.state = JobState::kRunning;
-  j.job.move_to.clear();
+  // State, started, move_to and checkpoint.last were set as the start was applied (core/sched/apply.h).
   j.run_start = t;
-  j.job.started = t;
   j.progress_from = t + (j.job.preemptions > 0 || j.done > 0 ? j.job.checkpoint.restart_cost : 0);
   if (j.first_start < 0) j.first_start = t;
   if (j.queued_since >= 0) j.queued_s += double(t - j.queued_since);
   j.queued_since = -1;
-  if (j.job.checkpoint.interval > 0) j.job.checkpoint.last = t;
-  j.gpus_milli = 0;
+  j.gpus_milli = milli_held(j.job.placement);
   j.useful_milli = 0;
-  for (const TaskPlacement& p : j.job.placement) {
-    for (const GpuGrant& g : p.gpus) j.gpus_milli += g.milli_held();
-    j.useful_milli += task_useful(j, p);
-  }
+  for (const TaskPlacement& p : j.job.placement) j.useful_milli += task_useful(j, p);
   j.useful_milli = int64_t(double(j.useful_milli) * j.rate);
   useful_milli_ += j.useful_milli;
   const double left = std::max(0.0, double(j.spec->work) - j.done);
@@ -394,33 +390,28 @@ void Simulation::start_run(SimJob& j, Time t) {
   push(j.progress_from + Time(std::ceil(left / j.rate)), Ev::kFinish, j.job.id.value, j.run_gen);
 }
 
-// The job leaves its GPUs at t: finished, preempted (saving if it was asked to checkpoint) or failed.
 void Simulation::end_run(SimJob& j, Time t, bool finished, bool failed) {
+  account_left(j, finished ? end_job(j.job, cluster_, JobState::kSucceeded) : vacate(j.job, cluster_, t), t, finished, failed);
+}
+
+void Simulation::account_left(SimJob& j, const Vacated& v, Time t, bool finished, bool failed) {
   const double lost_before = lost_gpu_s_;
   const bool interrupted = j.interrupted;
   j.interrupted = false;
-  for (const TaskPlacement& p : j.job.placement) {
-    Status s = cluster_.release(p);
-    (void)s;
-    track_kinds(p, -1, j.job.gang.kind == JobKind::kInference);
-  }
-  int64_t held = 0;
-  for (const TaskPlacement& p : j.job.placement)
-    for (const GpuGrant& g : p.gpus) held += g.milli_held();
+  for (const TaskPlacement& p : v.placement) track_kinds(p, -1, j.job.gang.kind == JobKind::kInference);
+  const int64_t held = v.milli;
   alloc_milli_ -= held;
   team_alloc_[team_of_[j.job.id.value]] -= held;
-  const bool was_running = j.job.state == JobState::kRunning || j.job.state == JobState::kCheckpointing;
+  const bool was_running = v.was == JobState::kRunning || v.was == JobState::kCheckpointing;
   if (was_running) {
     useful_milli_ -= j.useful_milli;
     j.job.attained_gpu_s += held / 1000 * std::max<Time>(0, t - j.run_start);
   }
-  j.job.placement.clear();
   j.useful_milli = j.gpus_milli = 0;
   ++j.run_gen;
   if (finished) {
     j.finished = true;
     j.finish = t;
-    j.job.state = JobState::kSucceeded;
     active_.erase(j.job.id.value);
     history_.record(j.job.user, j.job.name, t - j.run_start);
     return;
@@ -439,11 +430,7 @@ void Simulation::end_run(SimJob& j, Time t, bool finished, bool failed) {
     j.done += safe;
   }
   if (interrupted) lost_interrupt_gpu_s_ += lost_gpu_s_ - lost_before;
-  j.job.state = JobState::kPending;
   j.queued_since = t;
-  j.job.last_preempted = t;
-  j.job.evict_by = -1;
-  ++j.job.preemptions;
   j.stop_at = -1;
   j.saving = false;
 }
@@ -540,50 +527,43 @@ void Simulation::cycle(Time t) {
   for (size_t q = 0; q < tree_.size(); ++q) snap.history[q].decayed_usage = usage_[q];
   snap.mig_last_changed = mig_changed_;
   snap.runtimes = &history_;
-  Decisions d = k8s_mode_ ? k8s_->cycle(snap) : sched_->cycle(snap, t);
-  for (const PreemptDecision& p : d.preempt) {
-    SimJob& v = jobs_[p.victim.value];
-    if (v.job.state == JobState::kRunning && p.phase == PreemptPhase::kRequestCheckpoint && v.job.checkpoint.interval > 0) {
+  const Decisions d = k8s_mode_ ? k8s_->cycle(snap) : sched_->cycle(snap, t);
+  // The state changes are core's (core/sched/apply.h); here: timing, metrics and events. A start that
+  // no longer applies cannot happen with a consistent policy; it is skipped. A moved job gets one
+  // cycle to restart on its held GPUs; after that it waits like any job.
+  const ApplyResult applied = apply_decisions(
+      d, cluster_, [this](JobId id) { return id.value < jobs_.size() ? &jobs_[id.value].job : nullptr; }, t,
+      simulator_apply_options());
+  for (const PreemptedJob& p : applied.preempted) {
+    SimJob& v = jobs_[p.job.value];
+    if (p.effect == PreemptEffect::kCheckpointRequested) {
       ++rep_.metrics.preemptions;
-      if (!p.move_to.empty()) ++rep_.metrics.defrag_moves;
-      v.job.move_to = p.move_to;  // a move: the scheduler holds these GPUs and restarts it there
-      v.job.state = JobState::kCheckpointing;
-      v.job.evict_by = p.evict_by;
+      if (p.move) ++rep_.metrics.defrag_moves;  // the scheduler holds its new GPUs and restarts it there
       v.saving = true;
       v.stop_at = std::min(t + v.job.checkpoint.save_cost, p.evict_by);
-      push(v.stop_at, Ev::kStop, p.victim.value, v.run_gen);
-    } else if (v.job.state == JobState::kRunning || v.job.state == JobState::kCheckpointing) {
-      if (v.job.state == JobState::kRunning) ++rep_.metrics.preemptions;
-      v.saving = v.saving && v.job.state == JobState::kCheckpointing && t >= v.stop_at;
-      end_run(v, t, false, false);
+      push(v.stop_at, Ev::kStop, p.job.value, v.run_gen);
+    } else {  // left at once
+      if (p.was == JobState::kRunning) ++rep_.metrics.preemptions;
+      v.saving = v.saving && p.was == JobState::kCheckpointing && t >= v.stop_at;
+      account_left(v, p.vacated, t, false, false);
       dirty_ = true;
     }
   }
-  for (const MigReconfigDecision& m : d.reconfigure_mig) {
-    if (!apply_mig_layout(m)) continue;
+  for (const MigChange& m : applied.reconfigured) {
+    ++out_of_service_;  // healthy until now, reconfiguring until its ready event
     mig_changed_[m.gpu] = t;
     ++rep_.metrics.mig_reconfigurations;
     mig_pending_.push_back(m.gpu);
     push(std::max(m.ready_at, t + 1), Ev::kMigReady, 0, mig_pending_.size() - 1);
   }
-  for (const StartDecision& s : d.start) {
+  for (const StartedJob& s : applied.started) {
     SimJob& j = jobs_[s.job.value];
-    if (!cluster_.apply_all(s.placement).ok()) continue;  // cannot happen with a consistent policy
-    int64_t held = 0;
-    for (const TaskPlacement& p : s.placement)
-      for (const GpuGrant& g : p.gpus) held += g.milli_held();
+    const int64_t held = milli_held(s.placement);
     alloc_milli_ += held;
     team_alloc_[team_of_[s.job.value]] += held;
-    // Settle MIG creation flags: the instances now exist.
-    for (TaskPlacement p : s.placement) {
-      track_kinds(p, +1, j.job.gang.kind == JobKind::kInference);
-      for (GpuGrant& g : p.gpus) g.mig_create = false, g.mig_destroy = 0;
-      j.job.placement.push_back(std::move(p));
-    }
-    if (int(j.job.placement.size()) >= j.job.gang.required_tasks()) start_run(j, t);
+    for (const TaskPlacement& p : s.placement) track_kinds(p, +1, j.job.gang.kind == JobKind::kInference);
+    if (s.running) start_run(j, t);
   }
-  // A moved job gets one cycle to restart on its held GPUs; after that it waits like any job.
-  for (const PendingInfo& p : d.pending) jobs_[p.job.value].job.move_to.clear();
   // Pending demand per team (for fairness and guarantees).
   std::fill(team_pending_milli_.begin(), team_pending_milli_.end(), 0);
   std::fill(team_min_pending_milli_.begin(), team_min_pending_milli_.end(), 0);
@@ -644,9 +624,7 @@ void Simulation::provider_event(const ProviderEvent& e, Time t) {
         if (j.job.state == JobState::kPending) continue;
         if (!j.interrupted) ++j.job.spot_interruptions, ++rep_.metrics.job_interruptions;
         j.interrupted = true;
-        if (j.job.state == JobState::kRunning && j.job.checkpoint.interval > 0 && j.job.checkpoint.save_cost <= e.reclaim_at - t) {
-          j.job.state = JobState::kCheckpointing;
-          j.job.evict_by = e.reclaim_at;
+        if (j.job.checkpoint.save_cost <= e.reclaim_at - t && !request_checkpoint(j.job, e.reclaim_at)) {
           j.saving = true;
           j.stop_at = t + j.job.checkpoint.save_cost;
           push(j.stop_at, Ev::kStop, id, j.run_gen);
@@ -702,8 +680,7 @@ void Simulation::consolidate(Time t) {
   for (JobId id : c->jobs) {
     SimJob& j = jobs_[id.value];
     ++rep_.metrics.consolidation_moves;
-    j.job.state = JobState::kCheckpointing;
-    j.job.evict_by = t + j.job.checkpoint.grace;
+    (void)request_checkpoint(j.job, t + j.job.checkpoint.grace);  // running and checkpointable (plan_consolidation)
     j.saving = true;
     j.stop_at = t + j.job.checkpoint.save_cost;
     push(j.stop_at, Ev::kStop, id.value, j.run_gen);

@@ -14,6 +14,7 @@
 
 #include "core/autoscale.h"
 #include "core/cluster.h"
+#include "core/sched/apply.h"
 #include "core/sched/queues.h"
 #include "core/sched/scheduler.h"
 #include "core/status.h"
@@ -112,6 +113,11 @@ struct SimReport {
 };
 
 Result<SimReport> run_simulation(const SimCluster& cluster, const Workload& workload, const SimRunOptions& options);
+
+// How the simulator applies the scheduler's decisions (core/sched/apply.h): a job that must leave
+// leaves at once; a run counts as started when it gets its GPUs (work resumes after the restart
+// cost) and as checkpointed then.
+ApplyOptions simulator_apply_options();
 
 // Policies `sim run` accepts: the scheduler presets plus "k8s-default".
 std::vector<std::string> sim_policy_names();
