@@ -66,6 +66,7 @@ Result<std::unique_ptr<Controller>> Controller::start(config::ClusterConfig cfg,
       snap.history = std::move(in->history);
       snap.mig_last_changed = std::move(in->mig_last_changed);
       snap.runtimes = &in->runtimes;
+      snap.reservation = in->reservation;
       const auto cycle_start = Clock::now();
       auto decisions = std::make_shared<Decisions>(in->scheduler->cycle(snap, in->now));
       sp->m.cycle_seconds->observe({}, std::chrono::duration<double>(Clock::now() - cycle_start).count());

@@ -26,7 +26,7 @@ CycleInput Controller::State::cycle_input_now() {
     for (const Queue& q : tree->queues()) b.meta.push_back({"usage/" + q.name, Json{{"usage", usage[q.id.value]}, {"at", t}}.dump()});
     persist(std::move(b));
   }
-  CycleInput in{scheduler, tree, cluster, {}, {}, mig_last_changed, runtimes, t, config_generation};
+  CycleInput in{scheduler, tree, cluster, {}, {}, mig_last_changed, runtimes, reservation, t, config_generation};
   in.jobs.reserve(active_ids.size());
   for (int64_t id : active_ids) {
     const JobRecord& r = jobs.at(id);
@@ -112,6 +112,16 @@ void Controller::State::apply(const Decisions& d, uint64_t generation) {
   for (const PendingInfo& p : d.pending) {
     JobRecord* r = jobs.find(int64_t(p.job.value));
     if (r && r->job.state == JobState::kPending) r->pending = p;
+  }
+  if (d.reservation != reservation) {  // held until the next cycle, and across a restart
+    reservation = d.reservation;
+    Json held = Json::object();
+    if (reservation) {
+      Json ahead = Json::array();
+      for (JobId a : reservation->ahead) ahead.push_back(a.value);
+      held = Json{{"job", reservation->job.value}, {"start", reservation->start}, {"ahead", std::move(ahead)}};
+    }
+    b.meta.push_back({"scheduler/reservation", held.dump()});
   }
   m.decisions->inc({"start"}, double(started));
   m.decisions->inc({"preempt"}, double(preempted));

@@ -3,6 +3,9 @@
 // their agents to confirm them (TaskRun::recovered).
 #include "server/controller_state.h"
 
+#include <algorithm>
+#include <optional>
+
 namespace tessera::server {
 
 Result<WriteBatch> recover(Controller::State& s, const LoadedState& loaded) {
@@ -28,6 +31,21 @@ Result<WriteBatch> recover(Controller::State& s, const LoadedState& loaded) {
       // Decayed over the time the controller was down (nothing ran that it knows of).
       s.usage[q->value] = decay_usage(v.value("usage", 0.0), 0.0, std::max<int64_t>(0, s.now() - v.value("at", s.now())),
                                       s.config.scheduler.usage_half_life);
+    } else if (key == "scheduler/reservation" && v.is_object()) {
+      // The cycle ignores a holder that is no longer pending; a value we did not write is dropped.
+      const Json job = v.value("job", Json()), start = v.value("start", Json());
+      auto id = [](const Json& x) -> std::optional<JobId> {
+        if (!x.is_number_unsigned() || x.get<uint64_t>() >= UINT32_MAX) return std::nullopt;
+        return JobId{uint32_t(x.get<uint64_t>())};
+      };
+      if (id(job) && start.is_number_integer()) {
+        HeldReservation held{*id(job), start.get<Time>(), {}};
+        const Json ahead = v.value("ahead", Json::array());
+        for (const Json& a : ahead.is_array() ? ahead : Json::array())
+          if (id(a)) held.ahead.push_back(*id(a));
+        std::sort(held.ahead.begin(), held.ahead.end());
+        s.reservation = std::move(held);
+      }
     } else if (key.rfind("mig/", 0) == 0) {
       const std::string rest = key.substr(4);
       const auto slash = rest.rfind('/');

@@ -86,6 +86,7 @@ struct CycleInput {
   std::vector<QueueLoad> history;
   std::map<GpuRef, Time> mig_last_changed;
   RuntimeHistory runtimes;
+  std::optional<HeldReservation> reservation;
   Time now = 0;
   uint64_t config_generation = 0;
 };
@@ -267,6 +268,9 @@ struct Controller::State {
   Time usage_at = 0;
   Time usage_saved_at = 0;
   std::map<GpuRef, Time> mig_last_changed;
+  // The backfill reservation the last cycle held: passed back to the next cycle so that it holds
+  // (core/sched/scheduler.h, HeldReservation); stored as meta "scheduler/reservation".
+  std::optional<HeldReservation> reservation;
   std::vector<std::pair<Time, GpuRef>> mig_ready;        // GPUs reconfiguring until then
   RuntimeHistory runtimes;
   int64_t next_id = 1;

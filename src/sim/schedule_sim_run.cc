@@ -324,6 +324,7 @@ Snapshot ScenarioRun::snapshot(Time t) {
   for (size_t q = 0; q < usage_.size(); ++q) snap.history[q].decayed_usage = usage_[q];
   snap.mig_last_changed = mig_last_changed_;
   snap.runtimes = &runtimes_;
+  snap.reservation = reservation_;
   return snap;
 }
 
@@ -451,6 +452,7 @@ Result<ScheduleRunResult> ScenarioRun::run() {
     for (size_t i = 0; i < jobs_.size(); ++i)
       if (!jobs_[i].arrived && sc_.jobs[i].at <= t) jobs_[i].arrived = true;
     const Decisions d = sched_->cycle(snapshot(t), t);
+    reservation_ = d.reservation;
     ++res_.cycles;
     // While anything waits, the controller cycles again after cycle_interval (if nothing comes sooner).
     // Periodic cycles stop at the horizon; completions go on.

@@ -99,6 +99,7 @@ class ScenarioRun {
   Time last_t_ = 0;            // usage is accounted up to here
   RuntimeHistory runtimes_;
   std::map<GpuRef, Time> mig_last_changed_;
+  std::optional<HeldReservation> reservation_;  // the last cycle's, passed back to the next
   std::map<GpuRef, Time> reconfiguring_;  // GPU -> ready_at
   std::set<GpuRef> bad_gpus_;             // marked unhealthy by gpu_unhealthy
   std::vector<bool> down_;                // per node: node_down

@@ -191,6 +191,7 @@ class Simulation {
   RuntimeHistory history_;
   std::vector<double> usage_;          // decayed usage per queue (normalised)
   std::map<GpuRef, Time> mig_changed_;
+  std::optional<HeldReservation> reservation_;  // the last cycle's, passed back to the next
   std::vector<GpuRef> mig_pending_;    // GPUs reconfiguring, by event ordinal
   Rng rng_{1};
   std::set<uint32_t> active_;          // arrived, unfinished jobs
@@ -527,7 +528,9 @@ void Simulation::cycle(Time t) {
   for (size_t q = 0; q < tree_.size(); ++q) snap.history[q].decayed_usage = usage_[q];
   snap.mig_last_changed = mig_changed_;
   snap.runtimes = &history_;
+  snap.reservation = reservation_;
   const Decisions d = k8s_mode_ ? k8s_->cycle(snap) : sched_->cycle(snap, t);
+  reservation_ = d.reservation;
   // The state changes are core's (core/sched/apply.h); here: timing, metrics and events. A start that
   // no longer applies cannot happen with a consistent policy; it is skipped. A moved job gets one
   // cycle to restart on its held GPUs; after that it waits like any job.

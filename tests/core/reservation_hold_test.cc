@@ -50,6 +50,16 @@ TEST_F(ReservationHoldTest, WithoutTheHeldReservationTheOrderAloneDecides) {
   EXPECT_EQ(started(d), (std::vector<uint32_t>{2}));
 }
 
+TEST_F(ReservationHoldTest, AJobThatWasAheadOfItKeepsItsPlace) {
+  setup();
+  reservation = cycle().reservation;
+  ASSERT_TRUE(reservation.has_value());
+  EXPECT_TRUE(reservation->ahead.empty()) << "job 2 sorted after the gang when the reservation was made";
+  reservation->ahead = {JobId(2u)};  // as if job 2 had been ahead then (e.g. waiting for its victims to leave)
+  Decisions d = at_due_time();
+  EXPECT_EQ(started(d), (std::vector<uint32_t>{2})) << "a job ahead of the holder when it was made stays ahead";
+}
+
 TEST_F(ReservationHoldTest, AHigherClassStillGoesFirst) {
   setup();
   reservation = cycle().reservation;

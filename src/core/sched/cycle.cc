@@ -208,7 +208,7 @@ Decisions Cycle::run() {
     }
     out_.pending.push_back(std::move(p));
   }
-  if (res_.active) out_.reservation = HeldReservation{entries_[res_.entry].job->id, res_.start};
+  if (res_.active) out_.reservation = held_reservation();
   for (const Entry& e : invalid_) {  // not in any queue order: positions 0
     PendingInfo p;
     p.job = e.job->id;

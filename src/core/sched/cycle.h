@@ -225,6 +225,10 @@ class Cycle {
   bool place_in_order(size_t i);  // order_ += i and try it; false once strict order blocks
   // The pending entry holding the previous cycle's reservation (Snapshot::reservation), if any.
   std::optional<size_t> reservation_holder() const;
+  // Whether entry i was ahead of the held reservation's holder when it was made (it keeps its place).
+  bool was_ahead_of_holder(size_t i) const;
+  // The reservation this cycle holds (res_), with the jobs ordered before its holder still pending.
+  HeldReservation held_reservation() const;
   void try_job(Entry& e);
   bool try_preempt(Entry& e, const Gang& gang);
   // An owner's MIG request with no room: reclaims one whole GPU from a borrower, which the MIG

@@ -43,8 +43,13 @@ void Cycle::order_and_place() {
   };
   const std::optional<size_t> holder = reservation_holder();
   for (int64_t tier : tiers) {
-    // A reservation made in an earlier cycle holds: its holder goes first in its tier.
-    if (holder && entries_[*holder].prio == tier) place_in_order(*holder);
+    // A reservation made in an earlier cycle holds: its holder goes first in its tier, after only the
+    // jobs that were ahead of it when it was made.
+    bool holder_due = holder && entries_[*holder].prio == tier;
+    auto place = [&](size_t i) {
+      if (holder_due && !was_ahead_of_holder(i)) holder_due = false, place_in_order(*holder);
+      place_in_order(i);
+    };
     std::vector<std::vector<size_t>> cand(tree_.size());
     std::vector<int> remaining(tree_.size(), 0);
     size_t total = 0;
@@ -72,9 +77,10 @@ void Cycle::order_and_place() {
       c.erase(it);
       for (QueueId q : tree_.path_to_root(pick)) --remaining[q.value];
       if (defers_to_owed(entries_[i])) deferred.push_back(i);
-      else place_in_order(i);
+      else place(i);
     }
-    for (size_t i : deferred) place_in_order(i);
+    for (size_t i : deferred) place(i);
+    if (holder_due) place_in_order(*holder);
   }
 }
 
@@ -84,6 +90,21 @@ std::optional<size_t> Cycle::reservation_holder() const {
     if (entries_[i].job->id == snap_.reservation->job)
       return !entries_[i].running && !entries_[i].started ? std::optional<size_t>(i) : std::nullopt;
   return std::nullopt;
+}
+
+bool Cycle::was_ahead_of_holder(size_t i) const {
+  const std::vector<JobId>& ahead = snap_.reservation->ahead;
+  return std::binary_search(ahead.begin(), ahead.end(), entries_[i].job->id);
+}
+
+HeldReservation Cycle::held_reservation() const {
+  HeldReservation r{entries_[res_.entry].job->id, res_.start, {}};
+  for (size_t i : order_) {
+    if (i == res_.entry) break;
+    if (!entries_[i].started) r.ahead.push_back(entries_[i].job->id);
+  }
+  std::sort(r.ahead.begin(), r.ahead.end());
+  return r;
 }
 
 bool Cycle::place_in_order(size_t i) {
@@ -177,11 +198,13 @@ void Cycle::order_flat() {
     const Job& y = *entries_[b].job;
     return x.submitted != y.submitted ? x.submitted < y.submitted : x.id < y.id;
   });
-  // A reservation made in an earlier cycle holds: its holder goes before every job of its class or below.
+  // A reservation made in an earlier cycle holds: its holder goes before every job of its class or
+  // below that was not ahead of it when it was made.
   if (const std::optional<size_t> holder = reservation_holder()) {
     const int value = entries_[*holder].pc->value;
     pend.erase(std::find(pend.begin(), pend.end(), *holder));
-    auto at = std::find_if(pend.begin(), pend.end(), [&](size_t i) { return entries_[i].pc->value <= value; });
+    auto at = std::find_if(pend.begin(), pend.end(),
+                           [&](size_t i) { return entries_[i].pc->value <= value && !was_ahead_of_holder(i); });
     pend.insert(at, *holder);
   }
   for (size_t i : pend) place_in_order(i);

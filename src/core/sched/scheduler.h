@@ -96,10 +96,13 @@ struct SchedulerConfig {
 // A backfill reservation: its holder is due to start at `start` on the room it was promised. The
 // scheduler returns the one it holds (Decisions::reservation) and the caller passes it back in the
 // next Snapshot, so that a reservation, once made, holds: its holder is tried before every job of its
-// class or below, whatever their order became since.
+// class or below that was not ahead of it when it was made, whatever their order became since. Jobs
+// that were ahead (`ahead`: still pending, ordered before it; sorted by id) keep their place, e.g. one
+// whose victims are leaving for it. A higher class still goes first.
 struct HeldReservation {
   JobId job;
   Time start = 0;
+  std::vector<JobId> ahead;
   bool operator==(const HeldReservation&) const = default;
 };
 
