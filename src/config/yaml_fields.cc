@@ -81,7 +81,7 @@ Status parse_config(const YAML::Node& c, SchedulerConfig& cfg) {
   TESSERA_TRY(known_keys(c, at, {"preset", "order", "strict_order", "preemption", "reclaim", "backfill", "default_runtime",
                                  "dynamic_mig", "mig", "usage_half_life", "reclaim_grace", "preemption_protection",
                                  "max_preemptions_per_cycle", "topology_wait", "in_queue_las", "defragment",
-                                 "max_moves_per_cycle"}));
+                                 "max_moves_per_cycle", "reservation_hold"}));
   if (c["preset"]) {
     std::string name;
     TESSERA_TRY(get(c, "preset", at, name));
@@ -103,6 +103,14 @@ Status parse_config(const YAML::Node& c, SchedulerConfig& cfg) {
       }
     }
     if (!found) return invalid_argument(at + ".order: unknown \"" + name + "\"; expected one of " + join(known));
+  }
+  if (c["reservation_hold"]) {
+    std::string name;
+    TESSERA_TRY(get(c, "reservation_hold", at, name));
+    bool found = false;
+    for (ReservationHold h : {ReservationHold::kFromMade, ReservationHold::kAtDue, ReservationHold::kOff})
+      if (name == reservation_hold_name(h)) cfg.reservation_hold = h, found = true;
+    if (!found) return invalid_argument(at + ".reservation_hold: unknown \"" + name + "\"; expected one of made, due, off");
   }
   TESSERA_TRY(get(c, "strict_order", at, cfg.strict_order));
   TESSERA_TRY(get(c, "preemption", at, cfg.preemption));

@@ -3,6 +3,9 @@
 // python3-torch (CPU, gloo): a 2-node × 2-task gang, preempted with a checkpoint and resumed, and
 // surviving the SIGKILL of one agent.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -360,10 +363,29 @@ TEST(Agents, TopologyThatDisagreesWithTheConfigIsReported) {
 
 bool torch_available() { return std::system((kPython + " -c 'import torch.distributed' 2>/dev/null").c_str()) == 0; }
 
-// The gang's result without any interruption (4 local processes, no Tessera), for comparison.
+// A TCP port on 127.0.0.1 that nothing listens on now (the kernel's pick for port 0).
+int unused_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  if (fd >= 0) ::close(fd);
+  return port;
+}
+
+// The gang's result without any interruption (4 local processes, no Tessera), for comparison; a
+// rank that cannot rendezvous is killed after 5 minutes instead of hanging the test.
 Json reference_run(int steps, const std::string& dir) {
-  std::string cmd = "cd " + dir + " && for r in 0 1 2 3; do MASTER_ADDR=127.0.0.1 MASTER_PORT=29517 WORLD_SIZE=4 RANK=$r "
-                    "LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 TESSERA_CHECKPOINT_DIR=" + dir + " GLOO_SOCKET_IFNAME=lo " + kPython +
+  const int port = unused_port();
+  EXPECT_GT(port, 0);
+  std::string cmd = "cd " + dir + " && for r in 0 1 2 3; do MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+                    " WORLD_SIZE=4 RANK=$r "
+                    "LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 TESSERA_CHECKPOINT_DIR=" + dir + " GLOO_SOCKET_IFNAME=lo timeout 300 " + kPython +
                     " " + kDdp + " --steps " + std::to_string(steps) + " --out " + dir + "/ref.json > ref-$r.log 2>&1 & done; wait";
   EXPECT_EQ(std::system(cmd.c_str()), 0);
   return Json::parse(read_file(dir + "/ref.json"), nullptr, false);

@@ -60,6 +60,24 @@ TEST_F(ReservationHoldTest, AJobThatWasAheadOfItKeepsItsPlace) {
   EXPECT_EQ(started(d), (std::vector<uint32_t>{2})) << "a job ahead of the holder when it was made stays ahead";
 }
 
+TEST_F(ReservationHoldTest, OffLetsTheOrderAloneDecide) {
+  setup();
+  config.reservation_hold = ReservationHold::kOff;
+  reservation = cycle().reservation;
+  ASSERT_TRUE(reservation.has_value()) << "a reservation is still made and returned";
+  EXPECT_EQ(started(at_due_time()), (std::vector<uint32_t>{2}));
+}
+
+TEST_F(ReservationHoldTest, AtDueHoldsOnlyOnceItsStartHasCome) {
+  setup();
+  config.reservation_hold = ReservationHold::kAtDue;
+  reservation = cycle().reservation;
+  ASSERT_TRUE(reservation.has_value());
+  end_job_1();
+  EXPECT_EQ(started(cycle(kNow + 3599)), (std::vector<uint32_t>{2})) << "not due yet: the order decides";
+  EXPECT_EQ(started(cycle(kNow + 3600)), (std::vector<uint32_t>{3})) << "due: the holder goes first";
+}
+
 TEST_F(ReservationHoldTest, AHigherClassStillGoesFirst) {
   setup();
   reservation = cycle().reservation;

@@ -108,6 +108,12 @@ TEST(ScheduleScenarioParse, ConfigAndClassErrorsNameTheFieldAndTheChoices) {
   EXPECT_FALSE(r->config.defragment);
   EXPECT_EQ(r->config.max_moves_per_cycle, 3);
   EXPECT_TRUE(SchedulerConfig{}.defragment) << "on by default";
+  EXPECT_EQ(err("config: {reservation_hold: always}\njobs: []\n"),
+            "config.reservation_hold: unknown \"always\"; expected one of made, due, off");
+  r = parse_schedule_scenario(base + "config: {reservation_hold: due}\njobs: []\n");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->config.reservation_hold, ReservationHold::kAtDue);
+  EXPECT_EQ(SchedulerConfig{}.reservation_hold, ReservationHold::kFromMade) << "holds from when it is made by default";
 }
 
 using tessera::sim::testing::any_contains;

@@ -46,6 +46,10 @@ void Cycle::order_and_place() {
     // A reservation made in an earlier cycle holds: its holder goes first in its tier, after only the
     // jobs that were ahead of it when it was made.
     bool holder_due = holder && entries_[*holder].prio == tier;
+    // A borrower's reservation does not hold against queues owed their guarantee: it goes first
+    // among the jobs that wait for the owed (a guarantee comes before a borrower's reservation).
+    const bool holder_defers = holder_due && defers_to_owed(entries_[*holder]);
+    if (holder_defers) holder_due = false;
     auto place = [&](size_t i) {
       if (holder_due && !was_ahead_of_holder(i)) holder_due = false, place_in_order(*holder);
       place_in_order(i);
@@ -79,13 +83,15 @@ void Cycle::order_and_place() {
       if (defers_to_owed(entries_[i])) deferred.push_back(i);
       else place(i);
     }
+    if (holder_defers) place_in_order(*holder);
     for (size_t i : deferred) place(i);
     if (holder_due) place_in_order(*holder);
   }
 }
 
 std::optional<size_t> Cycle::reservation_holder() const {
-  if (!cfg_.backfill || !snap_.reservation) return std::nullopt;
+  if (!cfg_.backfill || !snap_.reservation || cfg_.reservation_hold == ReservationHold::kOff) return std::nullopt;
+  if (cfg_.reservation_hold == ReservationHold::kAtDue && snap_.reservation->start > now_) return std::nullopt;
   for (size_t i = 0; i < entries_.size(); ++i)
     if (entries_[i].job->id == snap_.reservation->job)
       return !entries_[i].running && !entries_[i].started ? std::optional<size_t>(i) : std::nullopt;

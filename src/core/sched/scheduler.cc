@@ -38,6 +38,15 @@ const char* job_order_name(JobOrder o) {
   return "?";
 }
 
+const char* reservation_hold_name(ReservationHold h) {
+  switch (h) {
+    case ReservationHold::kFromMade: return "made";
+    case ReservationHold::kAtDue: return "due";
+    case ReservationHold::kOff: return "off";
+  }
+  return "?";
+}
+
 std::vector<std::string> scheduler_preset_names() { return {"tessera", "fifo-gang", "slurm", "tiresias", "drf"}; }
 
 Result<SchedulerConfig> scheduler_preset(const std::string& name) {

@@ -38,6 +38,15 @@ struct MultifactorWeights {  // Slurm's PriorityWeight* (integers, as in slurm.c
   Duration max_age = 7 * 24 * 3600;  // PriorityMaxAge: the age factor saturates here
 };
 
+// How a held reservation (Snapshot::reservation) orders its holder in the next cycles.
+enum class ReservationHold : uint8_t {
+  kFromMade,  // from when it is made: the holder goes before every job of its class or below not ahead of it then
+  kAtDue,     // only once its start time has come (before that the order alone decides)
+  kOff,       // never: each cycle's order alone decides which job reserves (classic EASY)
+};
+// Lower-case name for configs: made, due, off.
+const char* reservation_hold_name(ReservationHold h);
+
 struct SchedulerConfig {
   JobOrder order = JobOrder::kFairShare;
   bool strict_order = false;   // stop at the first job that does not fit (head-of-line blocking)
@@ -68,6 +77,9 @@ struct SchedulerConfig {
   // next cycle (each search may try the placement engine once per candidate victim).
   int max_victim_searches_per_cycle = 64;
   bool backfill = true;                        // EASY backfill behind reservations (docs/scheduling.md)
+  // How long a backfill reservation passed back in the next Snapshot holds against jobs that were not
+  // ahead of its holder when it was made (docs/scheduling.md, "a reservation once made holds").
+  ReservationHold reservation_hold = ReservationHold::kFromMade;
   // Runtime assumed for a running or candidate job with no expected_runtime, max_runtime or learned
   // estimate (like a partition's default time limit); used only for reservations and backfill.
   Duration default_runtime = 24 * 3600;
