@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <memory>
 #include <queue>
 #include <set>
@@ -12,6 +13,7 @@
 #include "core/placement/policy.h"
 #include "core/rng.h"
 #include "core/sched/apply.h"
+#include "core/sched/job_order.h"
 #include "core/sched/runtime_history.h"
 #include "sim/sim_provider.h"
 
@@ -39,44 +41,55 @@ constexpr Time kNoHold = Time(1) << 60;  // a "now" past any on-demand fallback 
 // Plain Kubernetes: pods one by one in creation order, least-allocated spreading, no gangs (a gang's
 // pods hold their GPUs while the rest wait), no quotas, no preemption, no MIG or sharing (the device
 // plugin hands out whole GPUs). Bound pods are reported as starts with the tasks placed this cycle.
+// Creation order is the core's FIFO job order (core/sched/job_order.h); the binding is not the
+// core's cycle, which places a gang whole or not at all (docs/simulator.md).
 class K8sDefault {
  public:
   K8sDefault() : policy_(make_policy("spread").value()), engine_(*policy_, EngineOptions{}) {}
   Decisions cycle(const Snapshot& snap) {
     ClusterState work = *snap.cluster;
     std::vector<const Job*> pend;
+    OrderInput in;
     for (const Job& j : snap.jobs)
-      if (j.state == JobState::kPending) pend.push_back(&j);
-    std::sort(pend.begin(), pend.end(), [](const Job* a, const Job* b) {
-      return a->submitted != b->submitted ? a->submitted < b->submitted : a->id < b->id;
-    });
+      if (j.state == JobState::kPending) {
+        pend.push_back(&j);
+        OrderJob o;  // FIFO reads the submit time and the id only
+        o.id = j.id;
+        o.submitted = j.submitted;
+        in.jobs.push_back(o);
+      }
+    const std::unique_ptr<JobOrderCursor> order = job_order_policy(JobOrder::kFifo).begin(std::move(in));
     Decisions d;
     std::set<std::string> full;  // pod shapes that found no node this cycle
-    for (const Job* j : pend) {
-      Gang one = j->gang;
-      one.tasks = 1;
-      one.min_tasks = 0;
-      one.topology = {};
-      const std::string shape = std::to_string(one.task.gpu_count) + "/" + std::to_string(one.task.cpu.v) + "/" +
-                                std::to_string(one.task.memory.v);
-      StartDecision s{j->id, {}};
-      for (int k = int(j->placement.size()); k < j->gang.tasks && !full.count(shape); ++k) {
-        PlacementResult r = engine_.place(work, one);
-        if (r.outcome != Outcome::kPlaced || !work.apply_all(r.tasks).ok()) {
-          full.insert(shape);
-          break;
-        }
-        s.placement.push_back(r.tasks.front());
-      }
-      const int bound = int(j->placement.size() + s.placement.size());
-      if (!s.placement.empty()) d.start.push_back(std::move(s));
-      if (bound < j->gang.tasks)
-        d.pending.push_back({j->id, std::to_string(bound) + " of " + std::to_string(j->gang.tasks) + " pods bound", WaitCategory::kCapacity, 0, 0, {}, false});
-    }
+    while (order->next_tier())
+      while (const std::optional<size_t> k = order->next()) bind(*pend[*k], work, full, d);
     return d;
   }
 
  private:
+  // Binds what fits of j's unbound pods on `work`; a pod shape that found no node is not tried again.
+  void bind(const Job& j, ClusterState& work, std::set<std::string>& full, Decisions& d) {
+    Gang one = j.gang;
+    one.tasks = 1;
+    one.min_tasks = 0;
+    one.topology = {};
+    const std::string shape = std::to_string(one.task.gpu_count) + "/" + std::to_string(one.task.cpu.v) + "/" +
+                              std::to_string(one.task.memory.v);
+    StartDecision s{j.id, {}};
+    for (int k = int(j.placement.size()); k < j.gang.tasks && !full.count(shape); ++k) {
+      PlacementResult r = engine_.place(work, one);
+      if (r.outcome != Outcome::kPlaced || !work.apply_all(r.tasks).ok()) {
+        full.insert(shape);
+        break;
+      }
+      s.placement.push_back(r.tasks.front());
+    }
+    const int bound = int(j.placement.size() + s.placement.size());
+    if (!s.placement.empty()) d.start.push_back(std::move(s));
+    if (bound < j.gang.tasks)
+      d.pending.push_back({j.id, std::to_string(bound) + " of " + std::to_string(j.gang.tasks) + " pods bound", WaitCategory::kCapacity, 0, 0, {}, false});
+  }
+
   std::unique_ptr<ScoringPolicy> policy_;
   PlacementEngine engine_;
 };

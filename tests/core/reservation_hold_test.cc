@@ -1,5 +1,6 @@
 // A backfill reservation, once made, holds (issue 20, defect 1): at its due time its holder starts
-// before a job that was not ahead of it when it was made, even one that sorts before it by then.
+// before a job that was not ahead of it when it was made, even one that sorts before it by then; under
+// every job order that opts in (all but DRF).
 #include <gtest/gtest.h>
 
 #include "scheduler_fixture.h"
@@ -86,6 +87,28 @@ TEST_F(ReservationHoldTest, AHigherClassStillGoesFirst) {
   Decisions d = cycle(kNow + 3600);
   ASSERT_FALSE(d.start.empty());
   EXPECT_EQ(d.start.front().job.value, 4u) << "urgent work is served at once";
+}
+
+// The rule is the cycle's, around every job order that opts in (core/sched/job_order.h): under FIFO
+// job 2 (same second, lower id) goes first unless job 3's reservation is held.
+TEST_F(ReservationHoldTest, HeldUnderAStaticOrderToo) {
+  setup();
+  config.order = JobOrder::kFifo;
+  end_job_1();
+  EXPECT_EQ(started(cycle(kNow + 3600)), (std::vector<uint32_t>{2}));
+  reservation = HeldReservation{JobId(3u), kNow + 3600, {}};
+  EXPECT_EQ(started(cycle(kNow + 3600)), (std::vector<uint32_t>{3}));
+  reservation->ahead = {JobId(2u)};
+  EXPECT_EQ(started(cycle(kNow + 3600)), (std::vector<uint32_t>{2}));
+}
+
+// DRF does not opt in (as it never did): the holder takes its turn by dominant share and age.
+TEST_F(ReservationHoldTest, DrfDoesNotHoldIt) {
+  setup();
+  config.order = JobOrder::kDrf;
+  end_job_1();
+  reservation = HeldReservation{JobId(3u), kNow + 3600, {}};
+  EXPECT_EQ(started(cycle(kNow + 3600)), (std::vector<uint32_t>{2}));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// The scheduling cycle (v1): validate, derive queue loads, order pending jobs by priority tier and,
-// inside a tier, hierarchical fair share, start what fits (gangs whole, on a working copy of the cluster), preempt when a job may and
+// The scheduling cycle (v1): validate, derive queue loads, order pending jobs (the JobOrderPolicy of
+// config.order, core/sched/job_order.h: by default priority tiers, then inside a tier hierarchical fair
+// share), start what fits (gangs whole, on a working copy of the cluster), preempt when a job may and
 // the victims would make it fit, and say why every other job waits.
 //
 // Quota classes: every GPU job counts in class "any" (so quotas on "any" cover every model). A running
@@ -37,13 +38,14 @@
 // or keep off its nodes. Dynamic MIG: unmet slice and whole-GPU demand drives plan_mig_layouts.
 //
 // Internal to src/core/sched: the cycle's working state (Cycle) and per-job facts (Entry), shared by
-// the phase files (cycle.cc, order.cc, place.cc, backfill.cc, guarantees.cc, preempt.cc,
+// the phase files (cycle.cc, order.cc (around job_order.h's policies), place.cc, backfill.cc, guarantees.cc, preempt.cc,
 // defragment.cc, cycle_mig.cc). One Cycle per Scheduler::cycle call; not thread-safe.
 #pragma once
 
 #include "core/sched/scheduler.h"
 
 #include "core/placement/fit.h"
+#include "core/sched/job_order.h"
 
 #include <algorithm>
 #include <cassert>
@@ -101,7 +103,7 @@ struct Entry {
   bool short_of_room = false;  // pending for lack of room (now or on any node), not for a rule or order
   int64_t prio = 0;      // order and preemption rank: class value (x16), plus the LAS level bonus
   int las = 0;           // attained-service level: 0 below the first threshold, then 1, 2, ...
-  uint32_t user = 0;     // dense user index
+  uint32_t user = 0;     // dense user index (OrderJob::user)
   int start_index = -1;  // index in Decisions::start when started this cycle
   Time end = 0;          // running or started: when it is expected to free its resources
   Time estimated_start = -1;  // pending: when known (reservation, MIG layout ready)
@@ -220,8 +222,11 @@ class Cycle {
     return class_cache_.back().second.empty() ? nullptr : &class_cache_.back().second;
   }
   bool validate(Entry& e);
+  // Tries the pending jobs in the order of cfg_.order's JobOrderPolicy (core/sched/job_order.h), with
+  // the held reservation, deferral to owed queues and strict order applied around it (order.cc).
   void order_and_place();
-  void order_flat();           // every JobOrder but kFairShare
+  OrderJob order_job(size_t i) const;         // entry i's ordering facts
+  OrderInput order_input(size_t users) const;  // all but the jobs; `users`: dense user indices in use
   bool place_in_order(size_t i);  // order_ += i and try it; false once strict order blocks
   // The pending entry holding the previous cycle's reservation (Snapshot::reservation), if any.
   std::optional<size_t> reservation_holder() const;
@@ -388,8 +393,7 @@ class Cycle {
   mutable std::deque<std::pair<const GpuModel*, std::string>> class_cache_;  // accounted_class()
   std::vector<Entry> entries_;           // valid jobs, by id
   std::vector<Entry> invalid_;           // pending jobs that cannot be scheduled, by id
-  std::map<std::string, int64_t> user_milli_;  // running GPU usage per user
-  std::vector<int64_t> user_usage_;            // the same by Entry::user (dense), for ordering
+  std::map<std::string, int64_t> user_milli_;  // running GPU usage per user (and this cycle's starts)
   // Gang shapes that found no room this cycle (nothing is freed within a cycle, so they still do not
   // fit): the engine's reason, reused instead of searching again.
   struct NoRoom {

@@ -135,7 +135,6 @@ void Cycle::commit_start(Entry& e, std::vector<TaskPlacement> tasks) {
   fs_->add(e.job->queue, got, +1);
   for (auto& [c, b] : before) owed_sum_[c] += leaf_owed(*fs_, leaf, c) - b;
   user_milli_[e.job->user] += get_or(got, kAnyClass);
-  user_usage_[e.user] += get_or(got, kAnyClass);
   out_.start.push_back({e.job->id, std::move(tasks)});
 }
 
