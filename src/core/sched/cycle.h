@@ -352,9 +352,13 @@ class Cycle {
   void no_room(Entry& e, const Gang& gang);
   void reserve(Entry& e, const Gang& gang);
   PlacementResult place_now(Entry& e, const Gang& gang);
-  bool ends_before_reservation(const Entry& e) const {
-    return now_ + assumed_runtime(*e.job, snap_.runtimes, cfg_.default_runtime) <= res_.start;
+  // How long a job started now holds its GPUs: its assumed runtime, plus its restart cost when it
+  // resumes after a preemption (the GPUs are held while it restores its checkpoint).
+  Duration occupied_runtime(const Job& j) const {
+    const Duration restart = j.preemptions > 0 ? std::max<Duration>(0, j.checkpoint.restart_cost) : 0;
+    return assumed_runtime(j, snap_.runtimes, cfg_.default_runtime) + restart;
   }
+  bool ends_before_reservation(const Entry& e) const { return now_ + occupied_runtime(*e.job) <= res_.start; }
   void block_reserved(bool on) {
     for (uint32_t n : res_.nodes) {
       Status st = work_.set_schedulable(NodeId(n), on ? false : snap_.cluster->node(NodeId(n)).schedulable);

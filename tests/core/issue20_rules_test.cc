@@ -1,0 +1,55 @@
+// Issue 20's scheduling rules: backfill counts a resumed job's restart cost; GPUs are owed only to
+// jobs that could start on them; room already on its way is not reclaimed for again; a gang held to
+// one topology domain gets victims inside one domain.
+#include <gtest/gtest.h>
+
+#include "core/mig.h"
+#include "scheduler_fixture.h"
+
+namespace tessera {
+namespace {
+
+class Issue20RulesTest : public SchedulerTest {};
+
+// Rule 1. One node of 8 GPUs: job 1 (4 GPUs) ends at kNow + 1000, when job 2's 8-GPU gang is
+// reserved to start; job 3 (4 GPUs) runs 900 s, but it was preempted before and restoring its
+// checkpoint takes 200 s, so it would hold its GPUs until kNow + 1100.
+class BackfillRestartCostTest : public Issue20RulesTest {
+ protected:
+  Job& setup(Duration runtime, int preemptions) {
+    make_cluster(1, 8);
+    make_queues({{"q", "", {}, {}, 1}});
+    running(1, "q", "research", 1, 4, kNow - 100).expected_runtime = 1100;
+    pending(2, "q", "research", 1, 8, kNow - 50).expected_runtime = 3600;
+    Job& j = pending(3, "q", "research", 1, 4, kNow - 10);
+    j.expected_runtime = runtime;
+    j.preemptions = preemptions;
+    j.last_preempted = preemptions > 0 ? kNow - 500 : -1;
+    j.checkpoint.restart_cost = 200;
+    return j;
+  }
+};
+
+TEST_F(BackfillRestartCostTest, AResumedJobThatWouldOverrunByItsRestartCostWaits) {
+  setup(900, 1);
+  Decisions d = cycle();
+  ASSERT_TRUE(d.reservation.has_value());
+  EXPECT_EQ(d.reservation->start, kNow + 1000);
+  EXPECT_TRUE(d.start.empty()) << "900 s of work + 200 s of restart ends after the reservation";
+  ASSERT_NE(info(d, 3), nullptr);
+  EXPECT_EQ(info(d, 3)->category, WaitCategory::kReservation) << info(d, 3)->reason;
+  EXPECT_NE(info(d, 3)->reason.find("would delay"), std::string::npos) << info(d, 3)->reason;
+}
+
+TEST_F(BackfillRestartCostTest, AResumedJobThatEndsInTimeWithItsRestartCostStarts) {
+  setup(800, 1);  // 800 + 200 ends exactly at the reservation
+  EXPECT_EQ(started(cycle()), (std::vector<uint32_t>{3}));
+}
+
+TEST_F(BackfillRestartCostTest, AFirstRunPaysNoRestartCost) {
+  setup(900, 0);
+  EXPECT_EQ(started(cycle()), (std::vector<uint32_t>{3}));
+}
+
+}  // namespace
+}  // namespace tessera
