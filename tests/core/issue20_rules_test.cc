@@ -51,5 +51,35 @@ TEST_F(BackfillRestartCostTest, AFirstRunPaysNoRestartCost) {
   EXPECT_EQ(started(cycle()), (std::vector<uint32_t>{3}));
 }
 
+// Rule 2. Three nodes of 8 H100s; team is guaranteed 16 H100s but limited to 8 GPUs in all, and runs
+// 8: its waiting job cannot start whatever is free, so nothing is owed to it.
+class LimitHeldOwedTest : public Issue20RulesTest {
+ protected:
+  void setup() {
+    make_cluster(3, 8);
+    config.gpu_class["H100-80GB-SXM"] = "h100";
+    make_queues({{"team", "", {{"h100", 16000}}, {{"any", 8000}}, 1}, {"other", "", {}, {}, 1}});
+    running(1, "team", "research", 1, 8, kNow - 3600);
+    running(2, "other", "research", 1, 8, kNow - 3600);
+    pending(3, "team", "research", 1, 8, kNow - 60);
+  }
+};
+
+TEST_F(LimitHeldOwedTest, ABorrowerUsesGpusTheHeldBackOwnerCannotStartOn) {
+  setup();
+  pending(4, "other", "research", 1, 8, kNow - 30);
+  Decisions d = cycle();
+  EXPECT_EQ(started(d), (std::vector<uint32_t>{4})) << (info(d, 4) ? info(d, 4)->reason : "");
+  ASSERT_NE(info(d, 3), nullptr);
+  EXPECT_EQ(info(d, 3)->category, WaitCategory::kQuota) << info(d, 3)->reason;
+}
+
+TEST_F(LimitHeldOwedTest, NoBorrowerIsReclaimedForAJobHeldBackByItsLimit) {
+  setup();
+  running(4, "other", "research", 1, 8, kNow - 3600);  // the last free node
+  Decisions d = cycle();
+  EXPECT_TRUE(d.preempt.empty()) << d.preempt.front().reason;
+}
+
 }  // namespace
 }  // namespace tessera
