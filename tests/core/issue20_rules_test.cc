@@ -81,5 +81,58 @@ TEST_F(LimitHeldOwedTest, NoBorrowerIsReclaimedForAJobHeldBackByItsLimit) {
   EXPECT_TRUE(d.preempt.empty()) << d.preempt.front().reason;
 }
 
+// Rule 3. One node of 8 H100s; queue owner is guaranteed it all and reclaims from borrow, which runs
+// 1-GPU research jobs. In the first two tests GPU 0 is being repartitioned (a MIG decision of an
+// earlier cycle, kReconfiguring) and borrow runs on the other 7.
+class RoomOnItsWayTest : public Issue20RulesTest {
+ protected:
+  void SetUp() override {
+    make_cluster(1, 8);
+    make_queues({{"owner", "", {{"any", 8000}}, {}, 1}, {"borrow", "", {}, {}, 1}});
+    config.dynamic_mig = true;
+  }
+  void reconfigure_gpu0(const std::string& profile) {
+    const GpuModel* m = cluster.catalog().find("H100-80GB-SXM").value();
+    const MigProfile* p = m->find_profile(profile);
+    ASSERT_NE(p, nullptr);
+    MigLayout layout(m);
+    while (layout.create_first_fit(*p).ok()) {
+    }
+    ASSERT_TRUE(cluster.set_mig_layout(GpuRef{NodeId(0u), 0}, true, layout.instances()).ok());
+    ASSERT_TRUE(cluster.set_health(GpuRef{NodeId(0u), 0}, GpuHealth::kReconfiguring).ok());
+  }
+  void borrowers(int n) {
+    for (int i = 1; i <= n; ++i) running(i, "borrow", "research", 1, 1, kNow - 7200 + i);
+  }
+  void pending_slice(int id, const std::string& profile, Time submitted) {
+    pending(id, "owner", "research", 1, 1, submitted).gang = gang(1, mig(profile), id);
+  }
+};
+
+TEST_F(RoomOnItsWayTest, ASliceWaitsForTheGpuBeingRepartitionedForIt) {
+  reconfigure_gpu0("1g.10gb");
+  borrowers(7);
+  pending_slice(8, "1g.10gb", kNow - 10);
+  Decisions d = cycle();
+  EXPECT_TRUE(d.preempt.empty()) << "the slices are on their way: " << d.preempt.front().reason;
+}
+
+TEST_F(RoomOnItsWayTest, ARepartitionForAnotherProfileIsNoRoomForThisOne) {
+  reconfigure_gpu0("7g.80gb");  // offers no 1g.10gb
+  borrowers(7);
+  pending_slice(8, "1g.10gb", kNow - 10);
+  EXPECT_EQ(victims(cycle()).size(), 1u);
+}
+
+TEST_F(RoomOnItsWayTest, AGpuFreedForSlicesThisCycleServesTheOtherProfilesToo) {
+  borrowers(8);
+  pending_slice(9, "1g.10gb", kNow - 20);
+  pending_slice(10, "2g.20gb", kNow - 10);
+  Decisions d = cycle();
+  EXPECT_EQ(victims(d).size(), 1u) << "one freed GPU holds a 1g.10gb and a 2g.20gb slice";
+  ASSERT_NE(info(d, 10), nullptr);
+  EXPECT_EQ(info(d, 10)->category, WaitCategory::kPreempting) << info(d, 10)->reason;
+}
+
 }  // namespace
 }  // namespace tessera

@@ -244,6 +244,8 @@ class Cycle {
   // holds once v is gone.
   bool keeps_guarantee(const FairShare& fs, const Entry& v) const;
   std::set<std::string> mig_reclaimed_;  // (queue, profile) that reclaimed a GPU this cycle
+  // GPUs preempted for MIG slices this cycle: (node, compute milli not yet spoken for).
+  std::vector<std::pair<NodeId, int64_t>> mig_freed_;
   // A MIG request that no GPU in MIG mode serves claims idle whole GPUs that offer its profile: held
   // on the working copy so that later (lower-class) whole-GPU jobs do not take them, and released
   // for the MIG planner, which repartitions them (plan_mig). False when none could be claimed.

@@ -85,6 +85,26 @@ bool Cycle::reclaim_gpu_for_mig(Entry& e, const Gang& gang, bool by_priority_too
         if (capable(work_.node(p.node)))
           for (const GpuGrant& g : p.gpus)
             if (g.kind == GrantKind::kWhole) return false;
+  // Nor one being repartitioned into slices of this profile (a MIG decision of an earlier cycle).
+  for (const Node& n : work_.nodes())
+    if (capable(n)) {
+      const MigProfile* want = n.gpu_model()->find_profile(t.mig_profile);
+      for (const Gpu& g : n.gpus)
+        if (g.health == GpuHealth::kReconfiguring && g.mig_enabled)
+          for (const MigInstance& i : g.mig.instances())
+            if (!i.in_use && i.profile_id == want->id) return false;
+    }
+  // A GPU freed for slices earlier this cycle becomes a layout the planner packs with every pending
+  // profile: a request its remaining compute holds waits for it (no second victim).
+  for (auto& [node, left] : mig_freed_)
+    if (left >= e.milli && capable(work_.node(node))) {
+      left -= e.milli;
+      e.wait = WaitCategory::kPreempting;
+      e.reason = "waiting for a GPU preempted this cycle to checkpoint and exit; it then becomes MIG slices, " +
+                 t.mig_profile + " among them";
+      e.no_room = e.short_of_room = true;
+      return true;
+    }
   // The borrower's job holding a whole capable GPU: the lowest class, then the least lost work.
   const Entry* best = nullptr;
   int64_t best_cost = 0;
@@ -110,6 +130,12 @@ bool Cycle::reclaim_gpu_for_mig(Entry& e, const Gang& gang, bool by_priority_too
   }
   if (!best) return false;
   mig_reclaimed_.insert(memo);
+  for (const TaskPlacement& p : best->holding)  // its first whole capable GPU, less this request
+    if (capable(work_.node(p.node)) && std::any_of(p.gpus.begin(), p.gpus.end(),
+                                                   [](const GpuGrant& g) { return g.kind == GrantKind::kWhole; })) {
+      mig_freed_.emplace_back(p.node, std::max<int64_t>(0, 1000 - e.milli));
+      break;
+    }
   preempt(entries_[size_t(best - entries_.data())], e, best_by_priority,
           best_by_priority ? "priority: " + e.pc->name + " job " + e.job->name + " needs a GPU for " + t.mig_profile +
                                  " MIG slices"
