@@ -134,5 +134,32 @@ TEST_F(RoomOnItsWayTest, AGpuFreedForSlicesThisCycleServesTheOtherProfilesToo) {
   EXPECT_EQ(info(d, 10)->category, WaitCategory::kPreempting) << info(d, 10)->reason;
 }
 
+// Rule 4. Two leaves of two 4-GPU nodes, every GPU running a 1-GPU research job; the cheapest victims
+// alternate between the leaves. A production gang of 8 one-GPU tasks that requires one leaf needs a
+// whole leaf: with 8 preemptions a cycle, the 8 cheapest victims anywhere (4 per leaf) never fit it.
+class DomainVictimsTest : public Issue20RulesTest {
+ protected:
+  void setup() {
+    cluster = ClusterState(GpuCatalog::builtin(), NetworkLevels({"leaf"}));
+    for (const char* n : {"a0", "a1"}) ASSERT_TRUE(cluster.add_node(node_spec(n, "H100-80GB-SXM", 4, {"leaf-a"})).ok());
+    for (const char* n : {"b0", "b1"}) ASSERT_TRUE(cluster.add_node(node_spec(n, "H100-80GB-SXM", 4, {"leaf-b"})).ok());
+    make_queues({{"q", "", {}, {}, 1}});
+    config.max_preemptions_per_cycle = 8;
+    // Jobs 1-8 fill leaf a, 9-16 leaf b (first fit); leaf a's k-th job is cheaper than leaf b's.
+    for (int k = 0; k < 8; ++k) running(1 + k, "q", "research", 1, 1, kNow - 3600 - 20 * k);
+    for (int k = 0; k < 8; ++k) running(9 + k, "q", "research", 1, 1, kNow - 3610 - 20 * k);
+    Job& g = pending(17, "q", "production-training", 8, 1, kNow - 10);
+    g.gang.topology = {TopologyMode::kRequired, "leaf"};
+  }
+};
+
+TEST_F(DomainVictimsTest, VictimsFreeOneLeafNotTheCheapestAnywhere) {
+  setup();
+  Decisions d = cycle();
+  EXPECT_EQ(victims(d), (std::set<uint32_t>{1, 2, 3, 4, 5, 6, 7, 8})) << (info(d, 17) ? info(d, 17)->reason : "");
+  ASSERT_NE(info(d, 17), nullptr);
+  EXPECT_EQ(info(d, 17)->category, WaitCategory::kPreempting) << info(d, 17)->reason;
+}
+
 }  // namespace
 }  // namespace tessera
