@@ -67,6 +67,14 @@ void ScenarioRun::check_guarantees(Time t) {
         if (!usable) continue;
         const int64_t milli = tr.gpu_demand_milli() * l.job.gang.tasks;
         if (amount(alloc[q.id.value], cls) + milli > guaranteed) continue;
+        // A job its queue's limits hold back could not start on any GPU: nothing is owed to it.
+        bool held_back = false;
+        for (QueueId a : own_path) {
+          const Queue& aq = tree_.queue(a);
+          for (const std::string& c : {std::string("any"), cls})
+            if (aq.limit.count(c) && amount(alloc[a.value], c) + milli > aq.limit.at(c)) held_back = true;
+        }
+        if (held_back) continue;
         const PriorityClass* jpc = class_of(l.job.priority_class);
         // Another queue borrowing `cls` (over its guarantee on a path not shared with q) that runs
         // a job of `cls` this one may reclaim.

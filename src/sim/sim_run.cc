@@ -583,6 +583,10 @@ void Simulation::cycle(Time t) {
   // Pending demand per team (for fairness and guarantees).
   std::fill(team_pending_milli_.begin(), team_pending_milli_.end(), 0);
   std::fill(team_min_pending_milli_.begin(), team_min_pending_milli_.end(), 0);
+  // GPUs per queue (its subtree), for the limits: a job they hold back is owed nothing.
+  std::vector<int64_t> queue_alloc(tree_.size(), 0);
+  for (size_t i = 0; i < teams_.size(); ++i)
+    for (QueueId a : tree_.path_to_root(*tree_.find(teams_[i]))) queue_alloc[a.value] += team_alloc_[i];
   bool waiting = false;
   for (uint32_t id : active_) {
     const SimJob& j = jobs_[id];
@@ -593,7 +597,12 @@ void Simulation::cycle(Time t) {
     const int64_t need = per * j.job.gang.tasks;
     team_pending_milli_[team_of_[id]] += need;
     int64_t& least = team_min_pending_milli_[team_of_[id]];
-    if (need > 0 && (least == 0 || need < least)) least = need;
+    bool held_back = false;
+    for (QueueId a : tree_.path_to_root(j.job.queue)) {
+      auto lim = tree_.queue(a).limit.find("any");
+      held_back = held_back || (lim != tree_.queue(a).limit.end() && queue_alloc[a.value] + need > lim->second);
+    }
+    if (need > 0 && !held_back && (least == 0 || need < least)) least = need;
   }
   if (waiting) want_tick(t + opt_.cycle_interval);
   if (autoscale_) autoscale(t, d);

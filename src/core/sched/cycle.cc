@@ -164,7 +164,9 @@ Decisions Cycle::run() {
       bool short_of_guarantee = false;
       for (auto& [c, g] : q.guaranteed)
         short_of_guarantee = short_of_guarantee || fs_->allocated(q.id, c) < std::min(g, fs_->demand(q.id, c));
-      if (!short_of_guarantee || !fits_free_now(e)) continue;
+      // A job its queue's limits hold back cannot start on free GPUs: nothing is owed to it (else
+      // the GPUs stayed idle, lent to nobody, for as long as the queue stayed at its limit).
+      if (!short_of_guarantee || !fs_->within_limits(q.id, amounts(e)).ok() || !fits_free_now(e)) continue;
       ClassAmounts& u = usable_pending_[e.job->queue.value];
       for (auto& [c, v] : amounts(e)) u[c] += v;
       if (e.cls == kAnyClass)

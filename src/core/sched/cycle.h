@@ -249,6 +249,8 @@ class Cycle {
   // holds once v is gone.
   bool keeps_guarantee(const FairShare& fs, const Entry& v) const;
   std::set<std::string> mig_reclaimed_;  // (queue, profile) that reclaimed a GPU this cycle
+  // GPUs preempted for MIG slices this cycle: (node, compute milli not yet spoken for).
+  std::vector<std::pair<NodeId, int64_t>> mig_freed_;
   // A MIG request that no GPU in MIG mode serves claims idle whole GPUs that offer its profile: held
   // on the working copy so that later (lower-class) whole-GPU jobs do not take them, and released
   // for the MIG planner, which repartitions them (plan_mig). False when none could be claimed.
@@ -357,9 +359,13 @@ class Cycle {
   void no_room(Entry& e, const Gang& gang);
   void reserve(Entry& e, const Gang& gang);
   PlacementResult place_now(Entry& e, const Gang& gang);
-  bool ends_before_reservation(const Entry& e) const {
-    return now_ + assumed_runtime(*e.job, snap_.runtimes, cfg_.default_runtime) <= res_.start;
+  // How long a job started now holds its GPUs: its assumed runtime, plus its restart cost when it
+  // resumes after a preemption (the GPUs are held while it restores its checkpoint).
+  Duration occupied_runtime(const Job& j) const {
+    const Duration restart = j.preemptions > 0 ? std::max<Duration>(0, j.checkpoint.restart_cost) : 0;
+    return assumed_runtime(j, snap_.runtimes, cfg_.default_runtime) + restart;
   }
+  bool ends_before_reservation(const Entry& e) const { return now_ + occupied_runtime(*e.job) <= res_.start; }
   void block_reserved(bool on) {
     for (uint32_t n : res_.nodes) {
       Status st = work_.set_schedulable(NodeId(n), on ? false : snap_.cluster->node(NodeId(n)).schedulable);

@@ -125,7 +125,7 @@ void Cycle::try_job(Entry& e) {
 
 void Cycle::commit_start(Entry& e, std::vector<TaskPlacement> tasks) {
   e.started = true;
-  e.end = now_ + assumed_runtime(*e.job, snap_.runtimes, cfg_.default_runtime);
+  e.end = now_ + occupied_runtime(*e.job);
   e.start_index = int(out_.start.size());
   const ClassAmounts got = placement_amounts(work_, tasks);
   const Queue& leaf = tree_.queue(e.job->queue);
@@ -254,7 +254,9 @@ PlacementResult Cycle::place_now(Entry& e, const Gang& gang) {
   off.tasks.clear();
   off.nodes_scored = -1;
   const Duration run = assumed_runtime(*e.job, snap_.runtimes, cfg_.default_runtime);
+  const Duration held = occupied_runtime(*e.job);
   off.reason = "backfill: would delay " + reservation_text() + " (this job is expected to run " + duration_text(run) +
+               (held > run ? " after a " + duration_text(held - run) + " restart" : "") +
                ", past the reservation's start); it fits only on the reserved nodes";
   return off;
 }

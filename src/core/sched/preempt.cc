@@ -85,6 +85,26 @@ bool Cycle::reclaim_gpu_for_mig(Entry& e, const Gang& gang, bool by_priority_too
         if (capable(work_.node(p.node)))
           for (const GpuGrant& g : p.gpus)
             if (g.kind == GrantKind::kWhole) return false;
+  // Nor one being repartitioned into slices of this profile (a MIG decision of an earlier cycle).
+  for (const Node& n : work_.nodes())
+    if (capable(n)) {
+      const MigProfile* want = n.gpu_model()->find_profile(t.mig_profile);
+      for (const Gpu& g : n.gpus)
+        if (g.health == GpuHealth::kReconfiguring && g.mig_enabled)
+          for (const MigInstance& i : g.mig.instances())
+            if (!i.in_use && i.profile_id == want->id) return false;
+    }
+  // A GPU freed for slices earlier this cycle becomes a layout the planner packs with every pending
+  // profile: a request its remaining compute holds waits for it (no second victim).
+  for (auto& [node, left] : mig_freed_)
+    if (left >= e.milli && capable(work_.node(node))) {
+      left -= e.milli;
+      e.wait = WaitCategory::kPreempting;
+      e.reason = "waiting for a GPU preempted this cycle to checkpoint and exit; it then becomes MIG slices, " +
+                 t.mig_profile + " among them";
+      e.no_room = e.short_of_room = true;
+      return true;
+    }
   // The borrower's job holding a whole capable GPU: the lowest class, then the least lost work.
   const Entry* best = nullptr;
   int64_t best_cost = 0;
@@ -110,6 +130,12 @@ bool Cycle::reclaim_gpu_for_mig(Entry& e, const Gang& gang, bool by_priority_too
   }
   if (!best) return false;
   mig_reclaimed_.insert(memo);
+  for (const TaskPlacement& p : best->holding)  // its first whole capable GPU, less this request
+    if (capable(work_.node(p.node)) && std::any_of(p.gpus.begin(), p.gpus.end(),
+                                                   [](const GpuGrant& g) { return g.kind == GrantKind::kWhole; })) {
+      mig_freed_.emplace_back(p.node, std::max<int64_t>(0, 1000 - e.milli));
+      break;
+    }
   preempt(entries_[size_t(best - entries_.data())], e, best_by_priority,
           best_by_priority ? "priority: " + e.pc->name + " job " + e.job->name + " needs a GPU for " + t.mig_profile +
                                  " MIG slices"
@@ -316,26 +342,37 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
     if (x.started != y.started) return x.started > y.started;  // newest first
     return x.id < y.id;
   });
-  // Tasks of several whole GPUs (or a gang that must share one node) need them on one node: victims
-  // are taken node by node, the node
-  // whose candidates lose the least work first, with every candidate on it (a gang's tasks on other
-  // nodes go too); nodes where even all candidates leave too little room for one task come last.
-  // Other shapes take the cheapest victims wherever they are.
+  // Tasks of several whole GPUs (or a gang that must share one node) need them on one node, and a
+  // gang required inside one topology domain (leaf, spine) needs all its room in one domain: victims
+  // are taken group by group (node, or domain), the group whose candidates lose the least work
+  // first, with every candidate in it (a gang's tasks elsewhere go too); groups where even all
+  // candidates leave too little room come last. Other shapes take the cheapest victims anywhere.
   const bool one_node = gang.topology.mode == TopologyMode::kRequired && gang.topology.level == "node";
-  if (gang.task.whole_gpus() && (gang.task.gpu_count > 1 || (one_node && gang.tasks > 1))) {
-    // (node, candidate position) pairs, and per node the room and cost of its candidates (flat by
-    // node id: maps here cost a tenth of a cycle at 10,000 nodes).
-    const size_t nn = work_.nodes().size();
-    std::vector<int64_t> cost_on(nn, 0), room_on(nn, 0), inside_on(nn, 0);
-    std::vector<int> top_class_on(nn, std::numeric_limits<int>::min());  // highest victim class per node
+  int level = -1;  // the required domain's level (network().count() is "node"), or -1
+  if (gang.topology.mode == TopologyMode::kRequired && gang.tasks > 1)
+    if (auto li = work_.network().level_index(gang.topology.level); li.ok()) level = *li;
+  const bool by_domain = level >= 0 && level < work_.network().count();
+  if (gang.task.whole_gpus() && (gang.task.gpu_count > 1 || (one_node && gang.tasks > 1) || by_domain)) {
+    // Group of a node: its domain at the required level, else the node itself.
+    auto group = [&](const Node& n) {
+      return by_domain && size_t(level) < n.path.size() ? n.path[size_t(level)] : n.id.value;
+    };
+    // (group, candidate position) pairs, and per group the room and cost of its candidates (flat by
+    // id: maps here cost a tenth of a cycle at 10,000 nodes).
+    const size_t ng = by_domain ? std::max<size_t>(work_.network().domain_count(level), work_.nodes().size())
+                                : work_.nodes().size();
+    std::vector<int64_t> cost_on(ng, 0), room_on(ng, 0), inside_on(ng, 0), free_on(ng, 0);
+    std::vector<int> top_class_on(ng, std::numeric_limits<int>::min());  // highest victim class per group
+    for (const Node& n : work_.nodes()) free_on[group(n)] += n.free_gpu_milli;
     std::vector<std::pair<uint32_t, size_t>> at;
     std::vector<uint32_t> touched;
     for (size_t k = 0; k < cands.size(); ++k) {
       if (cands[k].leaving) continue;
       touched.clear();
       for (const TaskPlacement& p : entries_[cands[k].idx].holding) {
-        touched.push_back(p.node.value);
-        for (const GpuGrant& g : p.gpus) room_on[p.node.value] += g.milli_held();
+        const uint32_t gid = group(work_.node(p.node));
+        touched.push_back(gid);
+        for (const GpuGrant& g : p.gpus) room_on[gid] += g.milli_held();
       }
       std::sort(touched.begin(), touched.end());
       touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
@@ -344,23 +381,22 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
         top_class_on[n] = std::max(top_class_on[n], entries_[cands[k].idx].pc->value);
       }
     }
-    std::sort(at.begin(), at.end());  // by node, then candidate position (cheapest first)
-    const int64_t need = int64_t(gang.task.gpu_count) * (one_node ? gang.tasks : 1) * 1000;
-    // (too small, candidates inside their own guarantee, highest victim class, cost, node, first pair
-    // of the node in `at`): a node whose victims are all of a lower class comes first.
-    std::vector<std::tuple<bool, int64_t, int, int64_t, uint32_t, size_t>> nodes;
+    std::sort(at.begin(), at.end());  // by group, then candidate position (cheapest first)
+    const int64_t need = int64_t(gang.task.gpu_count) * (one_node || by_domain ? gang.tasks : 1) * 1000;
+    // (too small, candidates inside their own guarantee, highest victim class, cost, group, first pair
+    // of the group in `at`): a group whose victims are all of a lower class comes first.
+    std::vector<std::tuple<bool, int64_t, int, int64_t, uint32_t, size_t>> groups;
     for (size_t a = 0; a < at.size(); ++a)
       if (a == 0 || at[a].first != at[a - 1].first) {
         const uint32_t n = at[a].first;
-        nodes.emplace_back(work_.node(NodeId(n)).free_gpu_milli + room_on[n] < need, inside_on[n], top_class_on[n],
-                           cost_on[n], n, a);
+        groups.emplace_back(free_on[n] + room_on[n] < need, inside_on[n], top_class_on[n], cost_on[n], n, a);
       }
-    std::sort(nodes.begin(), nodes.end());
+    std::sort(groups.begin(), groups.end());
     std::vector<Cand> grouped;
     std::vector<bool> taken(cands.size(), false);
     for (size_t k = 0; k < cands.size(); ++k)
       if (cands[k].leaving) grouped.push_back(cands[k]), taken[k] = true;
-    for (const auto& [small, inside, top_class, cost, n, first] : nodes)
+    for (const auto& [small, inside, top_class, cost, n, first] : groups)
       for (size_t a = first; a < at.size() && at[a].first == n; ++a)
         if (!taken[at[a].second]) grouped.push_back(cands[at[a].second]), taken[at[a].second] = true;
     for (size_t k = 0; k < cands.size(); ++k)
