@@ -81,7 +81,7 @@ Status parse_config(const YAML::Node& c, SchedulerConfig& cfg) {
   TESSERA_TRY(known_keys(c, at, {"preset", "order", "strict_order", "preemption", "reclaim", "backfill", "default_runtime",
                                  "dynamic_mig", "mig", "usage_half_life", "reclaim_grace", "preemption_protection",
                                  "max_preemptions_per_cycle", "topology_wait", "in_queue_las", "defragment",
-                                 "max_moves_per_cycle", "reservation_hold"}));
+                                 "max_moves_per_cycle", "reservation_hold", "reservation_slip"}));
   if (c["preset"]) {
     std::string name;
     TESSERA_TRY(get(c, "preset", at, name));
@@ -112,6 +112,7 @@ Status parse_config(const YAML::Node& c, SchedulerConfig& cfg) {
       if (name == reservation_hold_name(h)) cfg.reservation_hold = h, found = true;
     if (!found) return invalid_argument(at + ".reservation_hold: unknown \"" + name + "\"; expected one of made, due, off");
   }
+  TESSERA_TRY(non_negative(c, "reservation_slip", at, cfg.reservation_slip));
   TESSERA_TRY(get(c, "strict_order", at, cfg.strict_order));
   TESSERA_TRY(get(c, "preemption", at, cfg.preemption));
   TESSERA_TRY(get(c, "reclaim", at, cfg.reclaim));

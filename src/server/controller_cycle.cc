@@ -119,7 +119,10 @@ void Controller::State::apply(const Decisions& d, uint64_t generation) {
     if (reservation) {
       Json ahead = Json::array();
       for (JobId a : reservation->ahead) ahead.push_back(a.value);
-      held = Json{{"job", reservation->job.value}, {"start", reservation->start}, {"ahead", std::move(ahead)}};
+      held = Json{{"job", reservation->job.value},
+                  {"start", reservation->start},
+                  {"promised", reservation->promised},
+                  {"ahead", std::move(ahead)}};
     }
     b.meta.push_back({"scheduler/reservation", held.dump()});
   }

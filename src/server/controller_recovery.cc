@@ -40,6 +40,8 @@ Result<WriteBatch> recover(Controller::State& s, const LoadedState& loaded) {
       };
       if (id(job) && start.is_number_integer()) {
         HeldReservation held{*id(job), start.get<Time>(), {}};
+        const Json promised = v.value("promised", Json());
+        if (promised.is_number_integer()) held.promised = promised.get<Time>();
         const Json ahead = v.value("ahead", Json::array());
         for (const Json& a : ahead.is_array() ? ahead : Json::array())
           if (id(a)) held.ahead.push_back(*id(a));

@@ -79,6 +79,28 @@ TEST_F(ReservationHoldTest, AtDueHoldsOnlyOnceItsStartHasCome) {
   EXPECT_EQ(started(cycle(kNow + 3600)), (std::vector<uint32_t>{3})) << "due: the holder goes first";
 }
 
+TEST_F(ReservationHoldTest, TheSameHolderKeepsItsFirstPromise) {
+  setup();
+  reservation = cycle().reservation;
+  ASSERT_TRUE(reservation.has_value());
+  EXPECT_EQ(reservation->promised, kNow + 3600);
+  reservation->promised = kNow + 1800;  // as if first promised earlier, and the start slipped since
+  const Decisions d = cycle(kNow + 60);
+  ASSERT_TRUE(d.reservation.has_value());
+  EXPECT_EQ(d.reservation->job.value, 3u);
+  EXPECT_EQ(d.reservation->promised, kNow + 1800) << "re-made by the same holder: the first promise stands";
+}
+
+TEST_F(ReservationHoldTest, AHoldLapsesOnceItsPromiseSlipsTooFar) {
+  setup();
+  config.reservation_slip = 600;
+  reservation = cycle().reservation;
+  ASSERT_TRUE(reservation.has_value());
+  end_job_1();
+  EXPECT_EQ(started(cycle(kNow + 3600 + 600)), (std::vector<uint32_t>{3})) << "within the slip: it holds";
+  EXPECT_EQ(started(cycle(kNow + 3600 + 601)), (std::vector<uint32_t>{2})) << "lapsed: the order decides";
+}
+
 TEST_F(ReservationHoldTest, AHigherClassStillGoesFirst) {
   setup();
   reservation = cycle().reservation;

@@ -85,6 +85,7 @@ TEST_F(ReservationController, TheReservationHoldsAcrossARestart) {
   ASSERT_TRUE(stored.is_object()) << stored.dump();
   EXPECT_EQ(stored.value("job", int64_t(-1)), gang);
   EXPECT_EQ(stored.value("start", int64_t(-1)), now.load() + 3600);
+  EXPECT_EQ(stored.value("promised", int64_t(-1)), now.load() + 3600);
   ASSERT_NO_FATAL_FAILURE(restart());
   fill_ends();
   expect_gang_starts_first();

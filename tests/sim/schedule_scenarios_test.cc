@@ -113,6 +113,11 @@ TEST(ScheduleScenarioParse, ConfigAndClassErrorsNameTheFieldAndTheChoices) {
   r = parse_schedule_scenario(base + "config: {reservation_hold: due}\njobs: []\n");
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->config.reservation_hold, ReservationHold::kAtDue);
+  EXPECT_EQ(err("config: {reservation_slip: -1}\njobs: []\n"), "config.reservation_slip: must be >= 0, got -1");
+  r = parse_schedule_scenario(base + "config: {reservation_slip: 3600}\njobs: []\n");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->config.reservation_slip, 3600);
+  EXPECT_EQ(SchedulerConfig{}.reservation_slip, 0) << "no bound by default";
   EXPECT_EQ(SchedulerConfig{}.reservation_hold, ReservationHold::kFromMade) << "holds from when it is made by default";
 }
 

@@ -118,6 +118,9 @@ void Cycle::order_and_place() {
 std::optional<size_t> Cycle::reservation_holder() const {
   if (!cfg_.backfill || !snap_.reservation || cfg_.reservation_hold == ReservationHold::kOff) return std::nullopt;
   if (cfg_.reservation_hold == ReservationHold::kAtDue && snap_.reservation->start > now_) return std::nullopt;
+  const HeldReservation& r = *snap_.reservation;
+  if (cfg_.reservation_slip > 0 && now_ > (r.promised >= 0 ? r.promised : r.start) + cfg_.reservation_slip)
+    return std::nullopt;  // lapsed: the room did not come as promised
   for (size_t i = 0; i < entries_.size(); ++i)
     if (entries_[i].job->id == snap_.reservation->job)
       return !entries_[i].running && !entries_[i].started ? std::optional<size_t>(i) : std::nullopt;
@@ -130,7 +133,9 @@ bool Cycle::was_ahead_of_holder(size_t i) const {
 }
 
 HeldReservation Cycle::held_reservation() const {
-  HeldReservation r{entries_[res_.entry].job->id, res_.start, {}};
+  HeldReservation r{entries_[res_.entry].job->id, res_.start, {}, res_.start};
+  if (snap_.reservation && snap_.reservation->job == r.job)  // the same holder: its first promise stands
+    r.promised = snap_.reservation->promised >= 0 ? snap_.reservation->promised : snap_.reservation->start;
   for (size_t i : order_) {
     if (i == res_.entry) break;
     if (!entries_[i].started) r.ahead.push_back(entries_[i].job->id);

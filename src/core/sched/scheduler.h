@@ -80,6 +80,10 @@ struct SchedulerConfig {
   // How long a backfill reservation passed back in the next Snapshot holds against jobs that were not
   // ahead of its holder when it was made (docs/scheduling.md, "a reservation once made holds").
   ReservationHold reservation_hold = ReservationHold::kFromMade;
+  // A held reservation whose start has slipped this long past what was first promised (running jobs
+  // overran their estimates) no longer holds: the order alone decides again, so one head cannot keep
+  // its nodes draining for as long as the estimates stay wrong. 0: no bound.
+  Duration reservation_slip = 0;
   // Runtime assumed for a running or candidate job with no expected_runtime, max_runtime or learned
   // estimate (like a partition's default time limit); used only for reservations and backfill.
   Duration default_runtime = 24 * 3600;
@@ -115,6 +119,10 @@ struct HeldReservation {
   JobId job;
   Time start = 0;
   std::vector<JobId> ahead;
+  // The start first promised to this holder (kept while the same job holds it, as `start` slips
+  // when running jobs overrun their estimates); -1: `start`. The hold lapses once the promise is
+  // more than SchedulerConfig::reservation_slip late.
+  Time promised = -1;
   bool operator==(const HeldReservation&) const = default;
 };
 
