@@ -1,6 +1,7 @@
 // Preemption: victims for a job that finds no room (priority, reclaim, least attained service),
 // cheapest lost work first, only when the engine confirms the job then fits.
 #include "core/sched/cycle.h"
+#include "core/sched/scratch.h"
 
 #include <algorithm>
 #include <cassert>
@@ -184,26 +185,21 @@ void Cycle::reapply(const std::vector<const std::vector<TaskPlacement>*>& placem
 }
 
 bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
-  std::vector<const std::vector<TaskPlacement>*> gone;
+  // With claims active, the search sees the victims chosen before gone and the waiting preemptors'
+  // claims in their place; undone once it is over.
+  ScratchEdits claimed(work_);
   claims_active_ = claims_ok_ && !claims_.empty();
   if (claims_active_) {
     for (const Entry& v : entries_)
       if (v.running && (v.victim || v.claimed) && !v.holding.empty()) {
-        for (const TaskPlacement& p : v.holding) {
-          Status st = work_.release(p);
-          assert(st.ok() && "releasing a victim for a later preemptor failed");
-          (void)st;
-        }
-        gone.push_back(&v.holding);
+        const bool ok = claimed.release(v.holding);
+        assert(ok && "releasing a victim for a later preemptor failed");
+        (void)ok;
       }
-    size_t applied = 0;
-    for (; applied < claims_.size(); ++applied)
-      if (!work_.apply_all(claims_[applied]).ok()) break;
-    if (applied < claims_.size()) {  // a job started since took part of a claim: give the idea up
-      while (applied-- > 0)
-        for (const TaskPlacement& p : claims_[applied]) (void)work_.release(p);
-      reapply(gone);
-      gone.clear();
+    bool all = true;
+    for (const std::vector<TaskPlacement>& c : claims_) all = all && claimed.apply(c);
+    if (!all) {  // a job started since took part of a claim: give the idea up
+      claimed.undo();
       claims_active_ = false;
       claims_ok_ = false;
       claims_.clear();
@@ -214,13 +210,7 @@ bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
   MovePlan moves;
   const bool plan = !found && !only_leaving_ && cfg_.defragment && cfg_.reclaim && find_moves(e, gang, moves);
   if (claims_active_) {
-    for (auto it = claims_.rbegin(); it != claims_.rend(); ++it)
-      for (const TaskPlacement& p : *it) {
-        Status st = work_.release(p);
-        assert(st.ok() && "removing a waiting preemptor failed");
-        (void)st;
-      }
-    reapply(gone);
+    claimed.undo();
     claims_active_ = false;
   }
   if (plan) {
@@ -420,7 +410,7 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
     if (v.running && (v.victim || v.job->state == JobState::kCheckpointing)) after.add(v.job->queue, amounts(v), -1);
   std::vector<Cand> chosen;
   bool fits = false, room_opened = false;
-  std::vector<const std::vector<TaskPlacement>*> released;
+  ScratchEdits released(work_);  // the chosen victims' releases; undone before this returns
   // A guarantee's owner may need more victims than one cycle's budget (a gang of whole nodes among
   // small borrowers): the search may take every candidate, and the victims beyond the budget are
   // preempted in later cycles (those already leaving then count first).
@@ -438,15 +428,7 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
     }
     if (!c.leaving) after.add(v.job->queue, amounts(v), -1);
     const auto& pl = v.holding;
-    size_t done = 0;
-    for (; done < pl.size(); ++done)
-      if (!work_.release(pl[done]).ok()) break;
-    if (done < pl.size()) {  // inconsistent snapshot: put everything back and preempt nothing
-      for (size_t k = 0; k < done; ++k) (void)work_.apply(pl[k]);
-      reapply(released);
-      return false;
-    }
-    released.push_back(&pl);
+    if (!released.release(pl)) return false;  // inconsistent snapshot: put everything back, preempt nothing
     chosen.push_back(c);
     // The job did not fit before any release, so a fit needs a task's room on a released node:
     // try the engine only once some released node can hold one task.
@@ -458,26 +440,21 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
       break;
     }
   }
-  if (!fits) {
-    reapply(released);
-    return false;
-  }
+  if (!fits) return false;
   // Drop victims that turned out unnecessary (most expensive first, the last one is needed).
   for (size_t k = chosen.size() - 1; k-- > 0;) {
     const Entry& v = entries_[chosen[k].idx];
-    const auto& pl = v.holding;
-    if (!work_.apply_all(pl).ok()) continue;
+    if (!released.apply(v.holding)) continue;  // put back: stays (on the scratch view) if not needed
     const int sign = chosen[k].leaving ? 0 : 1;  // a job already leaving stays gone from `after`
     if (sign) after.add(v.job->queue, amounts(v), +1);
     if (fits_under(after, e, gang)) {
       chosen.erase(chosen.begin() + long(k));
-      released.erase(released.begin() + long(k));
     } else {
-      for (const TaskPlacement& p : pl) (void)work_.release(p);
+      released.undo_last();
       if (sign) after.add(v.job->queue, amounts(v), -1);
     }
   }
-  reapply(released);
+  released.undo();
 
   const std::string need = gpus_text(e.milli);
   int fresh = 0, later = 0;
