@@ -345,8 +345,6 @@ class Cycle {
   // Preemption trial: the engine places the gang on the working copy now, on GPUs the job's queue
   // limits and the owed guarantees allow under `fs`; the placement is kept in last_fit_.
   bool fits_under(const FairShare& fs, const Entry& e, const Gang& gang);
-  // Puts placements released for a trial back on the working copy.
-  void reapply(const std::vector<const std::vector<TaskPlacement>*>& placements);
   // Backfill (EASY): the first job that finds no room gets a reservation; later jobs may start now
   // only if they end before it starts or keep off its nodes.
   struct Reservation {

@@ -1,6 +1,7 @@
 // Defragmenting moves: an owed gang that reclaiming every borrower cannot place may have jobs
 // within their guarantee checkpoint and restart elsewhere at once.
 #include "core/sched/cycle.h"
+#include "core/sched/scratch.h"
 
 #include <algorithm>
 #include <cassert>
@@ -59,22 +60,17 @@ bool Cycle::find_moves(Entry& e, const Gang& gang, MovePlan& plan) {
   std::vector<size_t> released;  // entries whose holding is released here, in order
   std::vector<bool> is_borrower(entries_.size(), false);
   std::vector<bool> out(entries_.size(), false);
+  std::deque<std::vector<TaskPlacement>> placed;  // the fit and the movers' places (stable for `scratch`)
+  ScratchEdits scratch(work_);  // every release and apply of the plan, undone before this returns
   auto release = [&](size_t i) {
-    for (const TaskPlacement& p : entries_[i].holding) {
-      Status st = work_.release(p);
-      assert(st.ok() && "releasing a job for a move plan failed");
-      (void)st;
-    }
+    const bool ok = scratch.release(entries_[i].holding);
+    assert(ok && "releasing a job for a move plan failed");
+    (void)ok;
     released.push_back(i);
     out[i] = true;
   };
-  std::vector<std::vector<TaskPlacement>> applied;  // the fit and the movers' places, while planning
   auto unwind = [&] {
-    for (auto it = applied.rbegin(); it != applied.rend(); ++it)
-      for (const TaskPlacement& p : *it) (void)work_.release(p);
-    applied.clear();
-    for (auto it = released.rbegin(); it != released.rend(); ++it)
-      if (out[*it]) reapply({&entries_[*it].holding});
+    scratch.undo();
     released.clear();
   };
   std::vector<std::tuple<bool, int64_t, JobId, size_t>> borrowers;  // (inside own guarantee, cost, id)
@@ -167,22 +163,20 @@ bool Cycle::find_moves(Entry& e, const Gang& gang, MovePlan& plan) {
   for (size_t i : released)
     if (out[i] && !is_borrower[i] && entries_[i].job->state == JobState::kRunning) {
       if (overlaps(i, used)) plan.moved.push_back(i);
-      else if (work_.apply_all(entries_[i].holding).ok()) out[i] = false;
+      else if (scratch.apply(entries_[i].holding)) out[i] = false;
       else plan.moved.push_back(i);
     }
-  bool ok = !plan.moved.empty() && work_.apply_all(fit).ok();
-  if (ok) applied.push_back(fit);
+  bool ok = !plan.moved.empty() && scratch.apply(placed.emplace_back(fit));
   std::sort(plan.moved.begin(), plan.moved.end(), [&](size_t a, size_t b) {
     return entries_[a].milli != entries_[b].milli ? entries_[a].milli > entries_[b].milli : entries_[a].job->id < entries_[b].job->id;
   });
   if (ok && res_.active && !off_reservation_) block_reserved(true);
   for (size_t k = 0; ok && k < plan.moved.size(); ++k) {
     PlacementResult r = trial_.place(work_, mover_gang(entries_[plan.moved[k]]));
-    ok = r.outcome == Outcome::kPlaced && work_.apply_all(r.tasks).ok();
+    ok = r.outcome == Outcome::kPlaced && scratch.apply(placed.emplace_back(r.tasks));
     if (ok) {
       for (const TaskPlacement& p : r.tasks)
         for (const GpuGrant& g : p.gpus) used.insert({p.node.value, g.gpu});
-      applied.push_back(r.tasks);
       plan.dest.push_back(std::move(r.tasks));
     }
   }
@@ -192,7 +186,7 @@ bool Cycle::find_moves(Entry& e, const Gang& gang, MovePlan& plan) {
   FairShare confirm = *fs_;
   for (const auto& [inside, cost, id, i] : borrowers) {
     if (!ok || !is_borrower[i]) continue;
-    if (!overlaps(i, used) && work_.apply_all(entries_[i].holding).ok()) {
+    if (!overlaps(i, used) && scratch.apply(entries_[i].holding)) {
       out[i] = false;
       continue;
     }

@@ -176,14 +176,6 @@ bool Cycle::fits_under(const FairShare& fs, const Entry& e, const Gang& gang) {
   return true;
 }
 
-void Cycle::reapply(const std::vector<const std::vector<TaskPlacement>*>& placements) {
-  for (const auto* pl : placements) {
-    Status st = work_.apply_all(*pl);
-    assert(st.ok() && "restoring a released placement failed");
-    (void)st;
-  }
-}
-
 bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
   // With claims active, the search sees the victims chosen before gone and the waiting preemptors'
   // claims in their place; undone once it is over.
