@@ -328,6 +328,22 @@ Status ClusterState::apply_all(const std::vector<TaskPlacement>& ps) {
   return {};
 }
 
+Status ClusterState::release_all(const std::vector<TaskPlacement>& ps) {
+  size_t done = 0;
+  for (; done < ps.size(); ++done) {
+    if (Status s = release(ps[done]); !s.ok()) {
+      while (done > 0) {
+        --done;
+        Status r = apply(ps[done]);
+        assert(r.ok());
+        (void)r;
+      }
+      return s;
+    }
+  }
+  return {};
+}
+
 Status ClusterState::release(const TaskPlacement& p) {
   if (p.node.value >= nodes_.size()) return invalid_argument("placement names a node that does not exist");
   Node& n = nodes_[p.node.value];

@@ -163,6 +163,7 @@ class ClusterState {
   Status apply_all(const std::vector<TaskPlacement>& ps);  // all or nothing
   // Gives back what `p` holds. A MIG instance created for it stays (idle) in the layout.
   Status release(const TaskPlacement& p);
+  Status release_all(const std::vector<TaskPlacement>& ps);  // all or nothing
   Status set_health(GpuRef gpu, GpuHealth h);
   Status set_schedulable(NodeId node, bool schedulable);
   // Destroys an idle MIG instance (reconfiguration).

@@ -36,7 +36,6 @@ class ScratchEdits {
     const std::vector<TaskPlacement>* placement;
     bool released;  // true: a release (undone by applying it); false: an apply (undone by releasing it)
   };
-  void release_whole(const std::vector<TaskPlacement>& pl);  // must succeed (it was applied)
   ClusterState& cluster_;
   std::vector<Edit> edits_;
 };
