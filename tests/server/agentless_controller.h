@@ -25,6 +25,16 @@ class AgentlessController : public ::testing::Test {
  protected:
   void start(const std::string& cluster_file) {
     dir = make_temp_dir("tessera-ctl");
+    open(cluster_file);
+  }
+  // Stops the controller and starts a new one on the same store (a controller restart).
+  void restart(const std::string& cluster_file) {
+    ctl.reset();
+    store.reset();
+    open(cluster_file);
+  }
+  // Opens the store in `dir` and starts the controller on it.
+  void open(const std::string& cluster_file) {
     auto st = server::open_sqlite_store(dir);
     ASSERT_TRUE(st.ok()) << st.error().message;
     store = std::move(*st);

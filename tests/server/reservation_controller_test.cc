@@ -11,7 +11,8 @@ namespace {
 
 class ReservationController : public testing::AgentlessController {
  protected:
-  void SetUp() override { start(TESSERA_SOURCE_DIR "/tests/server/data/one_node_cluster.yaml"); }
+  static constexpr const char* kCluster = TESSERA_SOURCE_DIR "/tests/server/data/one_node_cluster.yaml";
+  void SetUp() override { start(kCluster); }
 
   int64_t submit_as(const std::string& user, int gpus, int expected_runtime) {
     const Principal p{user, Role::kMember, "research", ""};
@@ -46,21 +47,6 @@ class ReservationController : public testing::AgentlessController {
     heartbeat(f["placement"][0]["node"], Json::array({Json{{"job", fill}, {"attempt", f["attempt"]}, {"task", 0},
                                                            {"state", "succeeded"}, {"exit_code", 0}}}));
   }
-  void restart() {
-    ctl.reset();
-    store.reset();
-    auto st = open_sqlite_store(dir);
-    ASSERT_TRUE(st.ok()) << st.error().message;
-    store = std::move(*st);
-    auto cfg = load_server_config(TESSERA_SOURCE_DIR "/tests/server/data/one_node_cluster.yaml");
-    ASSERT_TRUE(cfg.ok());
-    ControllerOptions opt;
-    opt.clock = [this] { return now.load(); };
-    opt.cycle_interval_ms = 20;
-    auto c = Controller::start(*cfg, store.get(), opt);
-    ASSERT_TRUE(c.ok()) << c.error().message;
-    ctl = std::move(*c);
-  }
   void expect_gang_starts_first() {
     wait_running(gang);
     ctl->wait_for_cycle();
@@ -86,7 +72,7 @@ TEST_F(ReservationController, TheReservationHoldsAcrossARestart) {
   EXPECT_EQ(stored.value("job", int64_t(-1)), gang);
   EXPECT_EQ(stored.value("start", int64_t(-1)), now.load() + 3600);
   EXPECT_EQ(stored.value("promised", int64_t(-1)), now.load() + 3600);
-  ASSERT_NO_FATAL_FAILURE(restart());
+  ASSERT_NO_FATAL_FAILURE(restart(kCluster));
   fill_ends();
   expect_gang_starts_first();
 }
