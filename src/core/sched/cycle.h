@@ -138,6 +138,28 @@ inline ClassAmounts amounts_of(const std::string& cls, int64_t milli) {
 }
 
 
+// What a victim search found (try_preempt, find_victims): returned, not left in flags on the cycle.
+struct VictimSearch {
+  enum class Outcome {
+    kNone,         // nothing to preempt makes the job fit (or no search was allowed)
+    kPreempting,   // victims chosen (or moves planned, or a GPU reclaimed for MIG): it waits for them
+    kOnlyLeaving,  // jobs already leaving make room: no new victim; it waits for their exits
+  };
+  Outcome outcome = Outcome::kNone;
+  bool searched = false;  // the engine was tried, not only cheap bounds
+  bool partial = false;   // fewer victims preempted now than the fit needs (the rest in later cycles)
+  std::vector<TaskPlacement> fit;  // kPreempting or kOnlyLeaving: where the job fits once they are gone
+  bool preempting() const { return outcome == Outcome::kPreempting; }
+  bool only_leaving() const { return outcome == Outcome::kOnlyLeaving; }
+};
+
+// Placing a job now (Cycle::place_now): the engine's result, and whether room exists only on the
+// nodes a backfill reservation holds (the job may not start there; it waits for the reservation).
+struct PlaceNow {
+  PlacementResult result;
+  bool only_on_reserved = false;
+};
+
 // One cycle's working state.
 class Cycle {
  public:
@@ -235,7 +257,9 @@ class Cycle {
   // The reservation this cycle holds (res_), with the jobs ordered before its holder still pending.
   HeldReservation held_reservation() const;
   void try_job(Entry& e);
-  bool try_preempt(Entry& e, const Gang& gang);
+  // off_reservation: the reserved nodes are blocked on the working copy for this search (an owner
+  // takes its guarantee back elsewhere rather than wait for a borrower's reservation).
+  VictimSearch try_preempt(Entry& e, const Gang& gang, bool off_reservation = false);
   // An owner's MIG request with no room: reclaims one whole GPU from a borrower, which the MIG
   // planner turns into slices once it is idle (docs/scheduling.md).
   // by_priority_too: a lower class's whole GPU may be taken by priority as well (no GPU is in MIG
@@ -258,20 +282,23 @@ class Cycle {
   std::vector<TaskPlacement> mig_claims_;          // the held GPUs
   std::map<std::string, int> mig_claim_spare_;     // per profile: instances claimed GPUs still offer
   int mig_claim_class_ = std::numeric_limits<int>::min();  // highest class that claimed (plan_mig)
-  bool find_victims(Entry& e, const Gang& gang, int budget);
-  bool find_victims_inner(Entry& e, const Gang& gang, int budget);
+  VictimSearch find_victims(Entry& e, const Gang& gang, int budget, bool off_reservation);
+  // claims_active: the working copy has this cycle's victims released and the waiting preemptors'
+  // claims applied (find_victims sets that up and undoes it).
+  VictimSearch find_victims_inner(Entry& e, const Gang& gang, int budget, bool claims_active);
   // Defragmenting moves (SchedulerConfig::defragment) for an owed gang that reclaiming every
   // borrower cannot place: find_moves plans on the working copy as find_victims_inner left it (the
-  // gang's fit in last_fit_, which jobs go and where the movers restart); commit_moves, on the true
-  // state, emits the decisions and holds the movers' new GPUs that are free for the rest of the cycle.
+  // gang's fit, which jobs go and where the movers restart); commit_moves, on the true state, emits
+  // the decisions and holds the movers' new GPUs that are free for the rest of the cycle.
   struct MovePlan {
     std::vector<size_t> reclaimed;  // borrowers whose GPUs the gang's fit uses
     std::vector<size_t> moved;      // jobs within their guarantee moved out of its way
     std::vector<size_t> leaving;    // jobs already on their way out whose GPUs it uses
     std::vector<std::vector<TaskPlacement>> dest;  // per moved job: where it restarts
+    std::vector<TaskPlacement> fit;                // where the gang fits once they are gone
   };
-  bool find_moves(Entry& e, const Gang& gang, MovePlan& plan);
-  bool commit_moves(Entry& e, MovePlan& plan);
+  std::optional<MovePlan> find_moves(Entry& e, const Gang& gang, bool off_reservation);
+  void commit_moves(Entry& e, MovePlan& plan);
   void hold_idle(const std::vector<TaskPlacement>& pl);
   // A job that may be moved for e: checkpoints, runs whole GPUs on one node, its class is not above
   // e's, and it was not preempted or moved within preemption_protection.
@@ -279,10 +306,12 @@ class Cycle {
   // Where a moved job may go: its own gang, on its current GPU model, kept on one node.
   Gang mover_gang(const Entry& v) const;
   int moves_ = 0;  // defragmenting moves this cycle
-  void hold_free_part(const Entry& e);
+  // Holds the GPUs of a waiting preemptor's fit that are idle now; returns the rest of the fit (the
+  // GPUs of jobs leaving), its claim.
+  std::vector<TaskPlacement> hold_free_part(const Entry& e, const std::vector<TaskPlacement>& fit);
   // After try_preempt: the job waits only for jobs already leaving (no new victim needed).
-  std::string leaving_note() const {
-    return only_leaving_ ? "; jobs preempted for it are checkpointing and leaving: it starts when they have" : "";
+  static std::string leaving_note(const VictimSearch& s) {
+    return s.only_leaving() ? "; jobs preempted for it are checkpointing and leaving: it starts when they have" : "";
   }
   // For the reasons of jobs that found no room while GPUs are held (built as holds are added: a
   // reason per waiting job must not rescan the entries).
@@ -342,9 +371,9 @@ class Cycle {
   // GPU short of its guarantee restarted an 8-GPU job on the node an owner's gang waited for, the
   // owner reclaimed it back, and the two alternated every cycle.
   bool defers_to_owed(const Entry& e) const;
-  // Preemption trial: the engine places the gang on the working copy now, on GPUs the job's queue
-  // limits and the owed guarantees allow under `fs`; the placement is kept in last_fit_.
-  bool fits_under(const FairShare& fs, const Entry& e, const Gang& gang);
+  // Preemption trial: where the engine places the gang on the working copy now, on GPUs the job's
+  // queue limits and the owed guarantees allow under `fs`; nullopt if nowhere.
+  std::optional<std::vector<TaskPlacement>> fits_under(const FairShare& fs, const Entry& e, const Gang& gang);
   // Backfill (EASY): the first job that finds no room gets a reservation; later jobs may start now
   // only if they end before it starts or keep off its nodes.
   struct Reservation {
@@ -356,7 +385,7 @@ class Cycle {
   };
   void no_room(Entry& e, const Gang& gang);
   void reserve(Entry& e, const Gang& gang);
-  PlacementResult place_now(Entry& e, const Gang& gang);
+  PlaceNow place_now(Entry& e, const Gang& gang);
   // How long a job started now holds its GPUs: its assumed runtime, plus its restart cost when it
   // resumes after a preemption (the GPUs are held while it restores its checkpoint).
   Duration occupied_runtime(const Job& j) const {
@@ -371,6 +400,23 @@ class Cycle {
       (void)st;
     }
   }
+  // The reserved nodes unschedulable on the working copy while it lives (when `on` and a reservation
+  // is active); restored as in the snapshot when it ends.
+  class ReservedBlocked {
+   public:
+    ReservedBlocked(Cycle& c, bool on) : c_(c), on_(on && c.res_.active) {
+      if (on_) c_.block_reserved(true);
+    }
+    ~ReservedBlocked() {
+      if (on_) c_.block_reserved(false);
+    }
+    ReservedBlocked(const ReservedBlocked&) = delete;
+    ReservedBlocked& operator=(const ReservedBlocked&) = delete;
+
+   private:
+    Cycle& c_;
+    bool on_;
+  };
   std::string reservation_text() const;
   void plan_mig();
   bool blocked_by_mig_mode(const TaskRequest& t) const;
@@ -387,8 +433,6 @@ class Cycle {
   const QueueTree& tree_;
   Time now_;
   ClusterState work_;
-  bool off_reservation_ = false;  // a victim search with the reserved nodes blocked
-  bool partial_ = false;  // the last victim search preempted only part of what the fit needs
   int64_t max_node_gpus_ = 0;  // GPUs of the largest node (elastic_capacity, topology_wait)
   PlacementEngine engine_;
   PlacementEngine trial_;  // for preemption trials: no failure explanations (they cost full scans)
@@ -411,14 +455,12 @@ class Cycle {
   std::vector<size_t> order_;            // entries_ indices in the cycle's order
   const Entry* blocked_by_ = nullptr;    // strict order: the first job that did not start
   int preemptions_ = 0;
-  bool only_leaving_ = false;  // find_victims: jobs already leaving make room, no new victim needed
   ClassAmounts capacity_;      // healthy milli-GPU per accounted class
   // Placements of the jobs that wait for victims (chosen this cycle or still checkpointing): a later
   // preemptor searches with those victims gone and these placed, so it uses what their exits leave
   // over before preempting anyone else. Whole-GPU placements only (claims_ok_ false otherwise).
   std::vector<std::vector<TaskPlacement>> claims_;
   int failed_searches_ = 0;  // victim searches that found nothing this cycle
-  bool searched_ = false;    // the last find_victims tried the engine (not just cheap bounds)
   // Model classes guaranteed (> 0) on a queue's path to the root, sorted; filled per queue on first use.
   std::vector<std::optional<std::vector<std::string>>> path_guaranteed_;
   const std::vector<std::string>& path_guaranteed(QueueId q) {
@@ -452,8 +494,6 @@ class Cycle {
   mutable std::map<std::string, bool> fits_free_memo_;  // by shape_key
   std::vector<int64_t> leaving_milli_;  // per node: whole GPUs (milli) of jobs checkpointing toward exit
   bool claims_ok_ = true;
-  bool claims_active_ = false;           // find_victims: the working copy is in that state now
-  std::vector<TaskPlacement> last_fit_;  // find_victims: where the job fit in the last successful trial
   Decisions out_;
 };
 

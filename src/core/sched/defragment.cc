@@ -48,14 +48,15 @@ Gang Cycle::mover_gang(const Entry& v) const {
 // until the engine places the gang. The jobs whose GPUs that fit uses move: each is placed with the
 // fit applied, on its GPU model and one node, off a reservation's nodes, on free GPUs or GPUs of
 // borrowers, which are then reclaimed too. Everything else is put back, and so is the working copy.
-bool Cycle::find_moves(Entry& e, const Gang& gang, MovePlan& plan) {
+std::optional<Cycle::MovePlan> Cycle::find_moves(Entry& e, const Gang& gang, bool off_reservation) {
   std::vector<std::string> classes;
-  if (!below_guarantee_after(e, classes) || moves_ >= cfg_.max_moves_per_cycle) return false;
+  if (!below_guarantee_after(e, classes) || moves_ >= cfg_.max_moves_per_cycle) return std::nullopt;
   const TaskRequest& t = gang.task;
   const bool one_node = gang.topology.mode == TopologyMode::kRequired && gang.topology.level == "node";
   // Moving frees GPUs in one place by taking as many elsewhere: it helps only tasks of several whole
   // GPUs, or a gang that must share one node.
-  if (!t.whole_gpus() || t.gpu_count <= 0 || (t.gpu_count == 1 && !(one_node && gang.tasks > 1))) return false;
+  if (!t.whole_gpus() || t.gpu_count <= 0 || (t.gpu_count == 1 && !(one_node && gang.tasks > 1))) return std::nullopt;
+  MovePlan plan;
   FairShare after = *fs_;
   std::vector<size_t> released;  // entries whose holding is released here, in order
   std::vector<bool> is_borrower(entries_.size(), false);
@@ -92,7 +93,7 @@ bool Cycle::find_moves(Entry& e, const Gang& gang, MovePlan& plan) {
   }
   if (work_.total_gpus() * 1000 - work_.allocated_gpu_milli() < e.milli) {
     unwind();
-    return false;
+    return std::nullopt;
   }
   // Movable jobs per node that could hold a task, cheapest first.
   std::map<uint32_t, std::vector<size_t>> on_node;
@@ -111,7 +112,7 @@ bool Cycle::find_moves(Entry& e, const Gang& gang, MovePlan& plan) {
   };
   const int room = cfg_.max_moves_per_cycle - moves_;
   int moving = 0;
-  bool fits = false;
+  std::optional<std::vector<TaskPlacement>> fits;
   while (!fits) {
     // The cheapest next step, (GPUs moved, lost work, node): one more task's room on a node (for a
     // one-node gang, the whole gang's).
@@ -143,9 +144,9 @@ bool Cycle::find_moves(Entry& e, const Gang& gang, MovePlan& plan) {
   }
   if (!fits || moving > room) {
     unwind();
-    return false;
+    return std::nullopt;
   }
-  const std::vector<TaskPlacement> fit = last_fit_;
+  const std::vector<TaskPlacement> fit = std::move(*fits);
   auto gpus_of = [](const std::vector<TaskPlacement>& pl) {
     std::set<std::pair<uint32_t, uint16_t>> s;
     for (const TaskPlacement& p : pl)
@@ -170,17 +171,18 @@ bool Cycle::find_moves(Entry& e, const Gang& gang, MovePlan& plan) {
   std::sort(plan.moved.begin(), plan.moved.end(), [&](size_t a, size_t b) {
     return entries_[a].milli != entries_[b].milli ? entries_[a].milli > entries_[b].milli : entries_[a].job->id < entries_[b].job->id;
   });
-  if (ok && res_.active && !off_reservation_) block_reserved(true);
-  for (size_t k = 0; ok && k < plan.moved.size(); ++k) {
-    PlacementResult r = trial_.place(work_, mover_gang(entries_[plan.moved[k]]));
-    ok = r.outcome == Outcome::kPlaced && scratch.apply(placed.emplace_back(r.tasks));
-    if (ok) {
-      for (const TaskPlacement& p : r.tasks)
-        for (const GpuGrant& g : p.gpus) used.insert({p.node.value, g.gpu});
-      plan.dest.push_back(std::move(r.tasks));
+  if (ok) {
+    const ReservedBlocked blocked(*this, !off_reservation);  // movers keep off a reservation's nodes
+    for (size_t k = 0; ok && k < plan.moved.size(); ++k) {
+      PlacementResult r = trial_.place(work_, mover_gang(entries_[plan.moved[k]]));
+      ok = r.outcome == Outcome::kPlaced && scratch.apply(placed.emplace_back(r.tasks));
+      if (ok) {
+        for (const TaskPlacement& p : r.tasks)
+          for (const GpuGrant& g : p.gpus) used.insert({p.node.value, g.gpu});
+        plan.dest.push_back(std::move(r.tasks));
+      }
     }
   }
-  if (res_.active && !off_reservation_) block_reserved(false);
   // Borrowers whose GPUs the fit or a mover uses are reclaimed (while their queue still borrows,
   // cheapest first); the others are put back.
   FairShare confirm = *fs_;
@@ -201,18 +203,14 @@ bool Cycle::find_moves(Entry& e, const Gang& gang, MovePlan& plan) {
     ok = confirm.within_limits(e.job->queue, got).ok() && takes_owed(confirm, e, got).empty();
   }
   unwind();
-  if (!ok) {
-    plan = {};
-    last_fit_.clear();
-    return false;
-  }
-  last_fit_ = fit;
-  return true;
+  if (!ok) return std::nullopt;
+  plan.fit = fit;
+  return plan;
 }
 
 // Emits the plan's decisions. The movers' new GPUs that are free now are held for the rest of the
 // cycle (the rest belong to borrowers reclaimed for them, which keep them until they leave).
-bool Cycle::commit_moves(Entry& e, MovePlan& plan) {
+void Cycle::commit_moves(Entry& e, MovePlan& plan) {
   const std::string owner = tree_.queue(e.job->queue).name;
   for (size_t i : plan.reclaimed) preempt(entries_[i], e, false, "reclaim: queue " + owner + " takes back its guarantee");
   for (size_t k = 0; k < plan.moved.size(); ++k) {
@@ -230,7 +228,6 @@ bool Cycle::commit_moves(Entry& e, MovePlan& plan) {
   e.wait = WaitCategory::kPreempting;
   e.reason = "waiting for " + std::to_string(fresh) + (fresh == 1 ? " preempted job" : " preempted jobs") +
              " to checkpoint and exit (" + std::to_string(plan.moved.size()) + " moved to other GPUs to make room)";
-  return true;
 }
 
 // Holds, GPU by GPU, the whole GPUs of `pl` that are idle on the working copy now.

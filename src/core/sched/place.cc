@@ -33,15 +33,16 @@ void Cycle::try_job(Entry& e) {
       return;
     }
     if (it->second.wait == WaitCategory::kMigReconfiguring && gang.task.mig() && reclaim_gpu_for_mig(e, gang, true)) return;
-    if (!try_preempt(e, gang)) {
+    if (const VictimSearch s = try_preempt(e, gang); !s.preempting()) {
       e.wait = it->second.wait;
-      e.reason = it->second.reason + leaving_note();
+      e.reason = it->second.reason + leaving_note(s);
       e.short_of_room = true;
       no_room(e, gang);
     }
     return;
   }
-  PlacementResult r = place_now(e, gang);
+  PlaceNow now = place_now(e, gang);
+  PlacementResult& r = now.result;
   if (r.outcome == Outcome::kPlaced) {
     // The classes of the GPUs actually chosen must be within the queue's limits too. If not, and the
     // job allows other models, try once more on those whose class still has room.
@@ -59,7 +60,7 @@ void Cycle::try_job(Entry& e) {
         return;
       }
       gang.task.gpu_models = room;
-      r = place_now(e, gang);
+      now = place_now(e, gang);
       if (r.outcome != Outcome::kPlaced) {
         e.reason = lim.message() + "; no room on other models: " + r.reason;
         return;
@@ -78,16 +79,12 @@ void Cycle::try_job(Entry& e) {
     commit_start(e, std::move(r.tasks));
     return;
   }
-  if (r.outcome == Outcome::kRetryLater && r.nodes_scored < 0) {  // room, but only on reserved nodes
+  if (now.only_on_reserved) {
     // A queue owed its guarantee takes it back from borrowers elsewhere rather than wait for the
     // reservation (victims are sought off the reserved nodes, as the engine keeps off them).
     if (owed_start(e)) {
-      block_reserved(true);
-      off_reservation_ = true;
-      const bool found = try_preempt(e, gang);
-      off_reservation_ = false;
-      block_reserved(false);
-      if (found) return;
+      const ReservedBlocked blocked(*this, true);
+      if (try_preempt(e, gang, true).preempting()) return;
     }
     e.wait = WaitCategory::kReservation;
     e.reason = r.reason;
@@ -116,9 +113,11 @@ void Cycle::try_job(Entry& e) {
   const WaitCategory wait = gang.topology.mode == TopologyMode::kRequired && gang.tasks > 1 ? WaitCategory::kTopology
                                                                                            : WaitCategory::kCapacity;
   no_room_[shape] = {r.reason, wait};
-  if (r.outcome == Outcome::kRetryLater && try_preempt(e, gang)) return;
+  VictimSearch s;
+  if (r.outcome == Outcome::kRetryLater) s = try_preempt(e, gang);
+  if (s.preempting()) return;
   e.wait = wait;
-  e.reason = r.reason + (r.outcome == Outcome::kRetryLater ? leaving_note() : "");
+  e.reason = r.reason + leaving_note(s);
   e.short_of_room = true;
   if (r.outcome == Outcome::kRetryLater) no_room(e, gang);
 }
@@ -231,34 +230,34 @@ bool Cycle::blocked_by_mig_mode(const TaskRequest& t) const {
 }
 
 // Places e now. With a reservation active, a job that would still run when the reservation starts
-// must keep off the reserved nodes; if it can only fit on them it waits (nodes_scored = -1 marks that).
-PlacementResult Cycle::place_now(Entry& e, const Gang& gang) {
+// must keep off the reserved nodes; if it can only fit on them it waits (only_on_reserved).
+PlaceNow Cycle::place_now(Entry& e, const Gang& gang) {
   PlacementResult r = engine_.place(work_, gang);
-  if (r.outcome != Outcome::kPlaced || !res_.active || ends_before_reservation(e)) return r;
+  if (r.outcome != Outcome::kPlaced || !res_.active || ends_before_reservation(e)) return {std::move(r)};
   // A queue's guarantee comes before a borrower's reservation: the owner's job may start on the
   // reserved nodes (the holder would only be lent those GPUs; the owner would take them back).
-  if (!res_.owed && owed_start(e)) return r;
+  if (!res_.owed && owed_start(e)) return {std::move(r)};
   bool touches = false;
   for (const TaskPlacement& p : r.tasks) touches = touches || res_.nodes.count(p.node.value);
-  if (!touches) return r;
+  if (!touches) return {std::move(r)};
   const std::string shape = shape_key(gang);
   PlacementResult off;
   if (!no_room_off_reservation_.count(shape)) {
-    block_reserved(true);
-    off = trial_.place(work_, gang);
-    block_reserved(false);
-    if (off.outcome == Outcome::kPlaced) return off;
+    {
+      const ReservedBlocked blocked(*this, true);
+      off = trial_.place(work_, gang);
+    }
+    if (off.outcome == Outcome::kPlaced) return {std::move(off)};
     no_room_off_reservation_.insert(shape);
   }
   off.outcome = Outcome::kRetryLater;
   off.tasks.clear();
-  off.nodes_scored = -1;
   const Duration run = assumed_runtime(*e.job, snap_.runtimes, cfg_.default_runtime);
   const Duration held = occupied_runtime(*e.job);
   off.reason = "backfill: would delay " + reservation_text() + " (this job is expected to run " + duration_text(run) +
                (held > run ? " after a " + duration_text(held - run) + " restart" : "") +
                ", past the reservation's start); it fits only on the reserved nodes";
-  return off;
+  return {std::move(off), true};
 }
 
 }  // namespace tessera::sched

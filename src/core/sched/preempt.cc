@@ -36,27 +36,26 @@ void Cycle::preempt(Entry& v, const Entry& e, bool by_priority, std::string reas
   out_.preempt.push_back(std::move(d));
 }
 
-bool Cycle::try_preempt(Entry& e, const Gang& gang) {
-  only_leaving_ = false;
+VictimSearch Cycle::try_preempt(Entry& e, const Gang& gang, bool off_reservation) {
+  VictimSearch none;
   const int budget = cfg_.max_preemptions_per_cycle - preemptions_;
-  if (budget <= 0 || e.milli <= 0) return false;
-  if (gang.task.mig() && cfg_.dynamic_mig && reclaim_gpu_for_mig(e, gang)) return true;
+  if (budget <= 0 || e.milli <= 0) return none;
+  VictimSearch mig;
+  mig.outcome = VictimSearch::Outcome::kPreempting;
+  if (gang.task.mig() && cfg_.dynamic_mig && reclaim_gpu_for_mig(e, gang)) return mig;
   // Victims only become fewer within a cycle: a failed search stays failed for the same ask.
   const std::string memo = shape_key(gang) + "|" + std::to_string(e.prio) + "|" + std::to_string(e.job->queue.value) +
-                           "|" + std::to_string(cfg_.in_queue_las ? e.las : 0) + (off_reservation_ ? "|off" : "");
+                           "|" + std::to_string(cfg_.in_queue_las ? e.las : 0) + (off_reservation ? "|off" : "");
   // An owner's MIG request that no instance frees in time takes a whole GPU for the planner.
-  auto or_mig = [&] { return gang.task.mig() && reclaim_gpu_for_mig(e, gang); };
+  auto or_mig = [&] { return gang.task.mig() && reclaim_gpu_for_mig(e, gang) ? mig : none; };
   if (no_victims_.count(memo)) return or_mig();
   // Bounded work per cycle: after this many fruitless searches, later jobs wait for the next cycle
   // (the most deserving jobs, first in order, were searched).
   if (failed_searches_ >= cfg_.max_victim_searches_per_cycle) return or_mig();
-  only_leaving_ = false;
-  searched_ = false;
-  partial_ = false;
-  const bool found = find_victims(e, gang, budget);
-  if (!found && !only_leaving_) {
+  VictimSearch found = find_victims(e, gang, budget, off_reservation);
+  if (found.outcome == VictimSearch::Outcome::kNone) {
     no_victims_.insert(memo);
-    if (searched_) ++failed_searches_;
+    if (found.searched) ++failed_searches_;
     return or_mig();
   }
   return found;
@@ -167,21 +166,20 @@ bool Cycle::keeps_guarantee(const FairShare& fs, const Entry& v) const {
   return true;
 }
 
-bool Cycle::fits_under(const FairShare& fs, const Entry& e, const Gang& gang) {
+std::optional<std::vector<TaskPlacement>> Cycle::fits_under(const FairShare& fs, const Entry& e, const Gang& gang) {
   PlacementResult r = trial_.place(work_, gang);
-  if (r.outcome != Outcome::kPlaced) return false;
+  if (r.outcome != Outcome::kPlaced) return std::nullopt;
   const ClassAmounts got = placement_amounts(work_, r.tasks);
-  if (!fs.within_limits(e.job->queue, got).ok() || !takes_owed(fs, e, got).empty()) return false;
-  last_fit_ = std::move(r.tasks);
-  return true;
+  if (!fs.within_limits(e.job->queue, got).ok() || !takes_owed(fs, e, got).empty()) return std::nullopt;
+  return std::move(r.tasks);
 }
 
-bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
+VictimSearch Cycle::find_victims(Entry& e, const Gang& gang, int budget, bool off_reservation) {
   // With claims active, the search sees the victims chosen before gone and the waiting preemptors'
   // claims in their place; undone once it is over.
   ScratchEdits claimed(work_);
-  claims_active_ = claims_ok_ && !claims_.empty();
-  if (claims_active_) {
+  bool claims_active = claims_ok_ && !claims_.empty();
+  if (claims_active) {
     for (const Entry& v : entries_)
       if (v.running && (v.victim || v.claimed) && !v.holding.empty()) {
         const bool ok = claimed.release(v.holding);
@@ -192,47 +190,45 @@ bool Cycle::find_victims(Entry& e, const Gang& gang, int budget) {
     for (const std::vector<TaskPlacement>& c : claims_) all = all && claimed.apply(c);
     if (!all) {  // a job started since took part of a claim: give the idea up
       claimed.undo();
-      claims_active_ = false;
+      claims_active = false;
       claims_ok_ = false;
       claims_.clear();
     }
   }
-  last_fit_.clear();
-  bool found = find_victims_inner(e, gang, budget);
-  MovePlan moves;
-  const bool plan = !found && !only_leaving_ && cfg_.defragment && cfg_.reclaim && find_moves(e, gang, moves);
-  if (claims_active_) {
-    claimed.undo();
-    claims_active_ = false;
+  VictimSearch s = find_victims_inner(e, gang, budget, claims_active);
+  std::optional<MovePlan> moves;
+  if (s.outcome == VictimSearch::Outcome::kNone && cfg_.defragment && cfg_.reclaim)
+    moves = find_moves(e, gang, off_reservation);
+  claimed.undo();
+  if (moves) {
+    commit_moves(e, *moves);
+    s.outcome = VictimSearch::Outcome::kPreempting;
+    s.fit = std::move(moves->fit);
   }
-  if (plan) {
-    found = commit_moves(e, moves);
-    if (!found) last_fit_.clear();
-  }
-  if (partial_) {  // the fit assumed victims not preempted yet: no claim on it this cycle
+  if (s.partial) {  // the fit assumed victims not preempted yet: no claim on it this cycle
     claims_ok_ = false;
     claims_.clear();
-  } else if ((found || only_leaving_) && !last_fit_.empty()) {
+  } else if (s.outcome != VictimSearch::Outcome::kNone && !s.fit.empty()) {
     bool whole = true;
-    for (const TaskPlacement& p : last_fit_)
+    for (const TaskPlacement& p : s.fit)
       for (const GpuGrant& g : p.gpus) whole = whole && g.kind == GrantKind::kWhole;
     if (whole) {
-      hold_free_part(e);
-      if (!last_fit_.empty()) claims_.push_back(std::move(last_fit_));
+      std::vector<TaskPlacement> claim = hold_free_part(e, s.fit);
+      if (!claim.empty()) claims_.push_back(std::move(claim));
     } else {
       claims_ok_ = false;
       claims_.clear();
     }
   }
-  return found;
+  return s;
 }
 
 // The GPUs of a waiting preemptor's fit that are free now are held for it for the rest of the cycle,
 // so a job later in the order does not take them and leave its victims' exits to nobody; what the
-// jobs leaving hold stays in last_fit_ as its claim, which later victim searches count.
-void Cycle::hold_free_part(const Entry& e) {
+// jobs leaving hold is returned as its claim, which later victim searches count.
+std::vector<TaskPlacement> Cycle::hold_free_part(const Entry& e, const std::vector<TaskPlacement>& fit) {
   std::vector<TaskPlacement> hold, claim;
-  for (const TaskPlacement& p : last_fit_) {
+  for (const TaskPlacement& p : fit) {
     TaskPlacement h{p.node, MilliCpu{0}, MiB{0}, p.task_class, {}};
     TaskPlacement c = p;
     c.gpus.clear();
@@ -241,18 +237,19 @@ void Cycle::hold_free_part(const Entry& e) {
     if (!h.gpus.empty()) hold.push_back(std::move(h));
     if (!c.gpus.empty()) claim.push_back(std::move(c));
   }
-  if (hold.empty() || !work_.apply_all(hold).ok()) return;
+  if (hold.empty() || !work_.apply_all(hold).ok()) return fit;
   if (held_for_.empty()) held_first_ = e.job->name;
   held_milli_ += placement_milli(hold);
   held_for_.push_back({e.job->id, std::move(hold)});
-  last_fit_ = std::move(claim);
   held_text_ = gpus_text(held_milli_) + " held this cycle for " +
                (held_for_.size() == 1 ? "job " + held_first_
                                       : std::to_string(held_for_.size()) + " jobs (the first job " + held_first_ + ")") +
                ", waiting for preempted jobs to leave";
+  return claim;
 }
 
-bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
+VictimSearch Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget, bool claims_active) {
+  VictimSearch s;
   std::vector<std::string> reclaim_classes;
   const bool may_reclaim = cfg_.reclaim && below_guarantee_after(e, reclaim_classes);
 
@@ -299,17 +296,18 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
   }
   // With this cycle's victims gone and their preemptors placed, the job may fit already: it waits
   // for those exits like its own victims (no new decision).
-  if (claims_active_ && ((cfg_.preemption && e.pc->can_preempt) || may_reclaim)) {
-    if (fits_under(*fs_, e, gang)) {
-      only_leaving_ = true;
-      return false;
+  if (claims_active && ((cfg_.preemption && e.pc->can_preempt) || may_reclaim)) {
+    if (auto fit = fits_under(*fs_, e, gang)) {
+      s.outcome = VictimSearch::Outcome::kOnlyLeaving;
+      s.fit = std::move(*fit);
+      return s;
     }
   }
   // Cheap bound before copying the cluster: all candidates plus what is free must cover the job.
   int64_t room = work_.total_gpus() * 1000 - work_.allocated_gpu_milli();
   for (const Cand& c : cands) room += entries_[c.idx].milli;
-  if (cands.empty() || room < e.milli) return false;
-  searched_ = true;
+  if (cands.empty() || room < e.milli) return s;
+  s.searched = true;
   // Victim order: jobs already leaving, then (reclaim) borrowers' jobs before those inside their own
   // leaf's guarantee, then the lowest priority class, then the least lost work (as KAI and Slurm
   // order victims): a lower class that can serve the preemptor is used up before a higher one.
@@ -420,26 +418,29 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
     }
     if (!c.leaving) after.add(v.job->queue, amounts(v), -1);
     const auto& pl = v.holding;
-    if (!released.release(pl)) return false;  // inconsistent snapshot: put everything back, preempt nothing
+    if (!released.release(pl)) return s;  // inconsistent snapshot: put everything back, preempt nothing
     chosen.push_back(c);
     // The job did not fit before any release, so a fit needs a task's room on a released node:
     // try the engine only once some released node can hold one task.
     if (!room_opened)
       for (const TaskPlacement& tp : pl)
         if (check_fit(work_.node(tp.node), gang.task) == Misfit::kFits) room_opened = true;
-    if (room_opened && fits_under(after, e, gang)) {
-      fits = true;
-      break;
-    }
+    if (room_opened)
+      if (auto fit = fits_under(after, e, gang)) {
+        s.fit = std::move(*fit);
+        fits = true;
+        break;
+      }
   }
-  if (!fits) return false;
+  if (!fits) return s;
   // Drop victims that turned out unnecessary (most expensive first, the last one is needed).
   for (size_t k = chosen.size() - 1; k-- > 0;) {
     const Entry& v = entries_[chosen[k].idx];
     if (!released.apply(v.holding)) continue;  // put back: stays (on the scratch view) if not needed
     const int sign = chosen[k].leaving ? 0 : 1;  // a job already leaving stays gone from `after`
     if (sign) after.add(v.job->queue, amounts(v), +1);
-    if (fits_under(after, e, gang)) {
+    if (auto fit = fits_under(after, e, gang)) {
+      s.fit = std::move(*fit);
       chosen.erase(chosen.begin() + long(k));
     } else {
       released.undo_last();
@@ -459,14 +460,14 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
       if (c.leaving || kept++ < budget) now.push_back(c);
     chosen = std::move(now);
     fresh = budget;
-    partial_ = true;
+    s.partial = true;
   }
   if (fresh == 0) {
     // The jobs already leaving are enough: nothing new is preempted; the job waits for them like any
     // job without room (its reservation is their exit). They are not counted by a later preemptor.
     for (const Cand& c : chosen) entries_[c.idx].claimed = true;
-    only_leaving_ = true;
-    return false;
+    s.outcome = VictimSearch::Outcome::kOnlyLeaving;
+    return s;
   }
   for (const Cand& c : chosen) {
     Entry& v = entries_[c.idx];
@@ -486,7 +487,8 @@ bool Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget) {
   e.reason = "waiting for " + std::to_string(chosen.size()) +
              (chosen.size() == 1 ? " preempted job" : " preempted jobs") + " to checkpoint and exit";
   if (later > 0) e.reason += "; " + std::to_string(later) + " more to be preempted in later cycles (max_preemptions_per_cycle)";
-  return true;
+  s.outcome = VictimSearch::Outcome::kPreempting;
+  return s;
 }
 
 }  // namespace tessera::sched
