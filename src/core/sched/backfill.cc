@@ -1,5 +1,6 @@
 // Backfill (EASY): the first job that finds no room reserves the earliest time it fits.
 #include "core/sched/cycle.h"
+#include "core/sched/scratch.h"
 
 #include <algorithm>
 #include <cassert>
@@ -23,13 +24,18 @@ std::string Cycle::reservation_text() const {
 
 void Cycle::no_room(Entry& e, const Gang& gang) {
   e.no_room = true;
-  if (cfg_.backfill && !res_.active) reserve(e, gang);
+  if (!cfg_.backfill || res_.active) return;
+  if (std::optional<Reservation> r = find_reservation(e, gang)) {
+    res_ = std::move(*r);
+    e.reason += "; reserved to start at t=" + std::to_string(res_.start) + " (in " + duration_text(res_.start - now_) + ")";
+  }
 }
 
 // The earliest time e fits, from the expected ends of running jobs (and of jobs started this cycle):
-// release them in end order on the working copy until the engine places e, then put them back.
-// Releases are searched by galloping then bisection (placement only gets easier as more is freed).
-void Cycle::reserve(Entry& e, const Gang& gang) {
+// release them in end order on the working copy (under a ScratchEdits guard) until the engine places
+// e; the working copy is as before when this returns. Releases are searched by galloping then
+// bisection (placement only gets easier as more is freed).
+std::optional<Cycle::Reservation> Cycle::find_reservation(Entry& e, const Gang& gang) {
   struct Ending {
     Time end;
     JobId id;
@@ -37,28 +43,27 @@ void Cycle::reserve(Entry& e, const Gang& gang) {
     int64_t milli;
   };
   std::vector<Ending> ends;
+  // This cycle's starts as they will stand (MIG instances created): undoing a release re-applies them.
+  std::deque<std::vector<TaskPlacement>> started;
   for (const Entry& x : entries_) {
     if (x.running && !x.holding.empty()) ends.push_back({x.victim ? now_ : x.end, x.job->id, &x.holding, x.milli});
-    if (x.started) ends.push_back({x.end, x.job->id, &out_.start[size_t(x.start_index)].placement, x.milli});
+    if (x.started)
+      ends.push_back({x.end, x.job->id, &started.emplace_back(settled(out_.start[size_t(x.start_index)].placement)), x.milli});
   }
   for (const auto& [id, pl] : held_for_)  // what is held for e is e's at once
     if (id == e.job->id) ends.push_back({now_, id, &pl, placement_milli(pl)});
   std::sort(ends.begin(), ends.end(), [](const Ending& a, const Ending& b) {
     return a.end != b.end ? a.end < b.end : a.id < b.id;
   });
+  ScratchEdits trial(work_);  // ends[0..released) released, in order
   size_t released = 0;
   auto move_to = [&](size_t k) {
-    for (; released < k; ++released)
-      for (const TaskPlacement& p : *ends[released].placement) {
-        Status st = work_.release(p);
-        assert(st.ok() && "releasing a running job for a reservation failed");
-        (void)st;
-      }
-    for (; released > k; --released) {
-      Status st = work_.apply_all(settled(*ends[released - 1].placement));
-      assert(st.ok() && "restoring a running job after a reservation search failed");
-      (void)st;
+    for (; released < k; ++released) {
+      const bool ok = trial.release(*ends[released].placement);
+      assert(ok && "releasing a running job for a reservation failed");
+      (void)ok;
     }
+    for (; released > k; --released) trial.undo_last();
   };
   auto fits = [&](size_t k) {
     move_to(k);
@@ -77,10 +82,7 @@ void Cycle::reserve(Entry& e, const Gang& gang) {
     }
     lo = k;
   }
-  if (hi == 0) {  // does not fit even when everything running is gone
-    move_to(0);
-    return;
-  }
+  if (hi == 0) return std::nullopt;  // does not fit even when everything running is gone
   while (hi - lo > 1) {
     const size_t mid = lo + (hi - lo) / 2;
     if (fits(mid)) hi = mid;
@@ -88,20 +90,21 @@ void Cycle::reserve(Entry& e, const Gang& gang) {
   }
   move_to(hi);
   PlacementResult r = trial_.place(work_, gang);
-  move_to(0);
+  trial.undo();
   assert(r.outcome == Outcome::kPlaced);
   // Quotas apply to the reserved job as to any other: a limit on a model class is only seen on the
   // GPUs chosen (the request names no model), so a job those GPUs would put over a limit gets none.
   if (Status lim = fs_->within_limits(e.job->queue, placement_amounts(work_, r.tasks)); !lim.ok()) {
     e.reason += "; no reservation: " + lim.message();
-    return;
+    return std::nullopt;
   }
-  res_.active = true;
-  res_.entry = size_t(&e - entries_.data());
-  res_.owed = owed_start(e);
-  res_.start = ends[hi - 1].end;
-  for (const TaskPlacement& p : r.tasks) res_.nodes.insert(p.node.value);
-  e.reason += "; reserved to start at t=" + std::to_string(res_.start) + " (in " + duration_text(res_.start - now_) + ")";
+  Reservation res;
+  res.active = true;
+  res.entry = size_t(&e - entries_.data());
+  res.owed = owed_start(e);
+  res.start = ends[hi - 1].end;
+  for (const TaskPlacement& p : r.tasks) res.nodes.insert(p.node.value);
+  return res;
 }
 
 }  // namespace tessera::sched

@@ -383,8 +383,12 @@ class Cycle {
     std::set<uint32_t> nodes;  // node ids the reserved placement uses
     bool owed = false;         // the holder would start within its queue's guarantee
   };
+  // e found no room and no victims: it is demand (no_room) and, when backfill is on and nobody holds
+  // the reservation yet, it reserves the earliest time it fits.
   void no_room(Entry& e, const Gang& gang);
-  void reserve(Entry& e, const Gang& gang);
+  // When e could start at the earliest (ends of running jobs) and on which nodes; nullopt when it
+  // fits nowhere even with every running job gone, or the GPUs it would get exceed its queue's limits.
+  std::optional<Reservation> find_reservation(Entry& e, const Gang& gang);
   PlaceNow place_now(Entry& e, const Gang& gang);
   // How long a job started now holds its GPUs: its assumed runtime, plus its restart cost when it
   // resumes after a preemption (the GPUs are held while it restores its checkpoint).
