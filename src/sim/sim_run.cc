@@ -587,6 +587,29 @@ void Simulation::cycle(Time t) {
   std::vector<int64_t> queue_alloc(tree_.size(), 0);
   for (size_t i = 0; i < teams_.size(); ++i)
     for (QueueId a : tree_.path_to_root(*tree_.find(teams_[i]))) queue_alloc[a.value] += team_alloc_[i];
+  // Per queue and model class, only when some queue limits a model class (as the core checks a
+  // request's limits in "any" and in its models' class).
+  const SchedulerConfig& cfg = setup_.config;
+  auto class_of_model = [&](const std::string& name) {
+    auto m = cluster_.catalog().find(name);
+    return cfg.model_class(m.ok() ? m.value()->name : name);
+  };
+  bool class_limits = false;
+  for (const Queue& q : tree_.queues())
+    for (const auto& [c, l] : q.limit) class_limits = class_limits || c != "any";
+  std::vector<ClassAmounts> class_alloc(class_limits ? tree_.size() : 0);
+  if (class_limits)
+    for (uint32_t id : active_) {
+      const SimJob& j = jobs_[id];
+      if (j.job.state == JobState::kPending) continue;
+      for (const TaskPlacement& p : j.job.placement)
+        for (const GpuGrant& g : p.gpus) {
+          const GpuModel* m = cluster_.node(p.node).gpus[g.gpu].model;
+          if (!m) continue;
+          const std::string c = cfg.model_class(m->name);
+          for (QueueId a : tree_.path_to_root(j.job.queue)) class_alloc[a.value][c] += g.milli_held();
+        }
+    }
   bool waiting = false;
   for (uint32_t id : active_) {
     const SimJob& j = jobs_[id];
@@ -597,10 +620,22 @@ void Simulation::cycle(Time t) {
     const int64_t need = per * j.job.gang.tasks;
     team_pending_milli_[team_of_[id]] += need;
     int64_t& least = team_min_pending_milli_[team_of_[id]];
+    // The request's own class: its models' class when they all share one.
+    std::string cls;
+    if (class_limits && !tr.gpu_models.empty()) {
+      cls = class_of_model(tr.gpu_models.front());
+      for (const std::string& m : tr.gpu_models)
+        if (class_of_model(m) != cls) cls.clear();
+    }
     bool held_back = false;
     for (QueueId a : tree_.path_to_root(j.job.queue)) {
-      auto lim = tree_.queue(a).limit.find("any");
-      held_back = held_back || (lim != tree_.queue(a).limit.end() && queue_alloc[a.value] + need > lim->second);
+      const auto& limit = tree_.queue(a).limit;
+      auto lim = limit.find("any");
+      held_back = held_back || (lim != limit.end() && queue_alloc[a.value] + need > lim->second);
+      if (auto cl = cls.empty() || cls == "any" ? limit.end() : limit.find(cls); cl != limit.end()) {
+        auto have = class_alloc[a.value].find(cls);
+        held_back = held_back || (have == class_alloc[a.value].end() ? 0 : have->second) + need > cl->second;
+      }
     }
     if (need > 0 && !held_back && (least == 0 || need < least)) least = need;
   }

@@ -267,6 +267,27 @@ TEST(SimRun, DefragmentingMoveGivesAnOwedGangAWholeNodeForASaveAndARestart) {
   EXPECT_GE(f->metrics.max_guarantee_unmet_s, 99000) << "the gang waits for b's jobs to end";
 }
 
+TEST(SimRun, AJobHeldBackByAModelClassLimitIsOwedNothing) {
+  // team is guaranteed 16 GPUs but limited to 8 of class h100, and runs 8; its second 8-GPU H100
+  // job cannot start whatever is free, so the 16 GPUs other borrows are not owed to it (as the core
+  // and the scenario invariant judge it). Before the simulator checked only limits on "any".
+  SimCluster c = make_cluster(3, 8, {{"team", "", {{"any", 16000}}, {{"h100", 8000}}, 1}, {"other", "", {}, {}, 1}});
+  c.config.gpu_class["H100-80GB-SXM"] = "h100";
+  std::vector<WorkloadJob> jobs = {job("a", 0, 1, 8, 100000, "team"), job("o1", 0, 1, 8, 100000, "other"),
+                                   job("o2", 0, 1, 8, 100000, "other"), job("b", 10, 1, 8, 1000, "team")};
+  for (WorkloadJob& j : jobs) j.gang.task.gpu_models = {"H100-80GB-SXM"};
+  auto r = run_simulation(c, workload(jobs), SimRunOptions{});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->metrics.preemptions, 0) << "nothing is reclaimed for a job its limit holds back";
+  EXPECT_LE(r->metrics.max_guarantee_unmet_s, 60);
+  // A limit on "any" (guaranteed H100s) was counted before too: both judge it alike.
+  c.queues[0].guaranteed = {{"h100", 16000}};
+  c.queues[0].limit = {{"any", 8000}};
+  auto a = run_simulation(c, workload(jobs), SimRunOptions{});
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  EXPECT_EQ(a->metrics.max_guarantee_unmet_s, r->metrics.max_guarantee_unmet_s);
+}
+
 TEST(SimRun, BadInputNamesTheField) {
   SimCluster c = make_cluster(1, 8);
   Workload w = workload({job("x", 0, 1, 1, 10, "nobody")});
