@@ -97,7 +97,22 @@ bool Cycle::validate(Entry& e) {
   return true;
 }
 
+// The cycle as the sequence it is; each step is below or in its phase's file.
 Decisions Cycle::run() {
+  collect_entries();  // validate every job; the valid ones become entries
+  // GPUs held for jobs being moved (defragment) while they checkpoint: nobody else takes them. If they
+  // are no longer free (a failure), the job restarts wherever it fits.
+  for (const Entry& e : entries_)
+    if (e.running && e.job->state == JobState::kCheckpointing && !e.job->move_to.empty()) hold_idle(e.job->move_to);
+  compute_books();        // loads, capacity, fair share; what waiting jobs could use now
+  evict_expired();        // phase two of preemption
+  order_and_place();      // order.cc, place.cc (preempt.cc, defragment.cc, backfill.cc)
+  if (cfg_.dynamic_mig) plan_mig();  // cycle_mig.cc
+  explain_waits();
+  return std::move(out_);
+}
+
+void Cycle::collect_entries() {
   std::vector<const Job*> jobs;
   for (const Job& j : snap_.jobs)
     if (j.state == JobState::kPending || j.state == JobState::kRunning || j.state == JobState::kCheckpointing)
@@ -119,12 +134,9 @@ Decisions Cycle::run() {
       invalid_.push_back(std::move(e));
     }
   }
+}
 
-  // GPUs held for jobs being moved (defragment) while they checkpoint: nobody else takes them. If they
-  // are no longer free (a failure), the job restarts wherever it fits.
-  for (const Entry& e : entries_)
-    if (e.running && e.job->state == JobState::kCheckpointing && !e.job->move_to.empty()) hold_idle(e.job->move_to);
-
+void Cycle::compute_books() {
   // Loads and capacity per class.
   std::vector<QueueLoad> load(tree_.size());
   for (size_t q = 0; q < load.size() && q < snap_.history.size(); ++q) load[q].decayed_usage = snap_.history[q].decayed_usage;
@@ -175,7 +187,10 @@ Decisions Cycle::run() {
     }
   }
 
-  // Phase two of preemption: jobs asked to checkpoint whose grace has expired are evicted now.
+}
+
+// Phase two of preemption: jobs asked to checkpoint whose grace has expired are evicted now.
+void Cycle::evict_expired() {
   for (const Entry& e : entries_) {
     const Job& j = *e.job;
     if (j.state != JobState::kCheckpointing || j.evict_by < 0 || now_ < j.evict_by) continue;
@@ -186,10 +201,10 @@ Decisions Cycle::run() {
     d.reason = "checkpoint grace expired at t=" + std::to_string(j.evict_by) + " without the job leaving";
     out_.preempt.push_back(std::move(d));
   }
-  order_and_place();
-  if (cfg_.dynamic_mig) plan_mig();
+}
 
-  // Why every job waits, with positions among the jobs still pending after this cycle.
+// Why every job waits, with positions among the jobs still pending after this cycle.
+void Cycle::explain_waits() {
   std::vector<int> per_queue(tree_.size(), 0);
   int overall = 0;
   for (size_t i : order_) {
@@ -218,7 +233,6 @@ Decisions Cycle::run() {
     p.category = e.wait;
     out_.pending.push_back(std::move(p));
   }
-  return std::move(out_);
 }
 
 }  // namespace tessera::sched

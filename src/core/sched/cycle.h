@@ -243,6 +243,11 @@ class Cycle {
     class_cache_.emplace_back(model, std::move(cls));
     return class_cache_.back().second.empty() ? nullptr : &class_cache_.back().second;
   }
+  // The steps of run() that are not phases of their own (cycle.cc).
+  void collect_entries();
+  void compute_books();
+  void evict_expired();
+  void explain_waits();
   bool validate(Entry& e);
   // Tries the pending jobs in the order of cfg_.order's JobOrderPolicy (core/sched/job_order.h), with
   // the held reservation, deferral to owed queues and strict order applied around it (order.cc).
