@@ -92,13 +92,13 @@ void Cycle::reserve(Entry& e, const Gang& gang) {
   assert(r.outcome == Outcome::kPlaced);
   // Quotas apply to the reserved job as to any other: a limit on a model class is only seen on the
   // GPUs chosen (the request names no model), so a job those GPUs would put over a limit gets none.
-  if (Status lim = fs_->within_limits(e.job->queue, placement_amounts(work_, r.tasks)); !lim.ok()) {
+  if (Status lim = fs().within_limits(e.job->queue, placement_amounts(work_, r.tasks)); !lim.ok()) {
     e.reason += "; no reservation: " + lim.message();
     return;
   }
   res_.active = true;
   res_.entry = size_t(&e - entries_.data());
-  res_.owed = owed_start(e);
+  res_.owed = ledger_->owed(facts(e));
   res_.start = ends[hi - 1].end;
   for (const TaskPlacement& p : r.tasks) res_.nodes.insert(p.node.value);
   e.reason += "; reserved to start at t=" + std::to_string(res_.start) + " (in " + duration_text(res_.start - now_) + ")";
