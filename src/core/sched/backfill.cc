@@ -94,14 +94,14 @@ std::optional<Cycle::Reservation> Cycle::find_reservation(Entry& e, const Gang& 
   assert(r.outcome == Outcome::kPlaced);
   // Quotas apply to the reserved job as to any other: a limit on a model class is only seen on the
   // GPUs chosen (the request names no model), so a job those GPUs would put over a limit gets none.
-  if (Status lim = fs_->within_limits(e.job->queue, placement_amounts(work_, r.tasks)); !lim.ok()) {
+  if (Status lim = fs().within_limits(e.job->queue, placement_amounts(work_, r.tasks)); !lim.ok()) {
     e.reason += "; no reservation: " + lim.message();
     return std::nullopt;
   }
   Reservation res;
   res.active = true;
   res.entry = size_t(&e - entries_.data());
-  res.owed = owed_start(e);
+  res.owed = ledger_->owed(facts(e));
   res.start = ends[hi - 1].end;
   for (const TaskPlacement& p : r.tasks) res.nodes.insert(p.node.value);
   return res;

@@ -124,6 +124,7 @@ void Cycle::collect_entries() {
     for (auto& [c, v] : q.guaranteed) quota_classes_.insert(c);
     for (auto& [c, v] : q.limit) quota_classes_.insert(c);
   }
+  entries_.reserve(jobs.size());
   for (const Job* j : jobs) {
     Entry e;
     e.job = j;
@@ -147,22 +148,23 @@ void Cycle::compute_books() {
       if (e.running) l.allocated[c] += v;
     }
     // A pending request that names no model (or models of several classes) may be placed in every
-    // class it could use (as reclaim assumes, below_guarantee_after): it is demand in each, so a
+    // class it could use (as reclaim assumes, GuaranteeLedger::owed_classes): it is demand in each, so a
     // queue that reclaims for it is also ordered below its guarantee and gets the room it freed,
     // and queues without guarantees share an accounted class by their waiting demand too.
     if (!e.running && e.cls == kAnyClass && e.milli > 0)
       for (const std::string& c : e.classes) l.demand[c] += e.milli;
     if (e.running) user_milli_[e.job->user] += e.milli;
   }
+  ClassAmounts capacity;  // healthy milli-GPU per accounted class
   for (const Node& n : work_.nodes())
     for (const Gpu& g : n.gpus) {
       if (g.health != GpuHealth::kHealthy || !g.model) continue;
-      capacity_[kAnyClass] += 1000;
-      if (const std::string* c = accounted_class(g.model)) capacity_[*c] += 1000;
+      capacity[kAnyClass] += 1000;
+      if (const std::string* c = accounted_class(g.model)) capacity[*c] += 1000;
     }
-  fs_.emplace(FairShare::compute(tree_, capacity_, load));
+  FairShare fair = FairShare::compute(tree_, capacity, load);
+  ledger_.emplace(tree_, std::move(capacity), std::move(fair), cfg_.reclaim);
   if (cfg_.reclaim) {
-    usable_pending_.assign(tree_.size(), {});
     leaving_milli_.assign(work_.nodes().size(), 0);
     for (const Entry& e : entries_)
       if (e.running && e.job->state == JobState::kCheckpointing)
@@ -172,18 +174,12 @@ void Cycle::compute_books() {
     for (const Entry& e : entries_) {
       if (e.running || e.milli <= 0) continue;
       // Only a leaf short of its guarantee can be owed anything: skip the fit check elsewhere.
-      const Queue& q = tree_.queue(e.job->queue);
-      bool short_of_guarantee = false;
-      for (auto& [c, g] : q.guaranteed)
-        short_of_guarantee = short_of_guarantee || fs_->allocated(q.id, c) < std::min(g, fs_->demand(q.id, c));
       // A job its queue's limits hold back cannot start on free GPUs: nothing is owed to it (else
       // the GPUs stayed idle, lent to nobody, for as long as the queue stayed at its limit).
-      if (!short_of_guarantee || !fs_->within_limits(q.id, amounts(e)).ok() || !fits_free_now(e)) continue;
-      ClassAmounts& u = usable_pending_[e.job->queue.value];
-      for (auto& [c, v] : amounts(e)) u[c] += v;
-      if (e.cls == kAnyClass)
-        for (const std::string& c : path_guaranteed(e.job->queue))
-          if (could_use(e, c)) u[c] += e.milli;
+      if (!ledger_->short_of_guarantee(e.job->queue) || !fs().within_limits(e.job->queue, amounts(e)).ok() ||
+          !fits_free_now(e))
+        continue;
+      ledger_->add_usable(facts(e));
     }
   }
 

@@ -21,8 +21,8 @@
 //      are gone; a non-preemptible victim of a higher class (production-inference) is never taken so.
 //      Reclaim ignores min_runtime and protection: borrowed capacity is lent on those terms. A job
 //      whose start would make its queue borrow in a class may not take the GPUs other queues below
-//      their guarantee (with jobs waiting) are owed there (takes_owed), so a higher-tier borrower
-//      cannot retake what was just reclaimed.
+//      their guarantee (with jobs waiting) are owed there (GuaranteeLedger::takes_owed), so a
+//      higher-tier borrower cannot retake what was just reclaimed.
 // Victims: the lowest priority class first, then least lost work; none at all unless the engine confirms the preemptor then fits
 // (within its queue's limits). Jobs already on their way out (checkpointing, or chosen this cycle,
 // less what their own preemptors take) count first, so no more is preempted than needed.
@@ -39,12 +39,14 @@
 //
 // Internal to src/core/sched: the cycle's working state (Cycle) and per-job facts (Entry), shared by
 // the phase files (cycle.cc, order.cc (around job_order.h's policies), place.cc, backfill.cc, guarantees.cc, preempt.cc,
-// defragment.cc, cycle_mig.cc). One Cycle per Scheduler::cycle call; not thread-safe.
+// defragment.cc, cycle_mig.cc). Every guarantee question goes to the cycle's GuaranteeLedger
+// (guarantee_ledger.h), which owns its fair share. One Cycle per Scheduler::cycle call; not thread-safe.
 #pragma once
 
 #include "core/sched/scheduler.h"
 
 #include "core/placement/fit.h"
+#include "core/sched/guarantee_ledger.h"
 #include "core/sched/job_order.h"
 
 #include <algorithm>
@@ -62,9 +64,6 @@
 
 namespace tessera::sched {
 
-
-inline constexpr const char* kAnyClass = "any";
-
 inline int64_t get_or(const ClassAmounts& m, const std::string& c, int64_t def = 0) {
   auto it = m.find(c);
   return it == m.end() ? def : it->second;
@@ -75,16 +74,6 @@ inline int64_t placement_milli(const std::vector<TaskPlacement>& ps) {
   for (const TaskPlacement& p : ps)
     for (const GpuGrant& g : p.gpus) m += g.milli_held();
   return m;
-}
-
-inline std::string gpus_text(int64_t milli) {
-  std::string s = std::to_string(milli / 1000);
-  if (milli % 1000) {
-    std::string frac = std::to_string(1000 + milli % 1000).substr(1);
-    while (frac.back() == '0') frac.pop_back();
-    s += "." + frac;
-  }
-  return s + (milli == 1000 ? " GPU" : " GPUs");
 }
 
 // Per-job facts for one cycle.
@@ -216,12 +205,15 @@ class Cycle {
     }
     return {out.begin(), out.end()};
   }
-  // A pending e could be placed in accounted class c.
-  static bool could_use(const Entry& e, const std::string& c) {
-    return std::binary_search(e.classes.begin(), e.classes.end(), c);
-  }
   int64_t request_milli(const Gang& g) const;
   ClassAmounts amounts(const Entry& e) const { return e.running ? e.held : amounts_of(e.cls, e.milli); }
+  // What the guarantee ledger reads of e (refers to e's held amounts and classes).
+  GuaranteeJob facts(const Entry& e) const {
+    GuaranteeJob j{e.job->queue, e.milli, e.running ? &e.held : nullptr, {}, e.classes, e.pc->value, e.pc->preemptible};
+    if (!e.running) j.asked = amounts_of(e.cls, e.milli);
+    return j;
+  }
+  const FairShare& fs() const { return ledger_->fair_share(); }
   // What a placement holds per class: each GPU counts in its model's class, and all in "any".
   ClassAmounts placement_amounts(const ClusterState& c, const std::vector<TaskPlacement>& ps) const {
     ClassAmounts a;
@@ -274,9 +266,6 @@ class Cycle {
   // v is preemptible, of a lower class, outside min_runtime and protection, and in e's queue or
   // borrowing in every class it holds.
   bool priority_victim(const Entry& v, const Entry& e) const;
-  // Under fs, v's queue and each of its ancestors stay at or above their guarantee in every class v
-  // holds once v is gone.
-  bool keeps_guarantee(const FairShare& fs, const Entry& v) const;
   std::set<std::string> mig_reclaimed_;  // (queue, profile) that reclaimed a GPU this cycle
   // GPUs preempted for MIG slices this cycle: (node, compute milli not yet spoken for).
   std::vector<std::pair<NodeId, int64_t>> mig_freed_;
@@ -339,17 +328,6 @@ class Cycle {
     k += "/p" + std::to_string(int(t.pool_kinds)) + (t.prefer_spot ? "s" : "") + (t.mix_models ? "x" : "");
     return k;
   }
-  bool below_guarantee_after(const Entry& e, std::vector<std::string>& classes) const;
-  // Reclaim is on and starting e keeps its queue within its guarantee: e is owed its room.
-  bool owed_start(const Entry& e) const {
-    std::vector<std::string> classes;
-    return cfg_.reclaim && below_guarantee_after(e, classes);
-  }
-  // Reclaim by e's queue may take running v: v's class yields to e's and v's queue borrows in one of
-  // the classes e is owed (the caller excludes e's own queue).
-  bool reclaimable(const Entry& v, const Entry& e, const std::vector<std::string>& classes) const;
-  // v's own leaf is within its guarantee in those classes (only an ancestor borrows): taken last.
-  bool inside_own_guarantee(const Entry& v, const std::vector<std::string>& classes) const;
   // Work v loses if preempted now (since its last start or checkpoint, plus save and restart), in
   // milli-GPU-seconds: victims are chosen cheapest first.
   int64_t lost_work_cost(const Entry& v) const;
@@ -358,24 +336,6 @@ class Cycle {
   void preempt(Entry& v, const Entry& e, bool by_priority, std::string reason);
   // n could hold task t as far as fixed facts go: schedulable, big enough, a pool and GPU model t allows.
   bool could_host(const Node& n, const TaskRequest& t) const;
-  std::string takes_owed(const FairShare& fs, const Entry& e, const ClassAmounts& got) const;
-  int64_t owed_to_others(const FairShare& fs, const Entry& e, const std::string& c) const;
-  // Adding x of class c to leaf would take it or an ancestor past its guarantee in c under fs.
-  bool would_borrow(const FairShare& fs, QueueId leaf, const std::string& c, int64_t x) const;
-  // Starting e would make its queue (or an ancestor) borrow in a class it asks for.
-  bool borrows_after(const Entry& e) const;
-  // v's queue still borrows under fs in one of the classes an owner reclaims.
-  bool still_borrows(const FairShare& fs, const Entry& v, const std::vector<std::string>& classes) const {
-    for (const std::string& c : classes)
-      if (fs.borrowing(v.job->queue, c)) return true;
-    return false;
-  }
-  // e's start would be borrowed while other leaves are owed room in its classes: inside its tier it is
-  // tried after the jobs that start within their guarantee, so those are placed (and what their
-  // victims free is held for them) before a borrower takes room they need. Without it, a queue one
-  // GPU short of its guarantee restarted an 8-GPU job on the node an owner's gang waited for, the
-  // owner reclaimed it back, and the two alternated every cycle.
-  bool defers_to_owed(const Entry& e) const;
   // Preemption trial: where the engine places the gang on the working copy now, on GPUs the job's
   // queue limits and the owed guarantees allow under `fs`; nullopt if nowhere.
   std::optional<std::vector<TaskPlacement>> fits_under(const FairShare& fs, const Entry& e, const Gang& gang);
@@ -429,12 +389,6 @@ class Cycle {
   std::string reservation_text() const;
   void plan_mig();
   bool blocked_by_mig_mode(const TaskRequest& t) const;
-  // A running job's queue is above its guarantee in every class the job holds.
-  bool borrows(const Entry& v) const {
-    for (auto& [c, m] : v.held)
-      if (m > 0 && !fs_->borrowing(v.job->queue, c)) return false;
-    return true;
-  }
 
   const SchedulerConfig& cfg_;
   const ScoringPolicy& policy_;
@@ -445,7 +399,8 @@ class Cycle {
   int64_t max_node_gpus_ = 0;  // GPUs of the largest node (elastic_capacity, topology_wait)
   PlacementEngine engine_;
   PlacementEngine trial_;  // for preemption trials: no failure explanations (they cost full scans)
-  std::optional<FairShare> fs_;
+  // The cycle's guarantee books and questions, with its fair share (made in run()).
+  std::optional<GuaranteeLedger> ledger_;
   std::set<std::string> quota_classes_;  // classes some queue guarantees or limits (plus "any")
   mutable std::deque<std::pair<const GpuModel*, std::string>> class_cache_;  // accounted_class()
   std::vector<Entry> entries_;           // valid jobs, by id
@@ -464,40 +419,12 @@ class Cycle {
   std::vector<size_t> order_;            // entries_ indices in the cycle's order
   const Entry* blocked_by_ = nullptr;    // strict order: the first job that did not start
   int preemptions_ = 0;
-  ClassAmounts capacity_;      // healthy milli-GPU per accounted class
   // Placements of the jobs that wait for victims (chosen this cycle or still checkpointing): a later
   // preemptor searches with those victims gone and these placed, so it uses what their exits leave
   // over before preempting anyone else. Whole-GPU placements only (claims_ok_ false otherwise).
   std::vector<std::vector<TaskPlacement>> claims_;
   int failed_searches_ = 0;  // victim searches that found nothing this cycle
-  // Model classes guaranteed (> 0) on a queue's path to the root, sorted; filled per queue on first use.
-  std::vector<std::optional<std::vector<std::string>>> path_guaranteed_;
-  const std::vector<std::string>& path_guaranteed(QueueId q) {
-    if (path_guaranteed_.empty()) path_guaranteed_.resize(tree_.size());
-    auto& slot = path_guaranteed_[q.value];
-    if (!slot) {
-      std::set<std::string> classes;
-      for (QueueId p : tree_.path_to_root(q))
-        for (auto& [c, g] : tree_.queue(p).guaranteed)
-          if (g > 0 && c != kAnyClass) classes.insert(c);
-      slot.emplace(classes.begin(), classes.end());
-    }
-    return *slot;
-  }
-  // Per class: what leaves below their guarantee (with demand) are owed under fs_ (takes_owed),
-  // filled on first use and kept current as jobs start.
-  mutable std::map<std::string, int64_t> owed_sum_;
-  // Owed to a leaf: what it lacks of its guarantee for its demand, but no more than its waiting jobs
-  // could use of the free GPUs as the cycle began (usable_pending_): free GPUs held for a gang that
-  // cannot fit in them would stay idle (its backfill reservation holds what it needs).
-  int64_t leaf_owed(const FairShare& fs, const Queue& q, const std::string& c) const {
-    const int64_t g = get_or(q.guaranteed, c);
-    if (!q.leaf() || g <= 0) return 0;
-    const int64_t gap = std::min(g, fs.demand(q.id, c)) - fs.allocated(q.id, c);
-    const int64_t usable = q.id.value < usable_pending_.size() ? get_or(usable_pending_[q.id.value], c) : 0;
-    return std::max<int64_t>(0, std::min(gap, usable));
-  }
-  std::vector<ClassAmounts> usable_pending_;  // per leaf: pending jobs that fit the free GPUs now
+  // A pending job could start on the free GPUs now: its leaf's usable demand (GuaranteeLedger::add_usable).
   bool fits_free_now(const Entry& e) const;
   bool fits_free_scan(const Gang& g) const;
   mutable std::map<std::string, bool> fits_free_memo_;  // by shape_key

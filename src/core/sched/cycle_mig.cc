@@ -30,13 +30,13 @@ void Cycle::plan_mig() {
   // claimed GPUs comes before whole-GPU demand of a lower class.
   bool owed_mig = false;
   for (const Entry& e : entries_)
-    if (!e.running && !e.started && e.no_room && e.job->gang.task.mig() && owed_start(e)) owed_mig = true;
+    if (!e.running && !e.started && e.no_room && e.job->gang.task.mig() && ledger_->owed(facts(e))) owed_mig = true;
   for (const Entry& e : entries_) {
     if (e.running || e.started || !e.no_room) continue;
     const TaskRequest& t = e.job->gang.task;
     if (t.mig())
       wants[{t.mig_profile, t.gpu_models.empty() ? "" : t.gpu_models.front(), gang_of(e).task.pool_kinds}] += e.job->gang.tasks;
-    else if (t.whole_gpus() && (!owed_mig || owed_start(e)) && e.pc->value >= mig_claim_class_)
+    else if (t.whole_gpus() && (!owed_mig || ledger_->owed(facts(e))) && e.pc->value >= mig_claim_class_)
       in.whole_gpu_demand += t.gpu_count * e.job->gang.tasks;
   }
   if (wants.empty() && in.whole_gpu_demand == 0) return;

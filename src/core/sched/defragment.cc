@@ -49,15 +49,16 @@ Gang Cycle::mover_gang(const Entry& v) const {
 // fit applied, on its GPU model and one node, off a reservation's nodes, on free GPUs or GPUs of
 // borrowers, which are then reclaimed too. Everything else is put back, and so is the working copy.
 std::optional<Cycle::MovePlan> Cycle::find_moves(Entry& e, const Gang& gang, bool off_reservation) {
-  std::vector<std::string> classes;
-  if (!below_guarantee_after(e, classes) || moves_ >= cfg_.max_moves_per_cycle) return std::nullopt;
+  const GuaranteeJob claimant = facts(e);
+  const std::vector<std::string> classes = ledger_->owed_classes(claimant);
+  if (classes.empty() || moves_ >= cfg_.max_moves_per_cycle) return std::nullopt;
   const TaskRequest& t = gang.task;
   const bool one_node = gang.topology.mode == TopologyMode::kRequired && gang.topology.level == "node";
   // Moving frees GPUs in one place by taking as many elsewhere: it helps only tasks of several whole
   // GPUs, or a gang that must share one node.
   if (!t.whole_gpus() || t.gpu_count <= 0 || (t.gpu_count == 1 && !(one_node && gang.tasks > 1))) return std::nullopt;
   MovePlan plan;
-  FairShare after = *fs_;
+  FairShare after = fs();
   std::vector<size_t> released;  // entries whose holding is released here, in order
   std::vector<bool> is_borrower(entries_.size(), false);
   std::vector<bool> out(entries_.size(), false);
@@ -80,13 +81,14 @@ std::optional<Cycle::MovePlan> Cycle::find_moves(Entry& e, const Gang& gang, boo
     if (!v.running || v.victim || v.claimed || v.holding.empty()) continue;
     if (v.job->state == JobState::kCheckpointing) {
       release(i);
-    } else if (v.job->state == JobState::kRunning && v.job->queue != e.job->queue && reclaimable(v, e, classes)) {
-      borrowers.emplace_back(inside_own_guarantee(v, classes), lost_work_cost(v), v.job->id, i);
+    } else if (v.job->state == JobState::kRunning && v.job->queue != e.job->queue &&
+               ledger_->reclaimable(facts(v), claimant, classes)) {
+      borrowers.emplace_back(ledger_->inside_own_guarantee(v.job->queue, classes), lost_work_cost(v), v.job->id, i);
     }
   }
   std::sort(borrowers.begin(), borrowers.end());
   for (const auto& [inside, cost, id, i] : borrowers) {
-    if (!still_borrows(after, entries_[i], classes)) continue;
+    if (!ledger_->still_borrows(after, entries_[i].job->queue, classes)) continue;
     release(i);
     is_borrower[i] = true;
     after.add(entries_[i].job->queue, amounts(entries_[i]), -1);
@@ -185,14 +187,14 @@ std::optional<Cycle::MovePlan> Cycle::find_moves(Entry& e, const Gang& gang, boo
   }
   // Borrowers whose GPUs the fit or a mover uses are reclaimed (while their queue still borrows,
   // cheapest first); the others are put back.
-  FairShare confirm = *fs_;
+  FairShare confirm = fs();
   for (const auto& [inside, cost, id, i] : borrowers) {
     if (!ok || !is_borrower[i]) continue;
     if (!overlaps(i, used) && scratch.apply(entries_[i].holding)) {
       out[i] = false;
       continue;
     }
-    ok = still_borrows(confirm, entries_[i], classes);
+    ok = ledger_->still_borrows(confirm, entries_[i].job->queue, classes);
     confirm.add(entries_[i].job->queue, amounts(entries_[i]), -1);
     plan.reclaimed.push_back(i);
   }
@@ -200,7 +202,7 @@ std::optional<Cycle::MovePlan> Cycle::find_moves(Entry& e, const Gang& gang, boo
     if (ok && out[i] && entries_[i].job->state == JobState::kCheckpointing && overlaps(i, used)) plan.leaving.push_back(i);
   if (ok) {
     const ClassAmounts got = placement_amounts(work_, fit);
-    ok = confirm.within_limits(e.job->queue, got).ok() && takes_owed(confirm, e, got).empty();
+    ok = confirm.within_limits(e.job->queue, got).ok() && ledger_->takes_owed(confirm, e.job->queue, got).empty();
   }
   unwind();
   if (!ok) return std::nullopt;

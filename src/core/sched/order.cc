@@ -34,7 +34,7 @@ OrderJob Cycle::order_job(size_t i) const {
 OrderInput Cycle::order_input(size_t users) const {
   OrderInput in;
   in.tree = &tree_;
-  in.fair_share = &*fs_;
+  in.fair_share = &fs();
   in.user_usage.assign(users, 0);
   for (const Entry& e : entries_) in.user_usage[e.user] = get_or(user_milli_, e.job->user);
   in.queue_usage.assign(tree_.size(), {});
@@ -100,11 +100,12 @@ void Cycle::order_and_place() {
     if (holder_due && *tier < holder_tier) place_holder();  // no other job in its tier
     // A borrower's reservation does not hold against queues owed their guarantee: it goes first
     // among the jobs that wait for the owed (a guarantee comes before a borrower's reservation).
-    const bool holder_defers = holder_due && *tier == holder_tier && rules.defers_to_owed && defers_to_owed(entries_[*holder]);
+    const bool holder_defers = holder_due && *tier == holder_tier && rules.defers_to_owed &&
+                               ledger_->defers_to_owed(facts(entries_[*holder]));
     if (holder_defers) holder_due = false;
     while (const std::optional<size_t> k = cursor->next()) {
       const size_t i = entry_of[*k];
-      if (rules.defers_to_owed && defers_to_owed(entries_[i])) deferred.push_back(i);
+      if (rules.defers_to_owed && ledger_->defers_to_owed(facts(entries_[i]))) deferred.push_back(i);
       else place_in_tier(i, *tier);
     }
     if (holder_defers) place(*holder);

@@ -18,7 +18,7 @@ namespace tessera::sched {
 
 void Cycle::try_job(Entry& e) {
   const ClassAmounts need = amounts(e);
-  if (Status lim = fs_->within_limits(e.job->queue, need); !lim.ok()) {
+  if (Status lim = fs().within_limits(e.job->queue, need); !lim.ok()) {
     e.wait = WaitCategory::kQuota;
     e.reason = lim.message();
     return;
@@ -46,13 +46,13 @@ void Cycle::try_job(Entry& e) {
   if (r.outcome == Outcome::kPlaced) {
     // The classes of the GPUs actually chosen must be within the queue's limits too. If not, and the
     // job allows other models, try once more on those whose class still has room.
-    if (Status lim = fs_->within_limits(e.job->queue, placement_amounts(work_, r.tasks)); !lim.ok()) {
+    if (Status lim = fs().within_limits(e.job->queue, placement_amounts(work_, r.tasks)); !lim.ok()) {
       std::vector<std::string> room;
       if (gang.task.gpu_models.size() != 1)
         for (const std::string& m : gang.task.gpu_models.empty() ? work_.catalog().names() : gang.task.gpu_models) {
           ClassAmounts one;
           one[cfg_.model_class(m)] = e.milli;
-          if (fs_->within_limits(e.job->queue, one).ok()) room.push_back(m);
+          if (fs().within_limits(e.job->queue, one).ok()) room.push_back(m);
         }
       e.wait = WaitCategory::kQuota;
       if (room.empty()) {
@@ -66,7 +66,7 @@ void Cycle::try_job(Entry& e) {
         return;
       }
     }
-    if (std::string owed = takes_owed(*fs_, e, placement_amounts(work_, r.tasks)); !owed.empty()) {
+    if (std::string owed = ledger_->takes_owed(fs(), e.job->queue, placement_amounts(work_, r.tasks)); !owed.empty()) {
       e.wait = WaitCategory::kQuota;
       e.reason = owed;
       return;
@@ -82,7 +82,7 @@ void Cycle::try_job(Entry& e) {
   if (now.only_on_reserved) {
     // A queue owed its guarantee takes it back from borrowers elsewhere rather than wait for the
     // reservation (victims are sought off the reserved nodes, as the engine keeps off them).
-    if (owed_start(e)) {
+    if (ledger_->owed(facts(e))) {
       const ReservedBlocked blocked(*this, true);
       if (try_preempt(e, gang, true).preempting()) return;
     }
@@ -127,12 +127,7 @@ void Cycle::commit_start(Entry& e, std::vector<TaskPlacement> tasks) {
   e.end = now_ + occupied_runtime(*e.job);
   e.start_index = int(out_.start.size());
   const ClassAmounts got = placement_amounts(work_, tasks);
-  const Queue& leaf = tree_.queue(e.job->queue);
-  ClassAmounts before;
-  for (auto& [c, v] : got)
-    if (owed_sum_.count(c)) before[c] = leaf_owed(*fs_, leaf, c);
-  fs_->add(e.job->queue, got, +1);
-  for (auto& [c, b] : before) owed_sum_[c] += leaf_owed(*fs_, leaf, c) - b;
+  ledger_->add(e.job->queue, got, +1);
   user_milli_[e.job->user] += get_or(got, kAnyClass);
   out_.start.push_back({e.job->id, std::move(tasks)});
 }
@@ -144,7 +139,7 @@ void Cycle::start_moved() {
   for (size_t i = 0; i < entries_.size(); ++i) {
     Entry& e = entries_[i];
     if (e.running || e.job->move_to.empty()) continue;
-    if (!fs_->within_limits(e.job->queue, amounts(e)).ok()) continue;
+    if (!fs().within_limits(e.job->queue, amounts(e)).ok()) continue;
     std::vector<TaskPlacement> tasks = settled(e.job->move_to);
     if (int(tasks.size()) != e.job->gang.tasks) continue;
     bool usable = true;
@@ -236,7 +231,7 @@ PlaceNow Cycle::place_now(Entry& e, const Gang& gang) {
   if (r.outcome != Outcome::kPlaced || !res_.active || ends_before_reservation(e)) return {std::move(r)};
   // A queue's guarantee comes before a borrower's reservation: the owner's job may start on the
   // reserved nodes (the holder would only be lent those GPUs; the owner would take them back).
-  if (!res_.owed && owed_start(e)) return {std::move(r)};
+  if (!res_.owed && ledger_->owed(facts(e))) return {std::move(r)};
   bool touches = false;
   for (const TaskPlacement& p : r.tasks) touches = touches || res_.nodes.count(p.node.value);
   if (!touches) return {std::move(r)};

@@ -63,10 +63,11 @@ VictimSearch Cycle::try_preempt(Entry& e, const Gang& gang, bool off_reservation
 
 bool Cycle::reclaim_gpu_for_mig(Entry& e, const Gang& gang, bool by_priority_too) {
   if (!cfg_.dynamic_mig || preemptions_ >= cfg_.max_preemptions_per_cycle) return false;
-  std::vector<std::string> classes;
   // Its queue's guarantee (reclaim from borrowers), or its class (priority: urgent work is served at
   // once, MIG or not, from a lower class's whole GPU, by the rules of priority preemption).
-  const bool may_reclaim = cfg_.reclaim && below_guarantee_after(e, classes);
+  const GuaranteeJob claimant = facts(e);
+  const std::vector<std::string> classes = ledger_->owed_classes(claimant);
+  const bool may_reclaim = !classes.empty();
   const bool may_priority = by_priority_too && cfg_.preemption && e.pc->can_preempt;
   if (!may_reclaim && !may_priority) return false;
   const TaskRequest& t = gang.task;
@@ -114,7 +115,7 @@ bool Cycle::reclaim_gpu_for_mig(Entry& e, const Gang& gang, bool by_priority_too
   for (const Entry& v : entries_) {
     const Job& vj = *v.job;
     if (!v.running || v.victim || v.claimed || vj.state != JobState::kRunning) continue;
-    const bool by_reclaim = may_reclaim && vj.queue != e.job->queue && reclaimable(v, e, classes);
+    const bool by_reclaim = may_reclaim && vj.queue != e.job->queue && ledger_->reclaimable(facts(v), claimant, classes);
     const bool by_priority = may_priority && priority_victim(v, e);
     if (!by_reclaim && !by_priority) continue;
     bool whole_capable = false;
@@ -122,7 +123,7 @@ bool Cycle::reclaim_gpu_for_mig(Entry& e, const Gang& gang, bool by_priority_too
       if (capable(work_.node(p.node)))
         for (const GpuGrant& g : p.gpus) whole_capable = whole_capable || g.kind == GrantKind::kWhole;
     if (!whole_capable) continue;
-    const bool inside = !by_priority && inside_own_guarantee(v, classes);
+    const bool inside = !by_priority && ledger_->inside_own_guarantee(vj.queue, classes);
     const int64_t cost = lost_work_cost(v);
     const int cls = v.pc->value;
     if (!best || std::tie(inside, cls, cost, vj.id) < std::tie(best_inside, best_class, best_cost, best->job->id))
@@ -154,23 +155,14 @@ bool Cycle::priority_victim(const Entry& v, const Entry& e) const {
   const bool protected_now = (vj.started >= 0 && now_ - vj.started < v.pc->min_runtime) ||
                              (vj.last_preempted >= 0 && now_ - vj.last_preempted < cfg_.preemption_protection);
   return !protected_now && v.pc->preemptible && v.prio < e.prio &&
-         (vj.queue == e.job->queue || borrows(v) || cfg_.order == JobOrder::kLeastAttained);
-}
-
-bool Cycle::keeps_guarantee(const FairShare& fs, const Entry& v) const {
-  for (const auto& [c, m] : v.held) {
-    if (m <= 0) continue;
-    for (QueueId p : tree_.path_to_root(v.job->queue))
-      if (fs.allocated(p, c) - m < get_or(tree_.queue(p).guaranteed, c)) return false;
-  }
-  return true;
+         (vj.queue == e.job->queue || ledger_->borrows(facts(v)) || cfg_.order == JobOrder::kLeastAttained);
 }
 
 std::optional<std::vector<TaskPlacement>> Cycle::fits_under(const FairShare& fs, const Entry& e, const Gang& gang) {
   PlacementResult r = trial_.place(work_, gang);
   if (r.outcome != Outcome::kPlaced) return std::nullopt;
   const ClassAmounts got = placement_amounts(work_, r.tasks);
-  if (!fs.within_limits(e.job->queue, got).ok() || !takes_owed(fs, e, got).empty()) return std::nullopt;
+  if (!fs.within_limits(e.job->queue, got).ok() || !ledger_->takes_owed(fs, e.job->queue, got).empty()) return std::nullopt;
   return std::move(r.tasks);
 }
 
@@ -250,8 +242,9 @@ std::vector<TaskPlacement> Cycle::hold_free_part(const Entry& e, const std::vect
 
 VictimSearch Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget, bool claims_active) {
   VictimSearch s;
-  std::vector<std::string> reclaim_classes;
-  const bool may_reclaim = cfg_.reclaim && below_guarantee_after(e, reclaim_classes);
+  const GuaranteeJob claimant = facts(e);
+  const std::vector<std::string> reclaim_classes = ledger_->owed_classes(claimant);
+  const bool may_reclaim = !reclaim_classes.empty();
 
   struct Cand {
     size_t idx;
@@ -287,17 +280,18 @@ VictimSearch Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget, b
     // when the queue has no guarantee left to reclaim from borrowers instead.
     const bool by_las = cfg_.in_queue_las && !may_reclaim && same_queue && v.prio == e.prio && v.las > e.las;
     const bool by_priority = cfg_.preemption && !protected_now && e.pc->can_preempt && v.pc->preemptible &&
-                             ((v.prio < e.prio && (same_queue || borrows(v) || cfg_.order == JobOrder::kLeastAttained)) ||
+                             ((v.prio < e.prio &&
+                               (same_queue || ledger_->borrows(facts(v)) || cfg_.order == JobOrder::kLeastAttained)) ||
                               by_las);
-    const bool by_reclaim = may_reclaim && !same_queue && reclaimable(v, e, reclaim_classes);
+    const bool by_reclaim = may_reclaim && !same_queue && ledger_->reclaimable(facts(v), claimant, reclaim_classes);
     if (!by_priority && !by_reclaim) continue;
-    cands.push_back(
-        {i, lost_work_cost(v), by_priority, false, !by_priority && inside_own_guarantee(v, reclaim_classes), by_reclaim});
+    const bool inside_own = !by_priority && ledger_->inside_own_guarantee(vj.queue, reclaim_classes);
+    cands.push_back({i, lost_work_cost(v), by_priority, false, inside_own, by_reclaim});
   }
   // With this cycle's victims gone and their preemptors placed, the job may fit already: it waits
   // for those exits like its own victims (no new decision).
   if (claims_active && ((cfg_.preemption && e.pc->can_preempt) || may_reclaim)) {
-    if (auto fit = fits_under(*fs_, e, gang)) {
+    if (auto fit = fits_under(fs(), e, gang)) {
       s.outcome = VictimSearch::Outcome::kOnlyLeaving;
       s.fit = std::move(*fit);
       return s;
@@ -392,7 +386,7 @@ VictimSearch Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget, b
   // Allocations as if the victims chosen so far were gone. Fits are checked against its limits and
   // owed guarantees (try_job checks the GPUs chosen too: a preemption for a placement they then
   // refuse would free room for nobody, again and again).
-  FairShare after = *fs_;
+  FairShare after = fs();
   // Rule (b) holds across the cycle: the victims chosen before (by earlier searches this cycle, or
   // still checkpointing from an earlier cycle) are gone already, so a victim queue that stops
   // borrowing once they leave gives up nothing more.
@@ -412,8 +406,9 @@ VictimSearch Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget, b
     // still borrows; another queue's job by priority only if its queue keeps its guarantee, at every
     // level of the tree, once this victim is gone too.
     if (!c.leaving && v.job->queue != e.job->queue) {
-      const bool reclaim_ok = c.by_reclaim && still_borrows(after, v, reclaim_classes);
-      const bool priority_ok = c.by_priority && (cfg_.order == JobOrder::kLeastAttained || keeps_guarantee(after, v));
+      const bool reclaim_ok = c.by_reclaim && ledger_->still_borrows(after, v.job->queue, reclaim_classes);
+      const bool priority_ok =
+          c.by_priority && (cfg_.order == JobOrder::kLeastAttained || ledger_->keeps_guarantee(after, facts(v)));
       if (!reclaim_ok && !priority_ok) continue;
     }
     if (!c.leaving) after.add(v.job->queue, amounts(v), -1);

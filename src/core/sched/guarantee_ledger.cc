@@ -1,0 +1,184 @@
+// GuaranteeLedger: the cycle's guarantee questions (guarantee_ledger.h).
+#include "core/sched/guarantee_ledger.h"
+
+#include <algorithm>
+#include <cassert>
+#include <set>
+#include <utility>
+
+namespace tessera::sched {
+
+namespace {
+
+int64_t amount(const ClassAmounts& m, const std::string& c) {
+  auto it = m.find(c);
+  return it == m.end() ? 0 : it->second;
+}
+
+bool contains(std::span<const std::string> sorted, const std::string& c) {
+  return std::binary_search(sorted.begin(), sorted.end(), c);
+}
+
+}  // namespace
+
+GuaranteeLedger::GuaranteeLedger(const QueueTree& tree, ClassAmounts capacity, FairShare fs, bool reclaim)
+    : tree_(tree), fs_(std::move(fs)), capacity_(std::move(capacity)), reclaim_(reclaim), usable_(tree.size()) {}
+
+bool GuaranteeLedger::short_of_guarantee(QueueId leaf) const {
+  for (const auto& [c, g] : tree_.queue(leaf).guaranteed)
+    if (fs_.allocated(leaf, c) < std::min(g, fs_.demand(leaf, c))) return true;
+  return false;
+}
+
+void GuaranteeLedger::add_usable(const GuaranteeJob& j) {
+  assert(owed_sum_.empty() && "usable demand is recorded before any question");
+  ClassAmounts& u = usable_[j.queue.value];
+  for (const auto& [c, v] : j.amounts()) u[c] += v;
+  // A request that may be placed in several classes could use each guaranteed one it allows.
+  for (const std::string& c : path_guaranteed(j.queue))
+    if (!j.amounts().count(c) && contains(j.classes, c)) u[c] += j.milli;
+}
+
+void GuaranteeLedger::add(QueueId leaf, const ClassAmounts& delta, int sign) {
+  // Only the leaf's own owed amount changes (inner queues are owed nothing).
+  const Queue& q = tree_.queue(leaf);
+  ClassAmounts before;
+  for (const auto& [c, v] : delta)
+    if (owed_sum_.count(c)) before[c] = leaf_owed(fs_, q, c);
+  fs_.add(leaf, delta, sign);
+  for (const auto& [c, b] : before) owed_sum_[c] += leaf_owed(fs_, q, c) - b;
+}
+
+std::vector<std::string> GuaranteeLedger::owed_classes(const GuaranteeJob& j) const {
+  std::vector<std::string> classes;
+  if (!reclaim_) return classes;
+  const Queue& q = tree_.queue(j.queue);
+  for (const auto& [c, g] : q.guaranteed) {
+    if (g <= 0) continue;
+    const bool usable = j.amounts().count(c) || (c != kAnyClass && contains(j.classes, c));
+    if (usable && fs_.allocated(q.id, c) + j.milli <= g) classes.push_back(c);
+  }
+  return classes;
+}
+
+bool GuaranteeLedger::would_borrow(const FairShare& fs, QueueId leaf, const std::string& c, int64_t x) const {
+  for (QueueId p : tree_.path_to_root(leaf))
+    if (fs.allocated(p, c) + x > amount(tree_.queue(p).guaranteed, c)) return true;
+  return false;
+}
+
+bool GuaranteeLedger::borrows_after(const GuaranteeJob& j) const {
+  for (const auto& [c, x] : j.amounts())
+    if (x > 0 && would_borrow(fs_, j.queue, c, x)) return true;
+  return false;
+}
+
+int64_t GuaranteeLedger::leaf_owed(const FairShare& fs, QueueId leaf, const std::string& c) const {
+  return leaf_owed(fs, tree_.queue(leaf), c);
+}
+
+int64_t GuaranteeLedger::leaf_owed(const FairShare& fs, const Queue& q, const std::string& c) const {
+  const int64_t g = amount(q.guaranteed, c);
+  if (!q.leaf() || g <= 0) return 0;
+  const int64_t gap = std::min(g, fs.demand(q.id, c)) - fs.allocated(q.id, c);
+  return std::max<int64_t>(0, std::min(gap, amount(usable_[q.id.value], c)));
+}
+
+int64_t GuaranteeLedger::owed_to_others(const FairShare& fs, QueueId leaf, const std::string& c) const {
+  // The only leaf on the path is `leaf` itself. Kept per class for the own fair share, summed afresh
+  // for a trial copy.
+  const Queue& own = tree_.queue(leaf);
+  if (&fs == &fs_) {
+    auto it = owed_sum_.find(c);
+    if (it == owed_sum_.end()) {
+      int64_t sum = 0;
+      for (const Queue& q : tree_.queues()) sum += leaf_owed(fs, q, c);
+      it = owed_sum_.emplace(c, sum).first;
+    }
+    return it->second - leaf_owed(fs, own, c);
+  }
+  int64_t owed = 0;
+  for (const Queue& q : tree_.queues())
+    if (q.id != own.id) owed += leaf_owed(fs, q, c);
+  return owed;
+}
+
+bool GuaranteeLedger::defers_to_owed(const GuaranteeJob& j) const {
+  if (!reclaim_ || j.milli <= 0 || !borrows_after(j)) return false;
+  for (const auto& [c, x] : j.amounts())
+    if (x > 0 && owed_to_others(fs_, j.queue, c) > 0) return true;
+  return false;
+}
+
+std::string GuaranteeLedger::takes_owed(const FairShare& fs, QueueId leaf, const ClassAmounts& got) const {
+  if (!reclaim_) return "";  // nobody reclaims: nothing is owed
+  for (const auto& [c, x] : got) {
+    if (x <= 0 || !would_borrow(fs, leaf, c, x)) continue;
+    const int64_t owed = owed_to_others(fs, leaf, c);
+    if (owed <= 0) continue;
+    int64_t used = 0;
+    for (QueueId t : tree_.top_level()) used += fs.allocated(t, c);
+    if (amount(capacity_, c) - used - owed < x) {
+      std::string owner;
+      for (const Queue& q : tree_.queues())
+        if (q.id != leaf && leaf_owed(fs, q, c) > 0) {
+          owner = q.name;
+          break;
+        }
+      return "guarantee: would borrow " + gpus_text(x) + " of class " + c + " that queue " + owner +
+             " is owed (below its guarantee, with jobs waiting)";
+    }
+  }
+  return "";
+}
+
+bool GuaranteeLedger::reclaimable(const GuaranteeJob& v, const GuaranteeJob& claimant,
+                                  std::span<const std::string> classes) const {
+  if (!(v.preemptible || v.class_value <= claimant.class_value)) return false;
+  for (const std::string& c : classes)
+    if (v.amounts().count(c) && fs_.borrowing(v.queue, c)) return true;
+  return false;
+}
+
+bool GuaranteeLedger::inside_own_guarantee(QueueId leaf, std::span<const std::string> classes) const {
+  const Queue& q = tree_.queue(leaf);
+  for (const std::string& c : classes)
+    if (fs_.allocated(leaf, c) > amount(q.guaranteed, c)) return false;
+  return true;
+}
+
+bool GuaranteeLedger::borrows(const GuaranteeJob& v) const {
+  for (const auto& [c, m] : v.amounts())
+    if (m > 0 && !fs_.borrowing(v.queue, c)) return false;
+  return true;
+}
+
+bool GuaranteeLedger::still_borrows(const FairShare& fs, QueueId q, std::span<const std::string> classes) const {
+  for (const std::string& c : classes)
+    if (fs.borrowing(q, c)) return true;
+  return false;
+}
+
+bool GuaranteeLedger::keeps_guarantee(const FairShare& fs, const GuaranteeJob& v) const {
+  for (const auto& [c, m] : v.amounts()) {
+    if (m <= 0) continue;
+    for (QueueId p : tree_.path_to_root(v.queue))
+      if (fs.allocated(p, c) - m < amount(tree_.queue(p).guaranteed, c)) return false;
+  }
+  return true;
+}
+
+const std::vector<std::string>& GuaranteeLedger::path_guaranteed(QueueId q) const {
+  if (path_guaranteed_.empty()) path_guaranteed_.resize(tree_.size());
+  auto& slot = path_guaranteed_[q.value];
+  if (!slot) {
+    std::set<std::string> classes;
+    for (QueueId p : tree_.path_to_root(q))
+      for (const auto& [c, g] : tree_.queue(p).guaranteed)
+        if (g > 0 && c != kAnyClass) classes.insert(c);
+    slot.emplace(classes.begin(), classes.end());
+  }
+  return *slot;
+}
+
+}  // namespace tessera::sched

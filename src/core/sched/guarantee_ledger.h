@@ -1,0 +1,151 @@
+// GuaranteeLedger: every guarantee question one scheduling cycle asks, over the queue tree, the
+// cycle's fair share, the healthy capacity per class and the pending demand that could use the free
+// GPUs: what a start is owed, whether it would borrow, whether it would take what other queues are
+// owed, which running jobs reclaim may take, and whether a queue keeps its guarantee once a job is
+// gone. Independent of the cycle: it reads only what it was given, and jobs come in as GuaranteeJob
+// facts, not as the cycle's entries; the same books give the same answers.
+//
+// Terms (quantities are milli-GPU per class, ClassAmounts; "any" counts every GPU):
+//  - a queue borrows in class c when it, or an ancestor, is allocated more than its guarantee in c;
+//  - a leaf is owed, in c, what it lacks of min(guarantee, demand), but no more than its usable
+//    pending demand (its waiting jobs that fit the free GPUs as the cycle began, add_usable): free
+//    GPUs held for a gang that cannot fit in them would stay idle;
+//  - a start is owed its room (owed_classes) when its leaf stays within its guarantee after it, in a
+//    guaranteed class the job could be placed in. Without reclaim (the constructor's `reclaim`)
+//    nothing is ever owed.
+//
+// Trials: the questions that take a FairShare (`fs`) are asked against the ledger's own
+// (fair_share()) or a trial copy of it (allocations as if some victims were gone). Answers under the
+// own one use the owed-sum cache; under a copy they are summed afresh, so a copy may be changed at will.
+//
+// Ownership: the ledger refers to the QueueTree (which must outlive it) and owns the fair share, the
+// capacity, the usable pending demand and its caches. Thread-safety: none; even const questions fill
+// caches (one cycle, one thread). Invariants: the owed-sum cache holds, per class asked so far, the
+// sum of leaf_owed over every leaf under fair_share(); add() is the only way the own fair share
+// changes, and it keeps the cache current; add_usable() comes before any question. Not copied (a
+// trial copies the fair share, not the ledger). What a GuaranteeJob refers to must outlive it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/ids.h"
+#include "core/sched/queues.h"
+
+namespace tessera::sched {
+
+inline constexpr const char* kAnyClass = "any";
+
+// A milli-GPU amount as reasons write it: "1 GPU", "8 GPUs", "2.5 GPUs".
+inline std::string gpus_text(int64_t milli) {
+  std::string s = std::to_string(milli / 1000);
+  if (milli % 1000) {
+    std::string frac = std::to_string(1000 + milli % 1000).substr(1);
+    while (frac.back() == '0') frac.pop_back();
+    s += "." + frac;
+  }
+  return s + (milli == 1000 ? " GPU" : " GPUs");
+}
+
+// What the ledger reads of one job. `held` and `classes` refer to the caller's data (not copied).
+struct GuaranteeJob {
+  QueueId queue;                        // its leaf queue
+  int64_t milli = 0;                    // GPU amount: held (running) or requested (pending)
+  const ClassAmounts* held = nullptr;   // running: per class, "any" included, what it holds
+  ClassAmounts asked;                   // pending (no `held`): per class, "any" included, what it asks
+  std::span<const std::string> classes;  // pending: the accounted classes it could be placed in, sorted
+  int class_value = 0;                  // its priority class's value
+  bool preemptible = false;             // its priority class may be preempted
+  // Per class what it holds (running) or asks (pending).
+  const ClassAmounts& amounts() const { return held ? *held : asked; }
+};
+
+class GuaranteeLedger {
+ public:
+  // `capacity`: healthy milli-GPU per accounted class (and "any"); `fs`: the cycle's fair share,
+  // computed over `tree`; `reclaim`: owners take their guarantee back from borrowers (else nothing
+  // is owed).
+  GuaranteeLedger(const QueueTree& tree, ClassAmounts capacity, FairShare fs, bool reclaim);
+  GuaranteeLedger(GuaranteeLedger&&) = default;
+  GuaranteeLedger(const GuaranteeLedger&) = delete;
+  GuaranteeLedger& operator=(const GuaranteeLedger&) = delete;
+
+  const QueueTree& tree() const { return tree_; }
+  const FairShare& fair_share() const { return fs_; }
+  const ClassAmounts& capacity() const { return capacity_; }
+  bool reclaim() const { return reclaim_; }
+
+  // ---- Books ----
+  // Leaf is allocated less than min(guarantee, demand) in some class: only such a leaf can be owed.
+  bool short_of_guarantee(QueueId leaf) const;
+  // A pending job of j.queue could start on the free GPUs now: its amounts, and j.milli in each class
+  // guaranteed on its path that it could be placed in beyond them, count as its leaf's usable demand.
+  // Called before any question (the owed-sum cache is not updated).
+  void add_usable(const GuaranteeJob& j);
+  // Records a start (+1) or a release (-1) of `delta` on leaf in the own fair share; keeps the
+  // owed-sum cache current.
+  void add(QueueId leaf, const ClassAmounts& delta, int sign);
+
+  // ---- Questions about a start ----
+  // The guaranteed classes of j's leaf that j could be placed in (held or asked, or any of
+  // j.classes) and within which the leaf stays after adding j.milli, in class order; empty when
+  // nothing is owed (always, without reclaim). A request allowing models of several classes is owed
+  // by each of their guarantees.
+  std::vector<std::string> owed_classes(const GuaranteeJob& j) const;
+  // Starting j is owed its room: owed_classes(j) is not empty.
+  bool owed(const GuaranteeJob& j) const { return !owed_classes(j).empty(); }
+  // Adding x of class c to leaf would take it or an ancestor past its guarantee in c under fs.
+  bool would_borrow(const FairShare& fs, QueueId leaf, const std::string& c, int64_t x) const;
+  // Starting j would make its queue (or an ancestor) borrow in a class of its amounts.
+  bool borrows_after(const GuaranteeJob& j) const;
+  // What leaves other than `leaf` are owed in class c under fs.
+  int64_t owed_to_others(const FairShare& fs, QueueId leaf, const std::string& c) const;
+  // What leaf is owed in class c under fs (0 for an inner queue or one without a guarantee in c).
+  int64_t leaf_owed(const FairShare& fs, QueueId leaf, const std::string& c) const;
+  // j's start would be borrowed while other leaves are owed room in one of its classes (reclaim
+  // on, j asks for GPUs): inside its tier it is tried after the jobs that start within their
+  // guarantee, so those are placed (and what their victims free is held for them) before a borrower
+  // takes room they need. Without it, a queue one GPU short of its guarantee restarted an 8-GPU job
+  // on the node an owner's gang waited for, the owner reclaimed it back, and the two alternated
+  // every cycle.
+  bool defers_to_owed(const GuaranteeJob& j) const;
+  // A start on leaf whose GPUs come to `got` may, in each class where it would borrow under fs, use
+  // only the free GPUs of that class that no other leaf is owed (a queue below its guarantee with
+  // jobs waiting would reclaim them at once: a reclaim loop). Empty when allowed (always, without
+  // reclaim), else the reason, naming the first leaf owed there.
+  std::string takes_owed(const FairShare& fs, QueueId leaf, const ClassAmounts& got) const;
+
+  // ---- Questions about a running job ----
+  // Reclaim for `claimant` may take running v: v's class is preemptible or not above the claimant's,
+  // and v's queue borrows in one of `classes` (the claimant's owed classes) that v holds. The caller
+  // excludes the claimant's own queue.
+  bool reclaimable(const GuaranteeJob& v, const GuaranteeJob& claimant, std::span<const std::string> classes) const;
+  // Leaf is allocated within its guarantee in each of `classes` (only an ancestor borrows).
+  bool inside_own_guarantee(QueueId leaf, std::span<const std::string> classes) const;
+  // v's queue borrows in every class v holds.
+  bool borrows(const GuaranteeJob& v) const;
+  // Queue q (or an ancestor) borrows under fs in one of `classes`.
+  bool still_borrows(const FairShare& fs, QueueId q, std::span<const std::string> classes) const;
+  // Under fs, v's queue and each of its ancestors stay at or above their guarantee in every class v
+  // holds once v is gone.
+  bool keeps_guarantee(const FairShare& fs, const GuaranteeJob& v) const;
+
+ private:
+  int64_t leaf_owed(const FairShare& fs, const Queue& q, const std::string& c) const;
+  // Classes other than "any" guaranteed (> 0) on q's path to the root, sorted (cached per queue).
+  const std::vector<std::string>& path_guaranteed(QueueId q) const;
+
+  const QueueTree& tree_;
+  FairShare fs_;
+  ClassAmounts capacity_;
+  bool reclaim_;
+  std::vector<ClassAmounts> usable_;  // per queue (leaves only): pending demand that fits the free GPUs
+  mutable std::map<std::string, int64_t> owed_sum_;  // per class asked: sum of leaf_owed under fs_
+  mutable std::vector<std::optional<std::vector<std::string>>> path_guaranteed_;
+};
+
+}  // namespace tessera::sched
