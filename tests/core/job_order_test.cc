@@ -150,7 +150,7 @@ TEST(JobOrderDrf, LowestDominantShareThenOldestAndStartsCount) {
   EXPECT_EQ(run(JobOrder::kDrf, in).ids, (Ids{4, 5, 2, 1, 3}));
 }
 
-// Fair share: two equal queues; the cycle adds each start to the FairShare (as Cycle::commit_start
+// Fair share: two equal queues; the cycle adds each start to the FairShare (as commit_start in place.cc
 // does) and the cursor picks the least-served queue again.
 class JobOrderFairShare : public ::testing::Test {
  protected:

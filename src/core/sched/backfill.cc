@@ -16,18 +16,18 @@
 
 namespace tessera::sched {
 
-std::string Cycle::reservation_text() const {
-  const Job& j = *entries_[res_.entry].job;
-  return "job " + j.name + "'s reservation at t=" + std::to_string(res_.start) + " (in " +
-         duration_text(res_.start - now_) + ")";
+std::string reservation_text(const CycleState& cs) {
+  const Job& j = *cs.entries[cs.res.entry].job;
+  return "job " + j.name + "'s reservation at t=" + std::to_string(cs.res.start) + " (in " +
+         duration_text(cs.res.start - cs.now) + ")";
 }
 
-void Cycle::no_room(Entry& e, const Gang& gang) {
+void no_room(CycleState& cs, Entry& e, const Gang& gang) {
   e.no_room = true;
-  if (!cfg_.backfill || res_.active) return;
-  if (std::optional<Reservation> r = find_reservation(e, gang)) {
-    res_ = std::move(*r);
-    e.reason += "; reserved to start at t=" + std::to_string(res_.start) + " (in " + duration_text(res_.start - now_) + ")";
+  if (!cs.cfg.backfill || cs.res.active) return;
+  if (std::optional<Reservation> r = find_reservation(cs, e, gang)) {
+    cs.res = std::move(*r);
+    e.reason += "; reserved to start at t=" + std::to_string(cs.res.start) + " (in " + duration_text(cs.res.start - cs.now) + ")";
   }
 }
 
@@ -35,7 +35,7 @@ void Cycle::no_room(Entry& e, const Gang& gang) {
 // release them in end order on the working copy (under a ScratchEdits guard) until the engine places
 // e; the working copy is as before when this returns. Releases are searched by galloping then
 // bisection (placement only gets easier as more is freed).
-std::optional<Cycle::Reservation> Cycle::find_reservation(Entry& e, const Gang& gang) {
+std::optional<Reservation> find_reservation(CycleState& cs, Entry& e, const Gang& gang) {
   struct Ending {
     Time end;
     JobId id;
@@ -45,17 +45,17 @@ std::optional<Cycle::Reservation> Cycle::find_reservation(Entry& e, const Gang& 
   std::vector<Ending> ends;
   // This cycle's starts as they will stand (MIG instances created): undoing a release re-applies them.
   std::deque<std::vector<TaskPlacement>> started;
-  for (const Entry& x : entries_) {
-    if (x.running && !x.holding.empty()) ends.push_back({x.victim ? now_ : x.end, x.job->id, &x.holding, x.milli});
+  for (const Entry& x : cs.entries) {
+    if (x.running && !x.holding.empty()) ends.push_back({x.victim ? cs.now : x.end, x.job->id, &x.holding, x.milli});
     if (x.started)
-      ends.push_back({x.end, x.job->id, &started.emplace_back(settled(out_.start[size_t(x.start_index)].placement)), x.milli});
+      ends.push_back({x.end, x.job->id, &started.emplace_back(settled(cs.out.start[size_t(x.start_index)].placement)), x.milli});
   }
-  for (const auto& [id, pl] : held_for_)  // what is held for e is e's at once
-    if (id == e.job->id) ends.push_back({now_, id, &pl, placement_milli(pl)});
+  for (const auto& [id, pl] : cs.held_for)  // what is held for e is e's at once
+    if (id == e.job->id) ends.push_back({cs.now, id, &pl, placement_milli(pl)});
   std::sort(ends.begin(), ends.end(), [](const Ending& a, const Ending& b) {
     return a.end != b.end ? a.end < b.end : a.id < b.id;
   });
-  ScratchEdits trial(work_);  // ends[0..released) released, in order
+  ScratchEdits trial(cs.work);  // ends[0..released) released, in order
   size_t released = 0;
   auto move_to = [&](size_t k) {
     for (; released < k; ++released) {
@@ -67,10 +67,10 @@ std::optional<Cycle::Reservation> Cycle::find_reservation(Entry& e, const Gang& 
   };
   auto fits = [&](size_t k) {
     move_to(k);
-    return trial_.place(work_, gang).outcome == Outcome::kPlaced;
+    return cs.trial.place(cs.work, gang).outcome == Outcome::kPlaced;
   };
   // Cheap bound: nothing fits before enough GPU milli are free; with none released it did not fit.
-  int64_t free = work_.total_gpus() * 1000 - work_.allocated_gpu_milli();
+  int64_t free = cs.work.total_gpus() * 1000 - cs.work.allocated_gpu_milli();
   size_t lo = 0;  // known not to fit with `lo` released
   while (lo < ends.size() && free + ends[lo].milli < e.milli) free += ends[lo++].milli;
   size_t hi = 0;  // known to fit (0 = not found)
@@ -89,19 +89,19 @@ std::optional<Cycle::Reservation> Cycle::find_reservation(Entry& e, const Gang& 
     else lo = mid;
   }
   move_to(hi);
-  PlacementResult r = trial_.place(work_, gang);
+  PlacementResult r = cs.trial.place(cs.work, gang);
   trial.undo();
   assert(r.outcome == Outcome::kPlaced);
   // Quotas apply to the reserved job as to any other: a limit on a model class is only seen on the
   // GPUs chosen (the request names no model), so a job those GPUs would put over a limit gets none.
-  if (Status lim = fs().within_limits(e.job->queue, placement_amounts(work_, r.tasks)); !lim.ok()) {
+  if (Status lim = fs(cs).within_limits(e.job->queue, placement_amounts(cs, cs.work, r.tasks)); !lim.ok()) {
     e.reason += "; no reservation: " + lim.message();
     return std::nullopt;
   }
   Reservation res;
   res.active = true;
-  res.entry = size_t(&e - entries_.data());
-  res.owed = ledger_->owed(facts(e));
+  res.entry = size_t(&e - cs.entries.data());
+  res.owed = cs.ledger->owed(facts(e));
   res.start = ends[hi - 1].end;
   for (const TaskPlacement& p : r.tasks) res.nodes.insert(p.node.value);
   return res;

@@ -16,12 +16,12 @@
 
 namespace tessera::sched {
 
-int64_t Cycle::request_milli(const Gang& g) const {
+int64_t request_milli(const CycleState& cs, const Gang& g) {
   const TaskRequest& t = g.task;
   int64_t per_task = t.gpu_demand_milli();
   if (t.mig()) {
     per_task = 0;
-    const GpuModel* m = first_model(t);
+    const GpuModel* m = first_model(cs, t);
     const MigProfile* p = m ? m->find_profile(t.mig_profile) : nullptr;
     if (p) {
       per_task = mig_milli(*m, p->id);
@@ -37,111 +37,111 @@ int64_t Cycle::request_milli(const Gang& g) const {
   return per_task * std::max(g.tasks, 0);
 }
 
-Gang Cycle::gang_of(const Entry& e) const {
+Gang gang_of(const CycleState& cs, const Entry& e) {
   Gang g = e.job->gang;
   g.id = e.job->id;
   g.queue = e.job->queue;
   g.priority = e.pc->value;
-  apply_job_pool_rules(g, *e.job, cfg_.pool_rules, now_);
+  apply_job_pool_rules(g, *e.job, cs.cfg.pool_rules, cs.now);
   if (g.topology.mode == TopologyMode::kPreferred && g.topology.level == "node" &&
-      int64_t(g.tasks) * g.task.gpu_count <= max_node_gpus_) {
+      int64_t(g.tasks) * g.task.gpu_count <= cs.max_node_gpus) {
     // Waiting since its submission or its last stop (a preempted job waits afresh).
     const Time since = std::max(e.job->submitted, e.job->last_preempted);
-    if (cfg_.elastic_capacity || now_ - since < cfg_.topology_wait) g.topology.mode = TopologyMode::kRequired;
+    if (cs.cfg.elastic_capacity || cs.now - since < cs.cfg.topology_wait) g.topology.mode = TopologyMode::kRequired;
   }
   return g;
 }
 
 // Fills class facts; false (with a reason) when the job names an unknown queue or class.
-bool Cycle::validate(Entry& e) {
+bool validate(CycleState& cs, Entry& e) {
   const Job& j = *e.job;
-  if (!j.queue.valid() || j.queue.value >= tree_.size()) {
+  if (!j.queue.valid() || j.queue.value >= cs.tree.size()) {
     e.wait = WaitCategory::kInvalid;
     e.reason = "queue: job " + j.name + " names no known queue";
     return false;
   }
-  if (!tree_.queue(j.queue).leaf()) {
+  if (!cs.tree.queue(j.queue).leaf()) {
     e.wait = WaitCategory::kInvalid;
-    e.reason = "queue: " + tree_.queue(j.queue).name + " is not a leaf queue; submit to one of its children";
+    e.reason = "queue: " + cs.tree.queue(j.queue).name + " is not a leaf queue; submit to one of its children";
     return false;
   }
-  for (const PriorityClass& pc : cfg_.priority_classes)
+  for (const PriorityClass& pc : cs.cfg.priority_classes)
     if (pc.name == j.priority_class) e.pc = &pc;
   if (!e.pc) {
     std::string known;
-    for (const PriorityClass& pc : cfg_.priority_classes) known += (known.empty() ? "" : ", ") + pc.name;
+    for (const PriorityClass& pc : cs.cfg.priority_classes) known += (known.empty() ? "" : ", ") + pc.name;
     e.wait = WaitCategory::kInvalid;
     e.reason = "priority_class: unknown class '" + j.priority_class + "' (known: " + known + ")";
     return false;
   }
   e.prio = int64_t(e.pc->value) * 16;
-  while (e.las < int(cfg_.las_thresholds_gpu_s.size()) && j.attained_gpu_s >= cfg_.las_thresholds_gpu_s[size_t(e.las)])
+  while (e.las < int(cs.cfg.las_thresholds_gpu_s.size()) && j.attained_gpu_s >= cs.cfg.las_thresholds_gpu_s[size_t(e.las)])
     ++e.las;
-  if (cfg_.order == JobOrder::kLeastAttained) e.prio += 15 - std::min(e.las, 15);  // fewer GPU-seconds first
-  e.cls = request_class(j.gang.task);
-  if (!e.running) e.classes = request_classes(j.gang.task);
-  e.milli = e.running && !j.placement.empty() ? placement_milli(j.placement) : request_milli(j.gang);
+  if (cs.cfg.order == JobOrder::kLeastAttained) e.prio += 15 - std::min(e.las, 15);  // fewer GPU-seconds first
+  e.cls = request_class(cs, j.gang.task);
+  if (!e.running) e.classes = request_classes(cs, j.gang.task);
+  e.milli = e.running && !j.placement.empty() ? placement_milli(j.placement) : request_milli(cs, j.gang);
   if (e.running) {
-    e.held = placement_amounts(*snap_.cluster, j.placement);
+    e.held = placement_amounts(cs, *cs.snap.cluster, j.placement);
     e.holding = settled(j.placement);
     if (j.state == JobState::kCheckpointing) {  // asked to stop: leaves within its save time or grace
-      e.end = now_ + std::min(j.checkpoint.save_cost, j.checkpoint.grace);
-      if (j.evict_by >= 0) e.end = std::min(e.end, std::max(now_, j.evict_by));
+      e.end = cs.now + std::min(j.checkpoint.save_cost, j.checkpoint.grace);
+      if (j.evict_by >= 0) e.end = std::min(e.end, std::max(cs.now, j.evict_by));
     } else {
-      const Time start = j.started >= 0 ? j.started : now_;
-      e.end = start + assumed_runtime(j, snap_.runtimes, cfg_.default_runtime);
+      const Time start = j.started >= 0 ? j.started : cs.now;
+      e.end = start + assumed_runtime(j, cs.snap.runtimes, cs.cfg.default_runtime);
     }
     // A job past its estimate is assumed to end at any moment (the reservation is recomputed each cycle).
-    e.end = std::max(e.end, now_);
+    e.end = std::max(e.end, cs.now);
   }
   return true;
 }
 
 // The cycle as the sequence it is; each step is below or in its phase's file.
-Decisions Cycle::run() {
-  collect_entries();  // validate every job; the valid ones become entries
+Decisions run_cycle(CycleState& cs) {
+  collect_entries(cs);  // validate every job; the valid ones become entries
   // GPUs held for jobs being moved (defragment) while they checkpoint: nobody else takes them. If they
   // are no longer free (a failure), the job restarts wherever it fits.
-  for (const Entry& e : entries_)
-    if (e.running && e.job->state == JobState::kCheckpointing && !e.job->move_to.empty()) hold_idle(e.job->move_to);
-  compute_books();        // loads, capacity, fair share; what waiting jobs could use now
-  evict_expired();        // phase two of preemption
-  order_and_place();      // order.cc, place.cc (preempt.cc, defragment.cc, backfill.cc)
-  if (cfg_.dynamic_mig) plan_mig();  // cycle_mig.cc
-  explain_waits();
-  return std::move(out_);
+  for (const Entry& e : cs.entries)
+    if (e.running && e.job->state == JobState::kCheckpointing && !e.job->move_to.empty()) hold_idle(cs, e.job->move_to);
+  compute_books(cs);        // loads, capacity, fair share; what waiting jobs could use now
+  evict_expired(cs);        // phase two of preemption
+  order_and_place(cs);      // order.cc, place.cc (preempt.cc, defragment.cc, backfill.cc)
+  if (cs.cfg.dynamic_mig) plan_mig(cs);  // cycle_mig.cc
+  explain_waits(cs);
+  return std::move(cs.out);
 }
 
-void Cycle::collect_entries() {
+void collect_entries(CycleState& cs) {
   std::vector<const Job*> jobs;
-  for (const Job& j : snap_.jobs)
+  for (const Job& j : cs.snap.jobs)
     if (j.state == JobState::kPending || j.state == JobState::kRunning || j.state == JobState::kCheckpointing)
       jobs.push_back(&j);
   std::sort(jobs.begin(), jobs.end(), [](const Job* a, const Job* b) { return a->id < b->id; });
   // Only classes a queue sets a guarantee or limit on are accounted; the rest is all "any".
-  quota_classes_.insert(kAnyClass);
-  for (const Queue& q : tree_.queues()) {
-    for (auto& [c, v] : q.guaranteed) quota_classes_.insert(c);
-    for (auto& [c, v] : q.limit) quota_classes_.insert(c);
+  cs.quota_classes.insert(kAnyClass);
+  for (const Queue& q : cs.tree.queues()) {
+    for (auto& [c, v] : q.guaranteed) cs.quota_classes.insert(c);
+    for (auto& [c, v] : q.limit) cs.quota_classes.insert(c);
   }
-  entries_.reserve(jobs.size());
+  cs.entries.reserve(jobs.size());
   for (const Job* j : jobs) {
     Entry e;
     e.job = j;
     e.running = j->state != JobState::kPending;
-    if (validate(e)) {
-      entries_.push_back(std::move(e));
+    if (validate(cs, e)) {
+      cs.entries.push_back(std::move(e));
     } else if (!e.running) {
-      invalid_.push_back(std::move(e));
+      cs.invalid.push_back(std::move(e));
     }
   }
 }
 
-void Cycle::compute_books() {
+void compute_books(CycleState& cs) {
   // Loads and capacity per class.
-  std::vector<QueueLoad> load(tree_.size());
-  for (size_t q = 0; q < load.size() && q < snap_.history.size(); ++q) load[q].decayed_usage = snap_.history[q].decayed_usage;
-  for (const Entry& e : entries_) {
+  std::vector<QueueLoad> load(cs.tree.size());
+  for (size_t q = 0; q < load.size() && q < cs.snap.history.size(); ++q) load[q].decayed_usage = cs.snap.history[q].decayed_usage;
+  for (const Entry& e : cs.entries) {
     QueueLoad& l = load[e.job->queue.value];
     for (auto& [c, v] : amounts(e)) {
       l.demand[c] += v;
@@ -153,58 +153,58 @@ void Cycle::compute_books() {
     // and queues without guarantees share an accounted class by their waiting demand too.
     if (!e.running && e.cls == kAnyClass && e.milli > 0)
       for (const std::string& c : e.classes) l.demand[c] += e.milli;
-    if (e.running) user_milli_[e.job->user] += e.milli;
+    if (e.running) cs.user_milli[e.job->user] += e.milli;
   }
   ClassAmounts capacity;  // healthy milli-GPU per accounted class
-  for (const Node& n : work_.nodes())
+  for (const Node& n : cs.work.nodes())
     for (const Gpu& g : n.gpus) {
       if (g.health != GpuHealth::kHealthy || !g.model) continue;
       capacity[kAnyClass] += 1000;
-      if (const std::string* c = accounted_class(g.model)) capacity[*c] += 1000;
+      if (const std::string* c = accounted_class(cs, g.model)) capacity[*c] += 1000;
     }
-  FairShare fair = FairShare::compute(tree_, capacity, load);
-  ledger_.emplace(tree_, std::move(capacity), std::move(fair), cfg_.reclaim);
-  if (cfg_.reclaim) {
-    leaving_milli_.assign(work_.nodes().size(), 0);
-    for (const Entry& e : entries_)
+  FairShare fair = FairShare::compute(cs.tree, capacity, load);
+  cs.ledger.emplace(cs.tree, std::move(capacity), std::move(fair), cs.cfg.reclaim);
+  if (cs.cfg.reclaim) {
+    cs.leaving_milli.assign(cs.work.nodes().size(), 0);
+    for (const Entry& e : cs.entries)
       if (e.running && e.job->state == JobState::kCheckpointing)
         for (const TaskPlacement& p : e.holding)
           for (const GpuGrant& g : p.gpus)
-            if (g.kind == GrantKind::kWhole && p.node.value < leaving_milli_.size()) leaving_milli_[p.node.value] += 1000;
-    for (const Entry& e : entries_) {
+            if (g.kind == GrantKind::kWhole && p.node.value < cs.leaving_milli.size()) cs.leaving_milli[p.node.value] += 1000;
+    for (const Entry& e : cs.entries) {
       if (e.running || e.milli <= 0) continue;
       // Only a leaf short of its guarantee can be owed anything: skip the fit check elsewhere.
       // A job its queue's limits hold back cannot start on free GPUs: nothing is owed to it (else
       // the GPUs stayed idle, lent to nobody, for as long as the queue stayed at its limit).
-      if (!ledger_->short_of_guarantee(e.job->queue) || !fs().within_limits(e.job->queue, amounts(e)).ok() ||
-          !fits_free_now(e))
+      if (!cs.ledger->short_of_guarantee(e.job->queue) || !fs(cs).within_limits(e.job->queue, amounts(e)).ok() ||
+          !fits_free_now(cs, e))
         continue;
-      ledger_->add_usable(facts(e));
+      cs.ledger->add_usable(facts(e));
     }
   }
 
 }
 
 // Phase two of preemption: jobs asked to checkpoint whose grace has expired are evicted now.
-void Cycle::evict_expired() {
-  for (const Entry& e : entries_) {
+void evict_expired(CycleState& cs) {
+  for (const Entry& e : cs.entries) {
     const Job& j = *e.job;
-    if (j.state != JobState::kCheckpointing || j.evict_by < 0 || now_ < j.evict_by) continue;
+    if (j.state != JobState::kCheckpointing || j.evict_by < 0 || cs.now < j.evict_by) continue;
     PreemptDecision d;
     d.victim = j.id;
     d.phase = PreemptPhase::kEvict;
-    d.evict_by = now_;
+    d.evict_by = cs.now;
     d.reason = "checkpoint grace expired at t=" + std::to_string(j.evict_by) + " without the job leaving";
-    out_.preempt.push_back(std::move(d));
+    cs.out.preempt.push_back(std::move(d));
   }
 }
 
 // Why every job waits, with positions among the jobs still pending after this cycle.
-void Cycle::explain_waits() {
-  std::vector<int> per_queue(tree_.size(), 0);
+void explain_waits(CycleState& cs) {
+  std::vector<int> per_queue(cs.tree.size(), 0);
   int overall = 0;
-  for (size_t i : order_) {
-    const Entry& e = entries_[i];
+  for (size_t i : cs.order) {
+    const Entry& e = cs.entries[i];
     if (e.started) continue;
     PendingInfo p;
     p.job = e.job->id;
@@ -213,21 +213,21 @@ void Cycle::explain_waits() {
     p.short_of_room = e.short_of_room;
     p.queue_position = ++per_queue[e.job->queue.value];
     p.overall_position = ++overall;
-    if (res_.active && &entries_[res_.entry] == &e) {
+    if (cs.res.active && &cs.entries[cs.res.entry] == &e) {
       p.reserved = true;
-      p.estimated_start = res_.start;
+      p.estimated_start = cs.res.start;
     } else if (e.estimated_start >= 0) {
       p.estimated_start = e.estimated_start;
     }
-    out_.pending.push_back(std::move(p));
+    cs.out.pending.push_back(std::move(p));
   }
-  if (res_.active) out_.reservation = held_reservation();
-  for (const Entry& e : invalid_) {  // not in any queue order: positions 0
+  if (cs.res.active) cs.out.reservation = held_reservation(cs);
+  for (const Entry& e : cs.invalid) {  // not in any queue order: positions 0
     PendingInfo p;
     p.job = e.job->id;
     p.reason = e.reason;
     p.category = e.wait;
-    out_.pending.push_back(std::move(p));
+    cs.out.pending.push_back(std::move(p));
   }
 }
 

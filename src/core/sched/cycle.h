@@ -37,400 +37,238 @@
 // earliest expected end at which the engine places it; later jobs start only if they end before that
 // or keep off its nodes. Dynamic MIG: unmet slice and whole-GPU demand drives plan_mig_layouts.
 //
-// Internal to src/core/sched: the cycle's working state (Cycle) and per-job facts (Entry), shared by
-// the phase files (cycle.cc, order.cc (around job_order.h's policies), place.cc, backfill.cc, guarantees.cc, preempt.cc,
-// defragment.cc, cycle_mig.cc). Every guarantee question goes to the cycle's GuaranteeLedger
-// (guarantee_ledger.h), which owns its fair share. One Cycle per Scheduler::cycle call; not thread-safe.
+// Internal to src/core/sched: the cycle's phases as free functions over its CycleState
+// (cycle_state.h), one file per phase: cycle.cc (the sequence, validate, books, why jobs wait),
+// order.cc (around job_order.h's policies), place.cc, backfill.cc, guarantees.cc, preempt.cc,
+// defragment.cc, cycle_mig.cc. Every guarantee question goes to the cycle's GuaranteeLedger
+// (guarantee_ledger.h), which owns its fair share. Phases return what they found as values. Not
+// thread-safe (one cycle, one thread).
 #pragma once
 
-#include "core/sched/scheduler.h"
+#include "core/sched/cycle_state.h"
 
-#include "core/placement/fit.h"
-#include "core/sched/guarantee_ledger.h"
-#include "core/sched/job_order.h"
-
-#include <algorithm>
 #include <cassert>
-#include <cmath>
 #include <cstdint>
-#include <deque>
-#include <limits>
-#include <map>
 #include <optional>
 #include <set>
 #include <string>
-#include <tuple>
 #include <vector>
 
 namespace tessera::sched {
 
-inline int64_t get_or(const ClassAmounts& m, const std::string& c, int64_t def = 0) {
-  auto it = m.find(c);
-  return it == m.end() ? def : it->second;
+// One cycle (cycle.cc): collect_entries, compute_books, evict_expired, order_and_place, plan_mig,
+// explain_waits; the decisions.
+Decisions run_cycle(CycleState& cs);
+
+// ---- Facts about requests, entries and placements (inline; caches in cs) ----
+inline std::string model_class_of(const CycleState& cs, const std::string& model) {
+  auto m = cs.work.catalog().find(model);
+  return cs.cfg.model_class(m.ok() ? m.value()->name : model);
 }
-
-inline int64_t placement_milli(const std::vector<TaskPlacement>& ps) {
-  int64_t m = 0;
-  for (const TaskPlacement& p : ps)
-    for (const GpuGrant& g : p.gpus) m += g.milli_held();
-  return m;
+inline const GpuModel* first_model(const CycleState& cs, const TaskRequest& t) {
+  if (t.gpu_models.empty()) return nullptr;
+  auto m = cs.work.catalog().find(t.gpu_models.front());
+  return m.ok() ? m.value() : nullptr;
 }
-
-// Per-job facts for one cycle.
-struct Entry {
-  const Job* job = nullptr;
-  const PriorityClass* pc = nullptr;
-  std::string cls;       // quota class of the request ("any" or a model class)
-  std::vector<std::string> classes;  // pending: accounted classes it could be placed in (request_classes)
-  int64_t milli = 0;     // GPU amount (running: held; pending: requested)
-  ClassAmounts held;     // running: per class, from the models of the GPUs it holds (and "any")
-  bool running = false;
-  bool victim = false;   // chosen as a victim this cycle
-  bool started = false;  // started this cycle
-  bool claimed = false;  // checkpointing on its way out, and counted as room by a preemptor this cycle
-  bool no_room = false;  // pending: the engine found no room now and no preemption helps
-  bool short_of_room = false;  // pending for lack of room (now or on any node), not for a rule or order
-  int64_t prio = 0;      // order and preemption rank: class value (x16), plus the LAS level bonus
-  int las = 0;           // attained-service level: 0 below the first threshold, then 1, 2, ...
-  uint32_t user = 0;     // dense user index (OrderJob::user)
-  int start_index = -1;  // index in Decisions::start when started this cycle
-  Time end = 0;          // running or started: when it is expected to free its resources
-  Time estimated_start = -1;  // pending: when known (reservation, MIG layout ready)
-  std::vector<TaskPlacement> holding;  // running: its placement as it stands (instances exist)
-  std::string reason;    // why it waits (pending)
-  WaitCategory wait = WaitCategory::kOther;  // the reason's category
-};
-
-// A placement re-applied after a release: MIG instances it created or destroyed exist as they are now.
-inline std::vector<TaskPlacement> settled(std::vector<TaskPlacement> ps) {
-  for (TaskPlacement& p : ps)
-    for (GpuGrant& g : p.gpus) {
-      g.mig_create = false;
-      g.mig_destroy = 0;
-    }
-  return ps;
+// The one class a request counts in besides "any": its models' class when they all share one,
+// else "any" alone (a request that allows models of several classes may be placed in any of them).
+inline std::string request_class(const CycleState& cs, const TaskRequest& t) {
+  if (t.gpu_models.empty()) return kAnyClass;
+  const std::string c = model_class_of(cs, t.gpu_models.front());
+  for (const std::string& m : t.gpu_models)
+    if (model_class_of(cs, m) != c) return kAnyClass;
+  return c;
 }
-
-inline std::string duration_text(Duration d) {
-  if (d < 60) return std::to_string(d) + "s";
-  if (d < 3600) return std::to_string(d / 60) + "m";
-  const Duration h = d / 3600, m = d % 3600 / 60;
-  return std::to_string(h) + "h" + (m ? std::to_string(m) + "m" : "");
+// The accounted classes (not "any") a request could be placed in, sorted: those of its models, or
+// every accounted class for a request that names none. Guarantees owed in any of them are owed to
+// it, and its demand counts in each (fair share per class).
+inline std::vector<std::string> request_classes(const CycleState& cs, const TaskRequest& t) {
+  std::set<std::string> out;
+  if (t.gpu_models.empty()) {
+    for (const std::string& c : cs.quota_classes)
+      if (c != kAnyClass) out.insert(c);
+  } else {
+    for (const std::string& m : t.gpu_models)
+      if (std::string c = model_class_of(cs, m); c != kAnyClass && cs.quota_classes.count(c)) out.insert(c);
+  }
+  return {out.begin(), out.end()};
 }
-
-inline ClassAmounts amounts_of(const std::string& cls, int64_t milli) {
+int64_t request_milli(const CycleState& cs, const Gang& g);
+inline ClassAmounts amounts(const Entry& e) { return e.running ? e.held : amounts_of(e.cls, e.milli); }
+// What the guarantee ledger reads of e (refers to e's held amounts and classes).
+inline GuaranteeJob facts(const Entry& e) {
+  GuaranteeJob j{e.job->queue, e.milli, e.running ? &e.held : nullptr, {}, e.classes, e.pc->value, e.pc->preemptible};
+  if (!e.running) j.asked = amounts_of(e.cls, e.milli);
+  return j;
+}
+inline const FairShare& fs(const CycleState& cs) { return cs.ledger->fair_share(); }
+// The quota class a GPU model is accounted in beside "any", or null (cached per model).
+inline const std::string* accounted_class(const CycleState& cs, const GpuModel* model) {
+  if (!model) return nullptr;
+  for (const auto& [m, cls] : cs.class_cache)
+    if (m == model) return cls.empty() ? nullptr : &cls;
+  std::string cls = cs.cfg.model_class(model->name);
+  if (cls == kAnyClass || !cs.quota_classes.count(cls)) cls.clear();
+  cs.class_cache.emplace_back(model, std::move(cls));
+  return cs.class_cache.back().second.empty() ? nullptr : &cs.class_cache.back().second;
+}
+// What a placement holds per class: each GPU counts in its model's class, and all in "any".
+inline ClassAmounts placement_amounts(const CycleState& cs, const ClusterState& c, const std::vector<TaskPlacement>& ps) {
   ClassAmounts a;
-  if (milli <= 0) return a;
-  a[kAnyClass] = milli;
-  if (cls != kAnyClass) a[cls] = milli;
+  for (const TaskPlacement& p : ps)
+    for (const GpuGrant& g : p.gpus) {
+      const int64_t m = g.milli_held();
+      a[kAnyClass] += m;
+      if (const std::string* cls = accounted_class(cs, c.node(p.node).gpus[g.gpu].model)) a[*cls] += m;
+    }
   return a;
 }
+Gang gang_of(const CycleState& cs, const Entry& e);
+inline std::string shape_key(const Gang& g) {
+  const TaskRequest& t = g.task;
+  std::string k = std::to_string(g.tasks) + "/" + std::to_string(g.required_tasks()) + "/" + std::to_string(t.cpu.v) +
+                  "/" + std::to_string(t.memory.v) + "/" + std::to_string(t.gpu_count) + "/" +
+                  std::to_string(t.milli_per_gpu.v) + "/" + std::to_string(t.gpu_memory.v) + "/" + t.mig_profile +
+                  "/" + std::to_string(int(g.topology.mode)) + g.topology.level;
+  for (const std::string& m : t.gpu_models) k += "/" + m;
+  k += "/p" + std::to_string(int(t.pool_kinds)) + (t.prefer_spot ? "s" : "") + (t.mix_models ? "x" : "");
+  return k;
+}
+// How long a job started now holds its GPUs: its assumed runtime, plus its restart cost when it
+// resumes after a preemption (the GPUs are held while it restores its checkpoint).
+inline Duration occupied_runtime(const CycleState& cs, const Job& j) {
+  const Duration restart = j.preemptions > 0 ? std::max<Duration>(0, j.checkpoint.restart_cost) : 0;
+  return assumed_runtime(j, cs.snap.runtimes, cs.cfg.default_runtime) + restart;
+}
 
+// ---- cycle.cc ----
+void collect_entries(CycleState& cs);
+void compute_books(CycleState& cs);
+void evict_expired(CycleState& cs);
+void explain_waits(CycleState& cs);
+bool validate(CycleState& cs, Entry& e);
 
-// What a victim search found (try_preempt, find_victims): returned, not left in flags on the cycle.
-struct VictimSearch {
-  enum class Outcome {
-    kNone,         // nothing to preempt makes the job fit (or no search was allowed)
-    kPreempting,   // victims chosen (or moves planned, or a GPU reclaimed for MIG): it waits for them
-    kOnlyLeaving,  // jobs already leaving make room: no new victim; it waits for their exits
-  };
-  Outcome outcome = Outcome::kNone;
-  bool searched = false;  // the engine was tried, not only cheap bounds
-  bool partial = false;   // fewer victims preempted now than the fit needs (the rest in later cycles)
-  std::vector<TaskPlacement> fit;  // kPreempting or kOnlyLeaving: where the job fits once they are gone
-  bool preempting() const { return outcome == Outcome::kPreempting; }
-  bool only_leaving() const { return outcome == Outcome::kOnlyLeaving; }
-};
+// ---- guarantees.cc: fixed facts and free room ----
+// n could hold task t as far as fixed facts go: schedulable, big enough, a pool and GPU model t allows.
+bool could_host(const CycleState& cs, const Node& n, const TaskRequest& t);
+// A pending job could start on the free GPUs now: its leaf's usable demand (GuaranteeLedger::add_usable).
+bool fits_free_now(const CycleState& cs, const Entry& e);
+bool fits_free_scan(const CycleState& cs, const Gang& g);
 
-// Placing a job now (Cycle::place_now): the engine's result, and whether room exists only on the
-// nodes a backfill reservation holds (the job may not start there; it waits for the reservation).
-struct PlaceNow {
-  PlacementResult result;
-  bool only_on_reserved = false;
-};
+// ---- order.cc ----
+// Tries the pending jobs in the order of cfg.order's JobOrderPolicy (core/sched/job_order.h), with
+// the held reservation, deferral to owed queues and strict order applied around it.
+void order_and_place(CycleState& cs);
+OrderJob order_job(const CycleState& cs, size_t i);         // entry i's ordering facts
+OrderInput order_input(const CycleState& cs, size_t users);  // all but the jobs; `users`: dense user indices in use
+bool place_in_order(CycleState& cs, size_t i);  // order += i and try it; false once strict order blocks
+// The pending entry holding the previous cycle's reservation (Snapshot::reservation), if any.
+std::optional<size_t> reservation_holder(const CycleState& cs);
+// Whether entry i was ahead of the held reservation's holder when it was made (it keeps its place).
+bool was_ahead_of_holder(const CycleState& cs, size_t i);
+// The reservation this cycle holds (cs.res), with the jobs ordered before its holder still pending.
+HeldReservation held_reservation(const CycleState& cs);
 
-// One cycle's working state.
-class Cycle {
- public:
-  Cycle(const SchedulerConfig& cfg, const ScoringPolicy& policy, const Snapshot& snap, Time now)
-      : cfg_(cfg), policy_(policy), snap_(snap), tree_(*snap.queues), now_(now), work_(*snap.cluster),
-        engine_(policy, options()), trial_(policy, trial_options()) {
-    if (cfg_.elastic_capacity || cfg_.topology_wait > 0)
-      for (const Node& n : work_.nodes()) max_node_gpus_ = std::max<int64_t>(max_node_gpus_, int64_t(n.gpus.size()));
+// ---- place.cc ----
+void try_job(CycleState& cs, Entry& e);
+// Jobs moved out of an owed gang's way restart on their held GPUs first (Job::move_to).
+void start_moved(CycleState& cs);
+// e starts on `tasks`, already applied to the working copy: the decision and the cycle's books.
+void commit_start(CycleState& cs, Entry& e, std::vector<TaskPlacement> tasks);
+std::string pool_note(const CycleState& cs, const Gang& gang);
+// Places e now. With a reservation active, a job that would still run when it starts must keep off
+// the reserved nodes; if it can only fit on them it waits (PlaceNow::only_on_reserved).
+PlaceNow place_now(CycleState& cs, Entry& e, const Gang& gang);
+
+// ---- backfill.cc ----
+inline bool ends_before_reservation(const CycleState& cs, const Entry& e) {
+  return cs.now + occupied_runtime(cs, *e.job) <= cs.res.start;
+}
+inline void block_reserved(CycleState& cs, bool on) {
+  for (uint32_t n : cs.res.nodes) {
+    Status st = cs.work.set_schedulable(NodeId(n), on ? false : cs.snap.cluster->node(NodeId(n)).schedulable);
+    assert(st.ok());
+    (void)st;
   }
-
-  Decisions run();
+}
+// The reserved nodes unschedulable on the working copy while it lives (when `on` and a reservation
+// is active); restored as in the snapshot when it ends.
+class ReservedBlocked {
+ public:
+  ReservedBlocked(CycleState& cs, bool on) : cs_(cs), on_(on && cs.res.active) {
+    if (on_) block_reserved(cs_, true);
+  }
+  ~ReservedBlocked() {
+    if (on_) block_reserved(cs_, false);
+  }
+  ReservedBlocked(const ReservedBlocked&) = delete;
+  ReservedBlocked& operator=(const ReservedBlocked&) = delete;
 
  private:
-  EngineOptions options() const {
-    EngineOptions o;
-    o.seed = cfg_.seed;
-    o.max_scored_nodes = cfg_.max_scored_nodes;
-    return o;
-  }
-  EngineOptions trial_options() const {
-    EngineOptions o = options();
-    o.explain_failures = false;
-    return o;
-  }
-  const GpuModel* first_model(const TaskRequest& t) const {
-    if (t.gpu_models.empty()) return nullptr;
-    auto m = work_.catalog().find(t.gpu_models.front());
-    return m.ok() ? m.value() : nullptr;
-  }
-  std::string model_class_of(const std::string& model) const {
-    auto m = work_.catalog().find(model);
-    return cfg_.model_class(m.ok() ? m.value()->name : model);
-  }
-  // The one class a request counts in besides "any": its models' class when they all share one,
-  // else "any" alone (a request that allows models of several classes may be placed in any of them).
-  std::string request_class(const TaskRequest& t) const {
-    if (t.gpu_models.empty()) return kAnyClass;
-    const std::string c = model_class_of(t.gpu_models.front());
-    for (const std::string& m : t.gpu_models)
-      if (model_class_of(m) != c) return kAnyClass;
-    return c;
-  }
-  // The accounted classes (not "any") a request could be placed in, sorted: those of its models, or
-  // every accounted class for a request that names none. Guarantees owed in any of them are owed to
-  // it, and its demand counts in each (fair share per class).
-  std::vector<std::string> request_classes(const TaskRequest& t) const {
-    std::set<std::string> out;
-    if (t.gpu_models.empty()) {
-      for (const std::string& c : quota_classes_)
-        if (c != kAnyClass) out.insert(c);
-    } else {
-      for (const std::string& m : t.gpu_models)
-        if (std::string c = model_class_of(m); c != kAnyClass && quota_classes_.count(c)) out.insert(c);
-    }
-    return {out.begin(), out.end()};
-  }
-  int64_t request_milli(const Gang& g) const;
-  ClassAmounts amounts(const Entry& e) const { return e.running ? e.held : amounts_of(e.cls, e.milli); }
-  // What the guarantee ledger reads of e (refers to e's held amounts and classes).
-  GuaranteeJob facts(const Entry& e) const {
-    GuaranteeJob j{e.job->queue, e.milli, e.running ? &e.held : nullptr, {}, e.classes, e.pc->value, e.pc->preemptible};
-    if (!e.running) j.asked = amounts_of(e.cls, e.milli);
-    return j;
-  }
-  const FairShare& fs() const { return ledger_->fair_share(); }
-  // What a placement holds per class: each GPU counts in its model's class, and all in "any".
-  ClassAmounts placement_amounts(const ClusterState& c, const std::vector<TaskPlacement>& ps) const {
-    ClassAmounts a;
-    for (const TaskPlacement& p : ps)
-      for (const GpuGrant& g : p.gpus) {
-        const int64_t m = g.milli_held();
-        a[kAnyClass] += m;
-        if (const std::string* cls = accounted_class(c.node(p.node).gpus[g.gpu].model)) a[*cls] += m;
-      }
-    return a;
-  }
-  // The quota class a GPU model is accounted in beside "any", or null (cached per model).
-  const std::string* accounted_class(const GpuModel* model) const {
-    if (!model) return nullptr;
-    for (const auto& [m, cls] : class_cache_)
-      if (m == model) return cls.empty() ? nullptr : &cls;
-    std::string cls = cfg_.model_class(model->name);
-    if (cls == kAnyClass || !quota_classes_.count(cls)) cls.clear();
-    class_cache_.emplace_back(model, std::move(cls));
-    return class_cache_.back().second.empty() ? nullptr : &class_cache_.back().second;
-  }
-  // The steps of run() that are not phases of their own (cycle.cc).
-  void collect_entries();
-  void compute_books();
-  void evict_expired();
-  void explain_waits();
-  bool validate(Entry& e);
-  // Tries the pending jobs in the order of cfg_.order's JobOrderPolicy (core/sched/job_order.h), with
-  // the held reservation, deferral to owed queues and strict order applied around it (order.cc).
-  void order_and_place();
-  OrderJob order_job(size_t i) const;         // entry i's ordering facts
-  OrderInput order_input(size_t users) const;  // all but the jobs; `users`: dense user indices in use
-  bool place_in_order(size_t i);  // order_ += i and try it; false once strict order blocks
-  // The pending entry holding the previous cycle's reservation (Snapshot::reservation), if any.
-  std::optional<size_t> reservation_holder() const;
-  // Whether entry i was ahead of the held reservation's holder when it was made (it keeps its place).
-  bool was_ahead_of_holder(size_t i) const;
-  // The reservation this cycle holds (res_), with the jobs ordered before its holder still pending.
-  HeldReservation held_reservation() const;
-  void try_job(Entry& e);
-  // off_reservation: the reserved nodes are blocked on the working copy for this search (an owner
-  // takes its guarantee back elsewhere rather than wait for a borrower's reservation).
-  VictimSearch try_preempt(Entry& e, const Gang& gang, bool off_reservation = false);
-  // An owner's MIG request with no room: reclaims one whole GPU from a borrower, which the MIG
-  // planner turns into slices once it is idle (docs/scheduling.md).
-  // by_priority_too: a lower class's whole GPU may be taken by priority as well (no GPU is in MIG
-  // mode for the request: freeing an instance cannot serve it).
-  bool reclaim_gpu_for_mig(Entry& e, const Gang& gang, bool by_priority_too = false);
-  // Priority preemption may take running v for e (e's class may preempt is checked by the caller):
-  // v is preemptible, of a lower class, outside min_runtime and protection, and in e's queue or
-  // borrowing in every class it holds.
-  bool priority_victim(const Entry& v, const Entry& e) const;
-  std::set<std::string> mig_reclaimed_;  // (queue, profile) that reclaimed a GPU this cycle
-  // GPUs preempted for MIG slices this cycle: (node, compute milli not yet spoken for).
-  std::vector<std::pair<NodeId, int64_t>> mig_freed_;
-  // A MIG request that no GPU in MIG mode serves claims idle whole GPUs that offer its profile: held
-  // on the working copy so that later (lower-class) whole-GPU jobs do not take them, and released
-  // for the MIG planner, which repartitions them (plan_mig). False when none could be claimed.
-  bool claim_gpu_for_mig(Entry& e, const Gang& gang);
-  std::vector<TaskPlacement> mig_claims_;          // the held GPUs
-  std::map<std::string, int> mig_claim_spare_;     // per profile: instances claimed GPUs still offer
-  int mig_claim_class_ = std::numeric_limits<int>::min();  // highest class that claimed (plan_mig)
-  VictimSearch find_victims(Entry& e, const Gang& gang, int budget, bool off_reservation);
-  // claims_active: the working copy has this cycle's victims released and the waiting preemptors'
-  // claims applied (find_victims sets that up and undoes it).
-  VictimSearch find_victims_inner(Entry& e, const Gang& gang, int budget, bool claims_active);
-  // Defragmenting moves (SchedulerConfig::defragment) for an owed gang that reclaiming every
-  // borrower cannot place: find_moves plans on the working copy as find_victims_inner left it (the
-  // gang's fit, which jobs go and where the movers restart); commit_moves, on the true state, emits
-  // the decisions and holds the movers' new GPUs that are free for the rest of the cycle.
-  struct MovePlan {
-    std::vector<size_t> reclaimed;  // borrowers whose GPUs the gang's fit uses
-    std::vector<size_t> moved;      // jobs within their guarantee moved out of its way
-    std::vector<size_t> leaving;    // jobs already on their way out whose GPUs it uses
-    std::vector<std::vector<TaskPlacement>> dest;  // per moved job: where it restarts
-    std::vector<TaskPlacement> fit;                // where the gang fits once they are gone
-  };
-  std::optional<MovePlan> find_moves(Entry& e, const Gang& gang, bool off_reservation);
-  void commit_moves(Entry& e, MovePlan& plan);
-  void hold_idle(const std::vector<TaskPlacement>& pl);
-  // A job that may be moved for e: checkpoints, runs whole GPUs on one node, its class is not above
-  // e's, and it was not preempted or moved within preemption_protection.
-  bool movable(const Entry& v, const Entry& e) const;
-  // Where a moved job may go: its own gang, on its current GPU model, kept on one node.
-  Gang mover_gang(const Entry& v) const;
-  int moves_ = 0;  // defragmenting moves this cycle
-  // Holds the GPUs of a waiting preemptor's fit that are idle now; returns the rest of the fit (the
-  // GPUs of jobs leaving), its claim.
-  std::vector<TaskPlacement> hold_free_part(const Entry& e, const std::vector<TaskPlacement>& fit);
-  // After try_preempt: the job waits only for jobs already leaving (no new victim needed).
-  static std::string leaving_note(const VictimSearch& s) {
-    return s.only_leaving() ? "; jobs preempted for it are checkpointing and leaving: it starts when they have" : "";
-  }
-  // For the reasons of jobs that found no room while GPUs are held (built as holds are added: a
-  // reason per waiting job must not rescan the entries).
-  int64_t held_milli_ = 0;
-  std::string held_first_, held_text_;  // name of the first job GPUs are held for; the reason text
-  std::vector<std::pair<JobId, std::vector<TaskPlacement>>> held_for_;  // by hold_free_part
-  // Jobs moved out of an owed gang's way restart on their held GPUs first (Job::move_to).
-  void start_moved();
-  // e starts on `tasks`, already applied to the working copy: the decision and the cycle's books.
-  void commit_start(Entry& e, std::vector<TaskPlacement> tasks);
-  Gang gang_of(const Entry& e) const;
-  std::string pool_note(const Gang& gang) const;
-  static std::string shape_key(const Gang& g) {
-    const TaskRequest& t = g.task;
-    std::string k = std::to_string(g.tasks) + "/" + std::to_string(g.required_tasks()) + "/" + std::to_string(t.cpu.v) +
-                    "/" + std::to_string(t.memory.v) + "/" + std::to_string(t.gpu_count) + "/" +
-                    std::to_string(t.milli_per_gpu.v) + "/" + std::to_string(t.gpu_memory.v) + "/" + t.mig_profile +
-                    "/" + std::to_string(int(g.topology.mode)) + g.topology.level;
-    for (const std::string& m : t.gpu_models) k += "/" + m;
-    k += "/p" + std::to_string(int(t.pool_kinds)) + (t.prefer_spot ? "s" : "") + (t.mix_models ? "x" : "");
-    return k;
-  }
-  // Work v loses if preempted now (since its last start or checkpoint, plus save and restart), in
-  // milli-GPU-seconds: victims are chosen cheapest first.
-  int64_t lost_work_cost(const Entry& v) const;
-  // Marks v a victim for e and emits the decision: checkpoint first when v checkpoints, with v's
-  // grace (a reclaim's capped by reclaim_grace).
-  void preempt(Entry& v, const Entry& e, bool by_priority, std::string reason);
-  // n could hold task t as far as fixed facts go: schedulable, big enough, a pool and GPU model t allows.
-  bool could_host(const Node& n, const TaskRequest& t) const;
-  // Preemption trial: where the engine places the gang on the working copy now, on GPUs the job's
-  // queue limits and the owed guarantees allow under `fs`; nullopt if nowhere.
-  std::optional<std::vector<TaskPlacement>> fits_under(const FairShare& fs, const Entry& e, const Gang& gang);
-  // Backfill (EASY): the first job that finds no room gets a reservation; later jobs may start now
-  // only if they end before it starts or keep off its nodes.
-  struct Reservation {
-    bool active = false;
-    size_t entry = 0;
-    Time start = 0;
-    std::set<uint32_t> nodes;  // node ids the reserved placement uses
-    bool owed = false;         // the holder would start within its queue's guarantee
-  };
-  // e found no room and no victims: it is demand (no_room) and, when backfill is on and nobody holds
-  // the reservation yet, it reserves the earliest time it fits.
-  void no_room(Entry& e, const Gang& gang);
-  // When e could start at the earliest (ends of running jobs) and on which nodes; nullopt when it
-  // fits nowhere even with every running job gone, or the GPUs it would get exceed its queue's limits.
-  std::optional<Reservation> find_reservation(Entry& e, const Gang& gang);
-  PlaceNow place_now(Entry& e, const Gang& gang);
-  // How long a job started now holds its GPUs: its assumed runtime, plus its restart cost when it
-  // resumes after a preemption (the GPUs are held while it restores its checkpoint).
-  Duration occupied_runtime(const Job& j) const {
-    const Duration restart = j.preemptions > 0 ? std::max<Duration>(0, j.checkpoint.restart_cost) : 0;
-    return assumed_runtime(j, snap_.runtimes, cfg_.default_runtime) + restart;
-  }
-  bool ends_before_reservation(const Entry& e) const { return now_ + occupied_runtime(*e.job) <= res_.start; }
-  void block_reserved(bool on) {
-    for (uint32_t n : res_.nodes) {
-      Status st = work_.set_schedulable(NodeId(n), on ? false : snap_.cluster->node(NodeId(n)).schedulable);
-      assert(st.ok());
-      (void)st;
-    }
-  }
-  // The reserved nodes unschedulable on the working copy while it lives (when `on` and a reservation
-  // is active); restored as in the snapshot when it ends.
-  class ReservedBlocked {
-   public:
-    ReservedBlocked(Cycle& c, bool on) : c_(c), on_(on && c.res_.active) {
-      if (on_) c_.block_reserved(true);
-    }
-    ~ReservedBlocked() {
-      if (on_) c_.block_reserved(false);
-    }
-    ReservedBlocked(const ReservedBlocked&) = delete;
-    ReservedBlocked& operator=(const ReservedBlocked&) = delete;
-
-   private:
-    Cycle& c_;
-    bool on_;
-  };
-  std::string reservation_text() const;
-  void plan_mig();
-  bool blocked_by_mig_mode(const TaskRequest& t) const;
-
-  const SchedulerConfig& cfg_;
-  const ScoringPolicy& policy_;
-  const Snapshot& snap_;
-  const QueueTree& tree_;
-  Time now_;
-  ClusterState work_;
-  int64_t max_node_gpus_ = 0;  // GPUs of the largest node (elastic_capacity, topology_wait)
-  PlacementEngine engine_;
-  PlacementEngine trial_;  // for preemption trials: no failure explanations (they cost full scans)
-  // The cycle's guarantee books and questions, with its fair share (made in run()).
-  std::optional<GuaranteeLedger> ledger_;
-  std::set<std::string> quota_classes_;  // classes some queue guarantees or limits (plus "any")
-  mutable std::deque<std::pair<const GpuModel*, std::string>> class_cache_;  // accounted_class()
-  std::vector<Entry> entries_;           // valid jobs, by id
-  std::vector<Entry> invalid_;           // pending jobs that cannot be scheduled, by id
-  std::map<std::string, int64_t> user_milli_;  // running GPU usage per user (and this cycle's starts)
-  // Gang shapes that found no room this cycle (nothing is freed within a cycle, so they still do not
-  // fit): the engine's reason, reused instead of searching again.
-  struct NoRoom {
-    std::string reason;
-    WaitCategory wait = WaitCategory::kCapacity;
-  };
-  std::map<std::string, NoRoom> no_room_;
-  std::set<std::string> no_victims_;  // (shape, class, queue) for which preemption found nothing
-  std::set<std::string> no_room_off_reservation_;  // shapes that found no room off the reserved nodes
-  Reservation res_;
-  std::vector<size_t> order_;            // entries_ indices in the cycle's order
-  const Entry* blocked_by_ = nullptr;    // strict order: the first job that did not start
-  int preemptions_ = 0;
-  // Placements of the jobs that wait for victims (chosen this cycle or still checkpointing): a later
-  // preemptor searches with those victims gone and these placed, so it uses what their exits leave
-  // over before preempting anyone else. Whole-GPU placements only (claims_ok_ false otherwise).
-  std::vector<std::vector<TaskPlacement>> claims_;
-  int failed_searches_ = 0;  // victim searches that found nothing this cycle
-  // A pending job could start on the free GPUs now: its leaf's usable demand (GuaranteeLedger::add_usable).
-  bool fits_free_now(const Entry& e) const;
-  bool fits_free_scan(const Gang& g) const;
-  mutable std::map<std::string, bool> fits_free_memo_;  // by shape_key
-  std::vector<int64_t> leaving_milli_;  // per node: whole GPUs (milli) of jobs checkpointing toward exit
-  bool claims_ok_ = true;
-  Decisions out_;
+  CycleState& cs_;
+  bool on_;
 };
+// e found no room and no victims: it is demand (no_room) and, when backfill is on and nobody holds
+// the reservation yet, it reserves the earliest time it fits.
+void no_room(CycleState& cs, Entry& e, const Gang& gang);
+// When e could start at the earliest (ends of running jobs) and on which nodes; nullopt when it
+// fits nowhere even with every running job gone, or the GPUs it would get exceed its queue's limits.
+std::optional<Reservation> find_reservation(CycleState& cs, Entry& e, const Gang& gang);
+std::string reservation_text(const CycleState& cs);
+
+// ---- preempt.cc ----
+// off_reservation: the reserved nodes are blocked on the working copy for this search (an owner
+// takes its guarantee back elsewhere rather than wait for a borrower's reservation).
+VictimSearch try_preempt(CycleState& cs, Entry& e, const Gang& gang, bool off_reservation = false);
+VictimSearch find_victims(CycleState& cs, Entry& e, const Gang& gang, int budget, bool off_reservation);
+// claims_active: the working copy has this cycle's victims released and the waiting preemptors'
+// claims applied (find_victims sets that up and undoes it).
+VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int budget, bool claims_active);
+// Preemption trial: where the engine places the gang on the working copy now, on GPUs the job's
+// queue limits and the owed guarantees allow under `fs`; nullopt if nowhere.
+std::optional<std::vector<TaskPlacement>> fits_under(CycleState& cs, const FairShare& fs, const Entry& e, const Gang& gang);
+// Holds the GPUs of a waiting preemptor's fit that are idle now; returns the rest of the fit (the
+// GPUs of jobs leaving), its claim.
+std::vector<TaskPlacement> hold_free_part(CycleState& cs, const Entry& e, const std::vector<TaskPlacement>& fit);
+// After try_preempt: the job waits only for jobs already leaving (no new victim needed).
+inline std::string leaving_note(const VictimSearch& s) {
+  return s.only_leaving() ? "; jobs preempted for it are checkpointing and leaving: it starts when they have" : "";
+}
+// Priority preemption may take running v for e (e's class may preempt is checked by the caller):
+// v is preemptible, of a lower class, outside min_runtime and protection, and in e's queue or
+// borrowing in every class it holds.
+bool priority_victim(const CycleState& cs, const Entry& v, const Entry& e);
+// Work v loses if preempted now (since its last start or checkpoint, plus save and restart), in
+// milli-GPU-seconds: victims are chosen cheapest first.
+int64_t lost_work_cost(const CycleState& cs, const Entry& v);
+// Marks v a victim for e and emits the decision: checkpoint first when v checkpoints, with v's
+// grace (a reclaim's capped by reclaim_grace).
+void preempt(CycleState& cs, Entry& v, const Entry& e, bool by_priority, std::string reason);
+// An owner's MIG request with no room: reclaims one whole GPU from a borrower, which the MIG
+// planner turns into slices once it is idle (docs/scheduling.md).
+// by_priority_too: a lower class's whole GPU may be taken by priority as well (no GPU is in MIG
+// mode for the request: freeing an instance cannot serve it).
+bool reclaim_gpu_for_mig(CycleState& cs, Entry& e, const Gang& gang, bool by_priority_too = false);
+
+// ---- defragment.cc ----
+// find_moves plans on the working copy as find_victims_inner left it; commit_moves, on the true
+// state, emits the decisions and holds the movers' new GPUs that are free for the rest of the cycle.
+std::optional<MovePlan> find_moves(CycleState& cs, Entry& e, const Gang& gang, bool off_reservation);
+void commit_moves(CycleState& cs, Entry& e, MovePlan& plan);
+// Holds, GPU by GPU, the whole GPUs of `pl` that are idle on the working copy now.
+void hold_idle(CycleState& cs, const std::vector<TaskPlacement>& pl);
+// A job that may be moved for e: checkpoints, runs whole GPUs on one node, its class is not above
+// e's, and it was not preempted or moved within preemption_protection.
+bool movable(const CycleState& cs, const Entry& v, const Entry& e);
+// Where a moved job may go: its own gang, on its current GPU model, kept on one node.
+Gang mover_gang(const CycleState& cs, const Entry& v);
+
+// ---- cycle_mig.cc ----
+// A MIG request that no GPU in MIG mode serves claims idle whole GPUs that offer its profile: held
+// on the working copy so that later (lower-class) whole-GPU jobs do not take them, and released
+// for the MIG planner, which repartitions them (plan_mig). False when none could be claimed.
+bool claim_gpu_for_mig(CycleState& cs, Entry& e, const Gang& gang);
+void plan_mig(CycleState& cs);
+bool blocked_by_mig_mode(const CycleState& cs, const TaskRequest& t);
 
 }  // namespace tessera::sched

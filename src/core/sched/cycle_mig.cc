@@ -17,40 +17,40 @@ namespace tessera::sched {
 
 // Dynamic MIG: what could not be placed (MIG slices, whole GPUs for gangs) drives layout changes
 // of idle GPUs; the planner applies NVIDIA's placement rules, the reconfigure cost and hysteresis.
-void Cycle::plan_mig() {
-  for (const TaskPlacement& p : mig_claims_) (void)work_.release(p);  // idle again, for the planner
+void plan_mig(CycleState& cs) {
+  for (const TaskPlacement& p : cs.mig_claims) (void)cs.work.release(p);  // idle again, for the planner
   MigPlanInput in;
-  in.cluster = &work_;
-  in.now = now_;
-  in.last_changed = snap_.mig_last_changed;
+  in.cluster = &cs.work;
+  in.now = cs.now;
+  in.last_changed = cs.snap.mig_last_changed;
   // (profile, model, allowed pool kinds after the pool rules) -> instances
   std::map<std::tuple<std::string, std::string, PoolKindMask>, int> wants;
   // Whole-GPU demand comes first for idle GPUs, except that a MIG request its queue is owed (within
   // its guarantee) comes before whole-GPU demand that would be borrowed, and a MIG request that
   // claimed GPUs comes before whole-GPU demand of a lower class.
   bool owed_mig = false;
-  for (const Entry& e : entries_)
-    if (!e.running && !e.started && e.no_room && e.job->gang.task.mig() && ledger_->owed(facts(e))) owed_mig = true;
-  for (const Entry& e : entries_) {
+  for (const Entry& e : cs.entries)
+    if (!e.running && !e.started && e.no_room && e.job->gang.task.mig() && cs.ledger->owed(facts(e))) owed_mig = true;
+  for (const Entry& e : cs.entries) {
     if (e.running || e.started || !e.no_room) continue;
     const TaskRequest& t = e.job->gang.task;
     if (t.mig())
-      wants[{t.mig_profile, t.gpu_models.empty() ? "" : t.gpu_models.front(), gang_of(e).task.pool_kinds}] += e.job->gang.tasks;
-    else if (t.whole_gpus() && (!owed_mig || ledger_->owed(facts(e))) && e.pc->value >= mig_claim_class_)
+      wants[{t.mig_profile, t.gpu_models.empty() ? "" : t.gpu_models.front(), gang_of(cs, e).task.pool_kinds}] += e.job->gang.tasks;
+    else if (t.whole_gpus() && (!owed_mig || cs.ledger->owed(facts(e))) && e.pc->value >= cs.mig_claim_class)
       in.whole_gpu_demand += t.gpu_count * e.job->gang.tasks;
   }
   if (wants.empty() && in.whole_gpu_demand == 0) return;
   for (const auto& [k, n] : wants) in.mig_demand.push_back({std::get<0>(k), n, std::get<1>(k), std::get<2>(k)});
-  std::vector<GpuLayoutChange> changes = plan_mig_layouts(in, cfg_.mig);
+  std::vector<GpuLayoutChange> changes = plan_mig_layouts(in, cs.cfg.mig);
   if (changes.empty()) return;
   int to_mig = 0, to_whole = 0;
   Time ready = changes.front().ready_at;
   for (GpuLayoutChange& c : changes) {
     (c.enable_mig ? to_mig : to_whole) += 1;
     ready = std::min(ready, c.ready_at);
-    out_.reconfigure_mig.push_back({c.gpu, c.enable_mig, std::move(c.layout), std::move(c.reason), c.ready_at});
+    cs.out.reconfigure_mig.push_back({c.gpu, c.enable_mig, std::move(c.layout), std::move(c.reason), c.ready_at});
   }
-  for (Entry& e : entries_) {
+  for (Entry& e : cs.entries) {
     if (e.running || e.started || !e.no_room) continue;
     const bool mig = e.job->gang.task.mig();
     const int n = mig ? to_mig : to_whole;

@@ -17,11 +17,11 @@
 
 namespace tessera::sched {
 
-bool Cycle::movable(const Entry& v, const Entry& e) const {
+bool movable(const CycleState& cs, const Entry& v, const Entry& e) {
   const Job& vj = *v.job;
   if (!v.running || v.victim || v.claimed || vj.state != JobState::kRunning || v.holding.empty()) return false;
   if (vj.checkpoint.interval <= 0 || v.pc->value > e.pc->value) return false;
-  if (vj.last_preempted >= 0 && now_ - vj.last_preempted < cfg_.preemption_protection) return false;
+  if (vj.last_preempted >= 0 && cs.now - vj.last_preempted < cs.cfg.preemption_protection) return false;
   if (int(v.holding.size()) != vj.gang.tasks) return false;
   for (const TaskPlacement& p : v.holding) {
     if (p.node != v.holding.front().node) return false;
@@ -31,9 +31,9 @@ bool Cycle::movable(const Entry& v, const Entry& e) const {
   return true;
 }
 
-Gang Cycle::mover_gang(const Entry& v) const {
-  Gang g = gang_of(v);
-  if (const GpuModel* m = work_.node(v.holding.front().node).gpu_model()) g.task.gpu_models = {m->name};
+Gang mover_gang(const CycleState& cs, const Entry& v) {
+  Gang g = gang_of(cs, v);
+  if (const GpuModel* m = cs.work.node(v.holding.front().node).gpu_model()) g.task.gpu_models = {m->name};
   if (g.tasks > 1) {
     g.topology.mode = TopologyMode::kRequired;
     g.topology.level = "node";
@@ -48,24 +48,24 @@ Gang Cycle::mover_gang(const Entry& v) const {
 // until the engine places the gang. The jobs whose GPUs that fit uses move: each is placed with the
 // fit applied, on its GPU model and one node, off a reservation's nodes, on free GPUs or GPUs of
 // borrowers, which are then reclaimed too. Everything else is put back, and so is the working copy.
-std::optional<Cycle::MovePlan> Cycle::find_moves(Entry& e, const Gang& gang, bool off_reservation) {
+std::optional<MovePlan> find_moves(CycleState& cs, Entry& e, const Gang& gang, bool off_reservation) {
   const GuaranteeJob claimant = facts(e);
-  const std::vector<std::string> classes = ledger_->owed_classes(claimant);
-  if (classes.empty() || moves_ >= cfg_.max_moves_per_cycle) return std::nullopt;
+  const std::vector<std::string> classes = cs.ledger->owed_classes(claimant);
+  if (classes.empty() || cs.moves >= cs.cfg.max_moves_per_cycle) return std::nullopt;
   const TaskRequest& t = gang.task;
   const bool one_node = gang.topology.mode == TopologyMode::kRequired && gang.topology.level == "node";
   // Moving frees GPUs in one place by taking as many elsewhere: it helps only tasks of several whole
   // GPUs, or a gang that must share one node.
   if (!t.whole_gpus() || t.gpu_count <= 0 || (t.gpu_count == 1 && !(one_node && gang.tasks > 1))) return std::nullopt;
   MovePlan plan;
-  FairShare after = fs();
+  FairShare after = fs(cs);
   std::vector<size_t> released;  // entries whose holding is released here, in order
-  std::vector<bool> is_borrower(entries_.size(), false);
-  std::vector<bool> out(entries_.size(), false);
+  std::vector<bool> is_borrower(cs.entries.size(), false);
+  std::vector<bool> out(cs.entries.size(), false);
   std::deque<std::vector<TaskPlacement>> placed;  // the fit and the movers' places (stable for `scratch`)
-  ScratchEdits scratch(work_);  // every release and apply of the plan, undone before this returns
+  ScratchEdits scratch(cs.work);  // every release and apply of the plan, undone before this returns
   auto release = [&](size_t i) {
-    const bool ok = scratch.release(entries_[i].holding);
+    const bool ok = scratch.release(cs.entries[i].holding);
     assert(ok && "releasing a job for a move plan failed");
     (void)ok;
     released.push_back(i);
@@ -76,43 +76,43 @@ std::optional<Cycle::MovePlan> Cycle::find_moves(Entry& e, const Gang& gang, boo
     released.clear();
   };
   std::vector<std::tuple<bool, int64_t, JobId, size_t>> borrowers;  // (inside own guarantee, cost, id)
-  for (size_t i = 0; i < entries_.size(); ++i) {
-    const Entry& v = entries_[i];
+  for (size_t i = 0; i < cs.entries.size(); ++i) {
+    const Entry& v = cs.entries[i];
     if (!v.running || v.victim || v.claimed || v.holding.empty()) continue;
     if (v.job->state == JobState::kCheckpointing) {
       release(i);
     } else if (v.job->state == JobState::kRunning && v.job->queue != e.job->queue &&
-               ledger_->reclaimable(facts(v), claimant, classes)) {
-      borrowers.emplace_back(ledger_->inside_own_guarantee(v.job->queue, classes), lost_work_cost(v), v.job->id, i);
+               cs.ledger->reclaimable(facts(v), claimant, classes)) {
+      borrowers.emplace_back(cs.ledger->inside_own_guarantee(v.job->queue, classes), lost_work_cost(cs, v), v.job->id, i);
     }
   }
   std::sort(borrowers.begin(), borrowers.end());
   for (const auto& [inside, cost, id, i] : borrowers) {
-    if (!ledger_->still_borrows(after, entries_[i].job->queue, classes)) continue;
+    if (!cs.ledger->still_borrows(after, cs.entries[i].job->queue, classes)) continue;
     release(i);
     is_borrower[i] = true;
-    after.add(entries_[i].job->queue, amounts(entries_[i]), -1);
+    after.add(cs.entries[i].job->queue, amounts(cs.entries[i]), -1);
   }
-  if (work_.total_gpus() * 1000 - work_.allocated_gpu_milli() < e.milli) {
+  if (cs.work.total_gpus() * 1000 - cs.work.allocated_gpu_milli() < e.milli) {
     unwind();
     return std::nullopt;
   }
   // Movable jobs per node that could hold a task, cheapest first.
   std::map<uint32_t, std::vector<size_t>> on_node;
-  for (size_t i = 0; i < entries_.size(); ++i)
-    if (!out[i] && movable(entries_[i], e) && could_host(work_.node(entries_[i].holding.front().node), t))
-      on_node[entries_[i].holding.front().node.value].push_back(i);
+  for (size_t i = 0; i < cs.entries.size(); ++i)
+    if (!out[i] && movable(cs, cs.entries[i], e) && could_host(cs, cs.work.node(cs.entries[i].holding.front().node), t))
+      on_node[cs.entries[i].holding.front().node.value].push_back(i);
   for (auto& [n, ks] : on_node)
     std::sort(ks.begin(), ks.end(), [&](size_t a, size_t b) {
-      const int64_t ca = lost_work_cost(entries_[a]), cb = lost_work_cost(entries_[b]);
-      return ca != cb ? ca < cb : entries_[a].job->id < entries_[b].job->id;
+      const int64_t ca = lost_work_cost(cs, cs.entries[a]), cb = lost_work_cost(cs, cs.entries[b]);
+      return ca != cb ? ca < cb : cs.entries[a].job->id < cs.entries[b].job->id;
     });
   const int64_t per_task = t.gpu_count, tasks = gang.required_tasks();
   auto slots = [&](const Node& n) -> int64_t {
-    if (!could_host(n, t)) return 0;
+    if (!could_host(cs, n, t)) return 0;
     return one_node ? (n.idle_gpus >= per_task * tasks ? tasks : 0) : n.idle_gpus / per_task;
   };
-  const int room = cfg_.max_moves_per_cycle - moves_;
+  const int room = cs.cfg.max_moves_per_cycle - cs.moves;
   int moving = 0;
   std::optional<std::vector<TaskPlacement>> fits;
   while (!fits) {
@@ -120,18 +120,18 @@ std::optional<Cycle::MovePlan> Cycle::find_moves(Entry& e, const Gang& gang, boo
     // one-node gang, the whole gang's).
     std::tuple<int64_t, int64_t, uint32_t> best{INT64_MAX, INT64_MAX, 0};
     for (const auto& [n, ks] : on_node) {
-      const Node& node = work_.node(NodeId(n));
+      const Node& node = cs.work.node(NodeId(n));
       const int64_t want = one_node ? per_task * tasks : per_task * (node.idle_gpus / per_task + 1);
       int64_t idle = node.idle_gpus, gpus = 0, cost = 0;
       for (size_t k = 0; k < ks.size() && idle < want; ++k) {
         if (out[ks[k]]) continue;
-        const int64_t g = entries_[ks[k]].milli / 1000;
-        idle += g, gpus += g, cost += lost_work_cost(entries_[ks[k]]);
+        const int64_t g = cs.entries[ks[k]].milli / 1000;
+        idle += g, gpus += g, cost += lost_work_cost(cs, cs.entries[ks[k]]);
       }
       if (idle >= want && gpus > 0 && std::make_tuple(gpus, cost, n) < best) best = {gpus, cost, n};
     }
     if (std::get<0>(best) == INT64_MAX) break;
-    const Node& node = work_.node(NodeId(std::get<2>(best)));
+    const Node& node = cs.work.node(NodeId(std::get<2>(best)));
     const int64_t want = one_node ? per_task * tasks : per_task * (node.idle_gpus / per_task + 1);
     for (size_t k : on_node[std::get<2>(best)]) {
       if (node.idle_gpus >= want) break;
@@ -141,8 +141,8 @@ std::optional<Cycle::MovePlan> Cycle::find_moves(Entry& e, const Gang& gang, boo
     }
     if (moving > room) break;
     int64_t have = 0;
-    for (const Node& n : work_.nodes()) have = one_node ? std::max(have, slots(n)) : have + slots(n);
-    if (have >= tasks) fits = fits_under(after, e, gang);
+    for (const Node& n : cs.work.nodes()) have = one_node ? std::max(have, slots(n)) : have + slots(n);
+    if (have >= tasks) fits = fits_under(cs, after, e, gang);
   }
   if (!fits || moving > room) {
     unwind();
@@ -156,7 +156,7 @@ std::optional<Cycle::MovePlan> Cycle::find_moves(Entry& e, const Gang& gang, boo
     return s;
   };
   auto overlaps = [&](size_t i, const std::set<std::pair<uint32_t, uint16_t>>& used) {
-    for (const TaskPlacement& p : entries_[i].holding)
+    for (const TaskPlacement& p : cs.entries[i].holding)
       for (const GpuGrant& g : p.gpus)
         if (used.count({p.node.value, g.gpu})) return true;
     return false;
@@ -164,19 +164,19 @@ std::optional<Cycle::MovePlan> Cycle::find_moves(Entry& e, const Gang& gang, boo
   // Movers the fit does not need stay; the others are placed with the fit applied.
   std::set<std::pair<uint32_t, uint16_t>> used = gpus_of(fit);
   for (size_t i : released)
-    if (out[i] && !is_borrower[i] && entries_[i].job->state == JobState::kRunning) {
+    if (out[i] && !is_borrower[i] && cs.entries[i].job->state == JobState::kRunning) {
       if (overlaps(i, used)) plan.moved.push_back(i);
-      else if (scratch.apply(entries_[i].holding)) out[i] = false;
+      else if (scratch.apply(cs.entries[i].holding)) out[i] = false;
       else plan.moved.push_back(i);
     }
   bool ok = !plan.moved.empty() && scratch.apply(placed.emplace_back(fit));
   std::sort(plan.moved.begin(), plan.moved.end(), [&](size_t a, size_t b) {
-    return entries_[a].milli != entries_[b].milli ? entries_[a].milli > entries_[b].milli : entries_[a].job->id < entries_[b].job->id;
+    return cs.entries[a].milli != cs.entries[b].milli ? cs.entries[a].milli > cs.entries[b].milli : cs.entries[a].job->id < cs.entries[b].job->id;
   });
   if (ok) {
-    const ReservedBlocked blocked(*this, !off_reservation);  // movers keep off a reservation's nodes
+    const ReservedBlocked blocked(cs, !off_reservation);  // movers keep off a reservation's nodes
     for (size_t k = 0; ok && k < plan.moved.size(); ++k) {
-      PlacementResult r = trial_.place(work_, mover_gang(entries_[plan.moved[k]]));
+      PlacementResult r = cs.trial.place(cs.work, mover_gang(cs, cs.entries[plan.moved[k]]));
       ok = r.outcome == Outcome::kPlaced && scratch.apply(placed.emplace_back(r.tasks));
       if (ok) {
         for (const TaskPlacement& p : r.tasks)
@@ -187,22 +187,22 @@ std::optional<Cycle::MovePlan> Cycle::find_moves(Entry& e, const Gang& gang, boo
   }
   // Borrowers whose GPUs the fit or a mover uses are reclaimed (while their queue still borrows,
   // cheapest first); the others are put back.
-  FairShare confirm = fs();
+  FairShare confirm = fs(cs);
   for (const auto& [inside, cost, id, i] : borrowers) {
     if (!ok || !is_borrower[i]) continue;
-    if (!overlaps(i, used) && scratch.apply(entries_[i].holding)) {
+    if (!overlaps(i, used) && scratch.apply(cs.entries[i].holding)) {
       out[i] = false;
       continue;
     }
-    ok = ledger_->still_borrows(confirm, entries_[i].job->queue, classes);
-    confirm.add(entries_[i].job->queue, amounts(entries_[i]), -1);
+    ok = cs.ledger->still_borrows(confirm, cs.entries[i].job->queue, classes);
+    confirm.add(cs.entries[i].job->queue, amounts(cs.entries[i]), -1);
     plan.reclaimed.push_back(i);
   }
   for (size_t i : released)
-    if (ok && out[i] && entries_[i].job->state == JobState::kCheckpointing && overlaps(i, used)) plan.leaving.push_back(i);
+    if (ok && out[i] && cs.entries[i].job->state == JobState::kCheckpointing && overlaps(i, used)) plan.leaving.push_back(i);
   if (ok) {
-    const ClassAmounts got = placement_amounts(work_, fit);
-    ok = confirm.within_limits(e.job->queue, got).ok() && ledger_->takes_owed(confirm, e.job->queue, got).empty();
+    const ClassAmounts got = placement_amounts(cs, cs.work, fit);
+    ok = confirm.within_limits(e.job->queue, got).ok() && cs.ledger->takes_owed(confirm, e.job->queue, got).empty();
   }
   unwind();
   if (!ok) return std::nullopt;
@@ -212,32 +212,32 @@ std::optional<Cycle::MovePlan> Cycle::find_moves(Entry& e, const Gang& gang, boo
 
 // Emits the plan's decisions. The movers' new GPUs that are free now are held for the rest of the
 // cycle (the rest belong to borrowers reclaimed for them, which keep them until they leave).
-void Cycle::commit_moves(Entry& e, MovePlan& plan) {
-  const std::string owner = tree_.queue(e.job->queue).name;
-  for (size_t i : plan.reclaimed) preempt(entries_[i], e, false, "reclaim: queue " + owner + " takes back its guarantee");
+void commit_moves(CycleState& cs, Entry& e, MovePlan& plan) {
+  const std::string owner = cs.tree.queue(e.job->queue).name;
+  for (size_t i : plan.reclaimed) preempt(cs, cs.entries[i], e, false, "reclaim: queue " + owner + " takes back its guarantee");
   for (size_t k = 0; k < plan.moved.size(); ++k) {
-    Entry& v = entries_[plan.moved[k]];
-    preempt(v, e, false,
-            "move: checkpoints and restarts at once on node " + work_.node(plan.dest[k].front().node).name +
+    Entry& v = cs.entries[plan.moved[k]];
+    preempt(cs, v, e, false,
+            "move: checkpoints and restarts at once on node " + cs.work.node(plan.dest[k].front().node).name +
                 " so that job " + e.job->name + " of queue " + owner + ", owed its guarantee, fits whole");
-    hold_idle(plan.dest[k]);
-    out_.preempt.back().move_to = std::move(plan.dest[k]);
+    hold_idle(cs, plan.dest[k]);
+    cs.out.preempt.back().move_to = std::move(plan.dest[k]);
   }
-  for (size_t i : plan.leaving) entries_[i].claimed = true;  // not counted again by a later preemptor
+  for (size_t i : plan.leaving) cs.entries[i].claimed = true;  // not counted again by a later preemptor
   const int fresh = int(plan.reclaimed.size() + plan.moved.size());
-  preemptions_ += fresh;
-  moves_ += int(plan.moved.size());
+  cs.preemptions += fresh;
+  cs.moves += int(plan.moved.size());
   e.wait = WaitCategory::kPreempting;
   e.reason = "waiting for " + std::to_string(fresh) + (fresh == 1 ? " preempted job" : " preempted jobs") +
              " to checkpoint and exit (" + std::to_string(plan.moved.size()) + " moved to other GPUs to make room)";
 }
 
 // Holds, GPU by GPU, the whole GPUs of `pl` that are idle on the working copy now.
-void Cycle::hold_idle(const std::vector<TaskPlacement>& pl) {
+void hold_idle(CycleState& cs, const std::vector<TaskPlacement>& pl) {
   for (const TaskPlacement& p : pl)
     for (const GpuGrant& g : p.gpus)
-      if (g.kind == GrantKind::kWhole && work_.node(p.node).gpus[g.gpu].idle())
-        (void)work_.apply(TaskPlacement{p.node, MilliCpu{0}, MiB{0}, p.task_class, {g}});
+      if (g.kind == GrantKind::kWhole && cs.work.node(p.node).gpus[g.gpu].idle())
+        (void)cs.work.apply(TaskPlacement{p.node, MilliCpu{0}, MiB{0}, p.task_class, {g}});
 }
 
 }  // namespace tessera::sched

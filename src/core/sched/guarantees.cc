@@ -17,12 +17,12 @@
 
 namespace tessera::sched {
 
-bool Cycle::could_host(const Node& n, const TaskRequest& t) const {
+bool could_host(const CycleState& cs, const Node& n, const TaskRequest& t) {
   if (!n.schedulable || n.gpus.empty() || n.cpu_capacity < t.cpu || n.memory_capacity < t.memory) return false;
   if (!(t.pool_kinds & pool_kind_bit(n.pool_kind))) return false;
   const GpuModel* m = n.gpu_model();
   return m && (t.gpu_models.empty() || std::any_of(t.gpu_models.begin(), t.gpu_models.end(), [&](const std::string& x) {
-                 auto f = work_.catalog().find(x);
+                 auto f = cs.work.catalog().find(x);
                  return f.ok() && f.value() == m;
                }));
 }
@@ -30,23 +30,23 @@ bool Cycle::could_host(const Node& n, const TaskRequest& t) const {
 // Could the pending job start on the free GPUs, with those of jobs already leaving (ignoring other jobs)? MIG requests count
 // as able (the MIG planner turns idle GPUs into the slices they need); whole-GPU and shared tasks
 // when the nodes they fit on hold enough of them.
-bool Cycle::fits_free_now(const Entry& e) const {
-  const Gang g = gang_of(e);
+bool fits_free_now(const CycleState& cs, const Entry& e) {
+  const Gang g = gang_of(cs, e);
   const TaskRequest& t = g.task;
   if (t.mig()) return true;
   // Asked before anything is placed: the answer depends on the shape alone (one scan per shape).
   const std::string key = shape_key(g);
-  if (auto it = fits_free_memo_.find(key); it != fits_free_memo_.end()) return it->second;
-  return fits_free_memo_[key] = fits_free_scan(g);
+  if (auto it = cs.fits_free_memo.find(key); it != cs.fits_free_memo.end()) return it->second;
+  return cs.fits_free_memo[key] = fits_free_scan(cs, g);
 }
 
-bool Cycle::fits_free_scan(const Gang& g) const {
+bool fits_free_scan(const CycleState& cs, const Gang& g) {
   const TaskRequest& t = g.task;
   int64_t tasks = 0;
-  for (const Node& n : work_.nodes()) {
+  for (const Node& n : cs.work.nodes()) {
     // GPUs of jobs checkpointing on their way out count as free: they are the room a reclaim or a
     // preemption freed, and a job waiting for them is owed them (else a borrower retakes them).
-    const int64_t leaving = n.id.value < leaving_milli_.size() ? leaving_milli_[n.id.value] : 0;
+    const int64_t leaving = n.id.value < cs.leaving_milli.size() ? cs.leaving_milli[n.id.value] : 0;
     if (check_fit(n, t) != Misfit::kFits) {
       if (leaving == 0 || !t.whole_gpus() || !n.schedulable) continue;
       tasks += (n.free_gpu_milli + leaving) / (int64_t(t.gpu_count) * 1000);

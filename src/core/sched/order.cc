@@ -16,8 +16,8 @@
 
 namespace tessera::sched {
 
-OrderJob Cycle::order_job(size_t i) const {
-  const Entry& e = entries_[i];
+OrderJob order_job(const CycleState& cs, size_t i) {
+  const Entry& e = cs.entries[i];
   OrderJob j;
   j.id = e.job->id;
   j.queue = e.job->queue;
@@ -31,67 +31,67 @@ OrderJob Cycle::order_job(size_t i) const {
 }
 
 // Everything but the jobs; after start_moved (its starts count as running).
-OrderInput Cycle::order_input(size_t users) const {
+OrderInput order_input(const CycleState& cs, size_t users) {
   OrderInput in;
-  in.tree = &tree_;
-  in.fair_share = &fs();
+  in.tree = &cs.tree;
+  in.fair_share = &fs(cs);
   in.user_usage.assign(users, 0);
-  for (const Entry& e : entries_) in.user_usage[e.user] = get_or(user_milli_, e.job->user);
-  in.queue_usage.assign(tree_.size(), {});
-  for (const Entry& e : entries_) {
+  for (const Entry& e : cs.entries) in.user_usage[e.user] = get_or(cs.user_milli, e.job->user);
+  in.queue_usage.assign(cs.tree.size(), {});
+  for (const Entry& e : cs.entries) {
     if (!e.running && !e.started) continue;
     OrderUsage& u = in.queue_usage[e.job->queue.value];
     u.gpu_milli += e.milli;
-    for (const TaskPlacement& p : e.running ? e.holding : out_.start[size_t(e.start_index)].placement)
+    for (const TaskPlacement& p : e.running ? e.holding : cs.out.start[size_t(e.start_index)].placement)
       u.cpu += p.cpu.v, u.memory += p.memory.v;
   }
-  in.capacity.gpu_milli = std::max<int64_t>(1, int64_t(work_.total_gpus()) * 1000);
-  for (const Node& n : work_.nodes()) in.capacity.cpu += n.cpu_capacity.v, in.capacity.memory += n.memory_capacity.v;
-  in.decayed_usage.assign(tree_.size(), 0);
-  for (size_t q = 0; q < tree_.size() && q < snap_.history.size(); ++q) in.decayed_usage[q] = snap_.history[q].decayed_usage;
-  in.now = now_;
-  in.in_queue_las = cfg_.in_queue_las;
-  in.multifactor = cfg_.multifactor;
-  for (const PriorityClass& pc : cfg_.priority_classes) in.top_class_value = std::max(in.top_class_value, pc.value);
+  in.capacity.gpu_milli = std::max<int64_t>(1, int64_t(cs.work.total_gpus()) * 1000);
+  for (const Node& n : cs.work.nodes()) in.capacity.cpu += n.cpu_capacity.v, in.capacity.memory += n.memory_capacity.v;
+  in.decayed_usage.assign(cs.tree.size(), 0);
+  for (size_t q = 0; q < cs.tree.size() && q < cs.snap.history.size(); ++q) in.decayed_usage[q] = cs.snap.history[q].decayed_usage;
+  in.now = cs.now;
+  in.in_queue_las = cs.cfg.in_queue_las;
+  in.multifactor = cs.cfg.multifactor;
+  for (const PriorityClass& pc : cs.cfg.priority_classes) in.top_class_value = std::max(in.top_class_value, pc.value);
   return in;
 }
 
-void Cycle::order_and_place() {
+void order_and_place(CycleState& cs) {
   std::map<std::string, uint32_t> users;
-  for (Entry& e : entries_) e.user = users.emplace(e.job->user, uint32_t(users.size())).first->second;
-  start_moved();
-  const JobOrderPolicy& policy = job_order_policy(cfg_.order);
+  for (Entry& e : cs.entries) e.user = users.emplace(e.job->user, uint32_t(users.size())).first->second;
+  start_moved(cs);
+  const JobOrderPolicy& policy = job_order_policy(cs.cfg.order);
   const OrderRules rules = policy.rules();
   // A reservation made in an earlier cycle holds: its holder goes before every job of its tier, of
   // its class or below, that was not ahead of it when it was made; at its tier's end at the latest.
-  const std::optional<size_t> holder = rules.holds_reservation ? reservation_holder() : std::nullopt;
-  OrderInput in = order_input(users.size());
-  std::vector<size_t> entry_of;  // per OrderInput::jobs: its index in entries_
-  for (size_t i = 0; i < entries_.size(); ++i)
-    if (!entries_[i].running && !entries_[i].started && i != holder) {
-      in.jobs.push_back(order_job(i));
+  const std::optional<size_t> holder = rules.holds_reservation ? reservation_holder(cs) : std::nullopt;
+  OrderInput in = order_input(cs, users.size());
+  std::vector<size_t> entry_of;  // per OrderInput::jobs: its index in cs.entries
+  for (size_t i = 0; i < cs.entries.size(); ++i)
+    if (!cs.entries[i].running && !cs.entries[i].started && i != holder) {
+      in.jobs.push_back(order_job(cs, i));
       entry_of.push_back(i);
     }
   const std::unique_ptr<JobOrderCursor> cursor = policy.begin(std::move(in));
   bool holder_due = holder.has_value();
-  const int64_t holder_tier = holder ? policy.tier_of(order_job(*holder)) : 0;
-  const int holder_value = holder ? entries_[*holder].pc->value : 0;
+  const int64_t holder_tier = holder ? policy.tier_of(order_job(cs, *holder)) : 0;
+  const int holder_value = holder ? cs.entries[*holder].pc->value : 0;
   auto place = [&](size_t i) {  // tries entry i and reports a start to the order
-    place_in_order(i);
-    const Entry& e = entries_[i];
+    place_in_order(cs, i);
+    const Entry& e = cs.entries[i];
     if (!e.started) return;
     OrderUsage took;
-    const std::vector<TaskPlacement>& pl = out_.start[size_t(e.start_index)].placement;
+    const std::vector<TaskPlacement>& pl = cs.out.start[size_t(e.start_index)].placement;
     took.gpu_milli = placement_milli(pl);
     for (const TaskPlacement& p : pl) took.cpu += p.cpu.v, took.memory += p.memory.v;
-    cursor->started(order_job(i), took);
+    cursor->started(order_job(cs, i), took);
   };
   auto place_holder = [&] {
     holder_due = false;
     place(*holder);
   };
   auto place_in_tier = [&](size_t i, int64_t tier) {
-    if (holder_due && tier == holder_tier && entries_[i].pc->value <= holder_value && !was_ahead_of_holder(i))
+    if (holder_due && tier == holder_tier && cs.entries[i].pc->value <= holder_value && !was_ahead_of_holder(cs, i))
       place_holder();
     place(i);
   };
@@ -101,11 +101,11 @@ void Cycle::order_and_place() {
     // A borrower's reservation does not hold against queues owed their guarantee: it goes first
     // among the jobs that wait for the owed (a guarantee comes before a borrower's reservation).
     const bool holder_defers = holder_due && *tier == holder_tier && rules.defers_to_owed &&
-                               ledger_->defers_to_owed(facts(entries_[*holder]));
+                               cs.ledger->defers_to_owed(facts(cs.entries[*holder]));
     if (holder_defers) holder_due = false;
     while (const std::optional<size_t> k = cursor->next()) {
       const size_t i = entry_of[*k];
-      if (rules.defers_to_owed && ledger_->defers_to_owed(facts(entries_[i]))) deferred.push_back(i);
+      if (rules.defers_to_owed && cs.ledger->defers_to_owed(facts(cs.entries[i]))) deferred.push_back(i);
       else place_in_tier(i, *tier);
     }
     if (holder_defers) place(*holder);
@@ -116,46 +116,46 @@ void Cycle::order_and_place() {
   if (holder_due) place_holder();
 }
 
-std::optional<size_t> Cycle::reservation_holder() const {
-  if (!cfg_.backfill || !snap_.reservation || cfg_.reservation_hold == ReservationHold::kOff) return std::nullopt;
-  if (cfg_.reservation_hold == ReservationHold::kAtDue && snap_.reservation->start > now_) return std::nullopt;
-  const HeldReservation& r = *snap_.reservation;
-  if (cfg_.reservation_slip > 0 && now_ > (r.promised >= 0 ? r.promised : r.start) + cfg_.reservation_slip)
+std::optional<size_t> reservation_holder(const CycleState& cs) {
+  if (!cs.cfg.backfill || !cs.snap.reservation || cs.cfg.reservation_hold == ReservationHold::kOff) return std::nullopt;
+  if (cs.cfg.reservation_hold == ReservationHold::kAtDue && cs.snap.reservation->start > cs.now) return std::nullopt;
+  const HeldReservation& r = *cs.snap.reservation;
+  if (cs.cfg.reservation_slip > 0 && cs.now > (r.promised >= 0 ? r.promised : r.start) + cs.cfg.reservation_slip)
     return std::nullopt;  // lapsed: the room did not come as promised
-  for (size_t i = 0; i < entries_.size(); ++i)
-    if (entries_[i].job->id == snap_.reservation->job)
-      return !entries_[i].running && !entries_[i].started ? std::optional<size_t>(i) : std::nullopt;
+  for (size_t i = 0; i < cs.entries.size(); ++i)
+    if (cs.entries[i].job->id == cs.snap.reservation->job)
+      return !cs.entries[i].running && !cs.entries[i].started ? std::optional<size_t>(i) : std::nullopt;
   return std::nullopt;
 }
 
-bool Cycle::was_ahead_of_holder(size_t i) const {
-  const std::vector<JobId>& ahead = snap_.reservation->ahead;
-  return std::binary_search(ahead.begin(), ahead.end(), entries_[i].job->id);
+bool was_ahead_of_holder(const CycleState& cs, size_t i) {
+  const std::vector<JobId>& ahead = cs.snap.reservation->ahead;
+  return std::binary_search(ahead.begin(), ahead.end(), cs.entries[i].job->id);
 }
 
-HeldReservation Cycle::held_reservation() const {
-  HeldReservation r{entries_[res_.entry].job->id, res_.start, {}, res_.start};
-  if (snap_.reservation && snap_.reservation->job == r.job)  // the same holder: its first promise stands
-    r.promised = snap_.reservation->promised >= 0 ? snap_.reservation->promised : snap_.reservation->start;
-  for (size_t i : order_) {
-    if (i == res_.entry) break;
-    if (!entries_[i].started) r.ahead.push_back(entries_[i].job->id);
+HeldReservation held_reservation(const CycleState& cs) {
+  HeldReservation r{cs.entries[cs.res.entry].job->id, cs.res.start, {}, cs.res.start};
+  if (cs.snap.reservation && cs.snap.reservation->job == r.job)  // the same holder: its first promise stands
+    r.promised = cs.snap.reservation->promised >= 0 ? cs.snap.reservation->promised : cs.snap.reservation->start;
+  for (size_t i : cs.order) {
+    if (i == cs.res.entry) break;
+    if (!cs.entries[i].started) r.ahead.push_back(cs.entries[i].job->id);
   }
   std::sort(r.ahead.begin(), r.ahead.end());
   return r;
 }
 
-bool Cycle::place_in_order(size_t i) {
-  Entry& e = entries_[i];
-  order_.push_back(i);
-  if (blocked_by_) {
+bool place_in_order(CycleState& cs, size_t i) {
+  Entry& e = cs.entries[i];
+  cs.order.push_back(i);
+  if (cs.blocked_by) {
     e.wait = WaitCategory::kOrder;
-    e.reason = "waiting behind job " + blocked_by_->job->name + " (strict " + job_order_name(cfg_.order) + " order)";
+    e.reason = "waiting behind job " + cs.blocked_by->job->name + " (strict " + job_order_name(cs.cfg.order) + " order)";
     return false;
   }
-  try_job(e);
-  if (cfg_.strict_order && !e.started) blocked_by_ = &e;
-  return !blocked_by_;
+  try_job(cs, e);
+  if (cs.cfg.strict_order && !e.started) cs.blocked_by = &e;
+  return !cs.blocked_by;
 }
 
 }  // namespace tessera::sched

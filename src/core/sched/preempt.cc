@@ -18,76 +18,76 @@
 
 namespace tessera::sched {
 
-int64_t Cycle::lost_work_cost(const Entry& v) const {
+int64_t lost_work_cost(const CycleState& cs, const Entry& v) {
   const Job& j = *v.job;
   const Time since = std::max(j.started, j.checkpoint.last);
-  return v.milli * (std::max<int64_t>(0, now_ - since) + j.checkpoint.save_cost + j.checkpoint.restart_cost);
+  return v.milli * (std::max<int64_t>(0, cs.now - since) + j.checkpoint.save_cost + j.checkpoint.restart_cost);
 }
 
-void Cycle::preempt(Entry& v, const Entry& e, bool by_priority, std::string reason) {
+void preempt(CycleState& cs, Entry& v, const Entry& e, bool by_priority, std::string reason) {
   v.victim = true;
   PreemptDecision d;
   d.victim = v.job->id;
   d.for_job = e.job->id;
   d.phase = v.job->checkpoint.interval > 0 ? PreemptPhase::kRequestCheckpoint : PreemptPhase::kEvict;
-  const Duration grace = by_priority ? v.job->checkpoint.grace : std::min(v.job->checkpoint.grace, cfg_.reclaim_grace);
-  d.evict_by = d.phase == PreemptPhase::kEvict ? now_ : now_ + std::max<Duration>(0, grace);
+  const Duration grace = by_priority ? v.job->checkpoint.grace : std::min(v.job->checkpoint.grace, cs.cfg.reclaim_grace);
+  d.evict_by = d.phase == PreemptPhase::kEvict ? cs.now : cs.now + std::max<Duration>(0, grace);
   d.reason = std::move(reason);
-  out_.preempt.push_back(std::move(d));
+  cs.out.preempt.push_back(std::move(d));
 }
 
-VictimSearch Cycle::try_preempt(Entry& e, const Gang& gang, bool off_reservation) {
+VictimSearch try_preempt(CycleState& cs, Entry& e, const Gang& gang, bool off_reservation) {
   VictimSearch none;
-  const int budget = cfg_.max_preemptions_per_cycle - preemptions_;
+  const int budget = cs.cfg.max_preemptions_per_cycle - cs.preemptions;
   if (budget <= 0 || e.milli <= 0) return none;
   VictimSearch mig;
   mig.outcome = VictimSearch::Outcome::kPreempting;
-  if (gang.task.mig() && cfg_.dynamic_mig && reclaim_gpu_for_mig(e, gang)) return mig;
+  if (gang.task.mig() && cs.cfg.dynamic_mig && reclaim_gpu_for_mig(cs, e, gang)) return mig;
   // Victims only become fewer within a cycle: a failed search stays failed for the same ask.
   const std::string memo = shape_key(gang) + "|" + std::to_string(e.prio) + "|" + std::to_string(e.job->queue.value) +
-                           "|" + std::to_string(cfg_.in_queue_las ? e.las : 0) + (off_reservation ? "|off" : "");
+                           "|" + std::to_string(cs.cfg.in_queue_las ? e.las : 0) + (off_reservation ? "|off" : "");
   // An owner's MIG request that no instance frees in time takes a whole GPU for the planner.
-  auto or_mig = [&] { return gang.task.mig() && reclaim_gpu_for_mig(e, gang) ? mig : none; };
-  if (no_victims_.count(memo)) return or_mig();
+  auto or_mig = [&] { return gang.task.mig() && reclaim_gpu_for_mig(cs, e, gang) ? mig : none; };
+  if (cs.no_victims.count(memo)) return or_mig();
   // Bounded work per cycle: after this many fruitless searches, later jobs wait for the next cycle
   // (the most deserving jobs, first in order, were searched).
-  if (failed_searches_ >= cfg_.max_victim_searches_per_cycle) return or_mig();
-  VictimSearch found = find_victims(e, gang, budget, off_reservation);
+  if (cs.failed_searches >= cs.cfg.max_victim_searches_per_cycle) return or_mig();
+  VictimSearch found = find_victims(cs, e, gang, budget, off_reservation);
   if (found.outcome == VictimSearch::Outcome::kNone) {
-    no_victims_.insert(memo);
-    if (found.searched) ++failed_searches_;
+    cs.no_victims.insert(memo);
+    if (found.searched) ++cs.failed_searches;
     return or_mig();
   }
   return found;
 }
 
-bool Cycle::reclaim_gpu_for_mig(Entry& e, const Gang& gang, bool by_priority_too) {
-  if (!cfg_.dynamic_mig || preemptions_ >= cfg_.max_preemptions_per_cycle) return false;
+bool reclaim_gpu_for_mig(CycleState& cs, Entry& e, const Gang& gang, bool by_priority_too) {
+  if (!cs.cfg.dynamic_mig || cs.preemptions >= cs.cfg.max_preemptions_per_cycle) return false;
   // Its queue's guarantee (reclaim from borrowers), or its class (priority: urgent work is served at
   // once, MIG or not, from a lower class's whole GPU, by the rules of priority preemption).
   const GuaranteeJob claimant = facts(e);
-  const std::vector<std::string> classes = ledger_->owed_classes(claimant);
+  const std::vector<std::string> classes = cs.ledger->owed_classes(claimant);
   const bool may_reclaim = !classes.empty();
-  const bool may_priority = by_priority_too && cfg_.preemption && e.pc->can_preempt;
+  const bool may_priority = by_priority_too && cs.cfg.preemption && e.pc->can_preempt;
   if (!may_reclaim && !may_priority) return false;
   const TaskRequest& t = gang.task;
   const std::string memo = std::to_string(e.job->queue.value) + "|" + t.mig_profile;
-  if (mig_reclaimed_.count(memo)) return false;  // one GPU per queue and profile per cycle
+  if (cs.mig_reclaimed.count(memo)) return false;  // one GPU per queue and profile per cycle
   // GPUs that could offer the profile (model, pool, node size), by node.
-  auto capable = [&](const Node& n) { return could_host(n, t) && n.gpu_model()->find_profile(t.mig_profile); };
+  auto capable = [&](const Node& n) { return could_host(cs, n, t) && n.gpu_model()->find_profile(t.mig_profile); };
   // An idle whole GPU is the planner's to convert, and one on its way out will be: nothing to take.
-  for (const Node& n : work_.nodes())
+  for (const Node& n : cs.work.nodes())
     if (capable(n))
       for (const Gpu& g : n.gpus)
         if (g.health == GpuHealth::kHealthy && !g.mig_enabled && g.idle()) return false;
-  for (const Entry& v : entries_)
+  for (const Entry& v : cs.entries)
     if (v.running && v.job->state == JobState::kCheckpointing)
       for (const TaskPlacement& p : v.holding)
-        if (capable(work_.node(p.node)))
+        if (capable(cs.work.node(p.node)))
           for (const GpuGrant& g : p.gpus)
             if (g.kind == GrantKind::kWhole) return false;
   // Nor one being repartitioned into slices of this profile (a MIG decision of an earlier cycle).
-  for (const Node& n : work_.nodes())
+  for (const Node& n : cs.work.nodes())
     if (capable(n)) {
       const MigProfile* want = n.gpu_model()->find_profile(t.mig_profile);
       for (const Gpu& g : n.gpus)
@@ -97,8 +97,8 @@ bool Cycle::reclaim_gpu_for_mig(Entry& e, const Gang& gang, bool by_priority_too
     }
   // A GPU freed for slices earlier this cycle becomes a layout the planner packs with every pending
   // profile: a request its remaining compute holds waits for it (no second victim).
-  for (auto& [node, left] : mig_freed_)
-    if (left >= e.milli && capable(work_.node(node))) {
+  for (auto& [node, left] : cs.mig_freed)
+    if (left >= e.milli && capable(cs.work.node(node))) {
       left -= e.milli;
       e.wait = WaitCategory::kPreempting;
       e.reason = "waiting for a GPU preempted this cycle to checkpoint and exit; it then becomes MIG slices, " +
@@ -112,37 +112,37 @@ bool Cycle::reclaim_gpu_for_mig(Entry& e, const Gang& gang, bool by_priority_too
   bool best_inside = false;
   int best_class = 0;
   bool best_by_priority = false;
-  for (const Entry& v : entries_) {
+  for (const Entry& v : cs.entries) {
     const Job& vj = *v.job;
     if (!v.running || v.victim || v.claimed || vj.state != JobState::kRunning) continue;
-    const bool by_reclaim = may_reclaim && vj.queue != e.job->queue && ledger_->reclaimable(facts(v), claimant, classes);
-    const bool by_priority = may_priority && priority_victim(v, e);
+    const bool by_reclaim = may_reclaim && vj.queue != e.job->queue && cs.ledger->reclaimable(facts(v), claimant, classes);
+    const bool by_priority = may_priority && priority_victim(cs, v, e);
     if (!by_reclaim && !by_priority) continue;
     bool whole_capable = false;
     for (const TaskPlacement& p : v.holding)
-      if (capable(work_.node(p.node)))
+      if (capable(cs.work.node(p.node)))
         for (const GpuGrant& g : p.gpus) whole_capable = whole_capable || g.kind == GrantKind::kWhole;
     if (!whole_capable) continue;
-    const bool inside = !by_priority && ledger_->inside_own_guarantee(vj.queue, classes);
-    const int64_t cost = lost_work_cost(v);
+    const bool inside = !by_priority && cs.ledger->inside_own_guarantee(vj.queue, classes);
+    const int64_t cost = lost_work_cost(cs, v);
     const int cls = v.pc->value;
     if (!best || std::tie(inside, cls, cost, vj.id) < std::tie(best_inside, best_class, best_cost, best->job->id))
       best = &v, best_cost = cost, best_inside = inside, best_class = cls, best_by_priority = !by_reclaim;
   }
   if (!best) return false;
-  mig_reclaimed_.insert(memo);
+  cs.mig_reclaimed.insert(memo);
   for (const TaskPlacement& p : best->holding)  // its first whole capable GPU, less this request
-    if (capable(work_.node(p.node)) && std::any_of(p.gpus.begin(), p.gpus.end(),
+    if (capable(cs.work.node(p.node)) && std::any_of(p.gpus.begin(), p.gpus.end(),
                                                    [](const GpuGrant& g) { return g.kind == GrantKind::kWhole; })) {
-      mig_freed_.emplace_back(p.node, std::max<int64_t>(0, 1000 - e.milli));
+      cs.mig_freed.emplace_back(p.node, std::max<int64_t>(0, 1000 - e.milli));
       break;
     }
-  preempt(entries_[size_t(best - entries_.data())], e, best_by_priority,
+  preempt(cs, cs.entries[size_t(best - cs.entries.data())], e, best_by_priority,
           best_by_priority ? "priority: " + e.pc->name + " job " + e.job->name + " needs a GPU for " + t.mig_profile +
                                  " MIG slices"
-                           : "reclaim: queue " + tree_.queue(e.job->queue).name + " takes back its guarantee (a GPU for " +
+                           : "reclaim: queue " + cs.tree.queue(e.job->queue).name + " takes back its guarantee (a GPU for " +
                                  t.mig_profile + " MIG slices)");
-  ++preemptions_;
+  ++cs.preemptions;
   e.wait = WaitCategory::kPreempting;
   e.reason = "waiting for 1 preempted job to checkpoint and exit; its GPU then becomes " + t.mig_profile + " MIG slices";
   e.no_room = true;  // still demand for the MIG planner
@@ -150,66 +150,66 @@ bool Cycle::reclaim_gpu_for_mig(Entry& e, const Gang& gang, bool by_priority_too
   return true;
 }
 
-bool Cycle::priority_victim(const Entry& v, const Entry& e) const {
+bool priority_victim(const CycleState& cs, const Entry& v, const Entry& e) {
   const Job& vj = *v.job;
-  const bool protected_now = (vj.started >= 0 && now_ - vj.started < v.pc->min_runtime) ||
-                             (vj.last_preempted >= 0 && now_ - vj.last_preempted < cfg_.preemption_protection);
+  const bool protected_now = (vj.started >= 0 && cs.now - vj.started < v.pc->min_runtime) ||
+                             (vj.last_preempted >= 0 && cs.now - vj.last_preempted < cs.cfg.preemption_protection);
   return !protected_now && v.pc->preemptible && v.prio < e.prio &&
-         (vj.queue == e.job->queue || ledger_->borrows(facts(v)) || cfg_.order == JobOrder::kLeastAttained);
+         (vj.queue == e.job->queue || cs.ledger->borrows(facts(v)) || cs.cfg.order == JobOrder::kLeastAttained);
 }
 
-std::optional<std::vector<TaskPlacement>> Cycle::fits_under(const FairShare& fs, const Entry& e, const Gang& gang) {
-  PlacementResult r = trial_.place(work_, gang);
+std::optional<std::vector<TaskPlacement>> fits_under(CycleState& cs, const FairShare& fs, const Entry& e, const Gang& gang) {
+  PlacementResult r = cs.trial.place(cs.work, gang);
   if (r.outcome != Outcome::kPlaced) return std::nullopt;
-  const ClassAmounts got = placement_amounts(work_, r.tasks);
-  if (!fs.within_limits(e.job->queue, got).ok() || !ledger_->takes_owed(fs, e.job->queue, got).empty()) return std::nullopt;
+  const ClassAmounts got = placement_amounts(cs, cs.work, r.tasks);
+  if (!fs.within_limits(e.job->queue, got).ok() || !cs.ledger->takes_owed(fs, e.job->queue, got).empty()) return std::nullopt;
   return std::move(r.tasks);
 }
 
-VictimSearch Cycle::find_victims(Entry& e, const Gang& gang, int budget, bool off_reservation) {
+VictimSearch find_victims(CycleState& cs, Entry& e, const Gang& gang, int budget, bool off_reservation) {
   // With claims active, the search sees the victims chosen before gone and the waiting preemptors'
   // claims in their place; undone once it is over.
-  ScratchEdits claimed(work_);
-  bool claims_active = claims_ok_ && !claims_.empty();
+  ScratchEdits claimed(cs.work);
+  bool claims_active = cs.claims_ok && !cs.claims.empty();
   if (claims_active) {
-    for (const Entry& v : entries_)
+    for (const Entry& v : cs.entries)
       if (v.running && (v.victim || v.claimed) && !v.holding.empty()) {
         const bool ok = claimed.release(v.holding);
         assert(ok && "releasing a victim for a later preemptor failed");
         (void)ok;
       }
     bool all = true;
-    for (const std::vector<TaskPlacement>& c : claims_) all = all && claimed.apply(c);
+    for (const std::vector<TaskPlacement>& c : cs.claims) all = all && claimed.apply(c);
     if (!all) {  // a job started since took part of a claim: give the idea up
       claimed.undo();
       claims_active = false;
-      claims_ok_ = false;
-      claims_.clear();
+      cs.claims_ok = false;
+      cs.claims.clear();
     }
   }
-  VictimSearch s = find_victims_inner(e, gang, budget, claims_active);
+  VictimSearch s = find_victims_inner(cs, e, gang, budget, claims_active);
   std::optional<MovePlan> moves;
-  if (s.outcome == VictimSearch::Outcome::kNone && cfg_.defragment && cfg_.reclaim)
-    moves = find_moves(e, gang, off_reservation);
+  if (s.outcome == VictimSearch::Outcome::kNone && cs.cfg.defragment && cs.cfg.reclaim)
+    moves = find_moves(cs, e, gang, off_reservation);
   claimed.undo();
   if (moves) {
-    commit_moves(e, *moves);
+    commit_moves(cs, e, *moves);
     s.outcome = VictimSearch::Outcome::kPreempting;
     s.fit = std::move(moves->fit);
   }
   if (s.partial) {  // the fit assumed victims not preempted yet: no claim on it this cycle
-    claims_ok_ = false;
-    claims_.clear();
+    cs.claims_ok = false;
+    cs.claims.clear();
   } else if (s.outcome != VictimSearch::Outcome::kNone && !s.fit.empty()) {
     bool whole = true;
     for (const TaskPlacement& p : s.fit)
       for (const GpuGrant& g : p.gpus) whole = whole && g.kind == GrantKind::kWhole;
     if (whole) {
-      std::vector<TaskPlacement> claim = hold_free_part(e, s.fit);
-      if (!claim.empty()) claims_.push_back(std::move(claim));
+      std::vector<TaskPlacement> claim = hold_free_part(cs, e, s.fit);
+      if (!claim.empty()) cs.claims.push_back(std::move(claim));
     } else {
-      claims_ok_ = false;
-      claims_.clear();
+      cs.claims_ok = false;
+      cs.claims.clear();
     }
   }
   return s;
@@ -218,32 +218,32 @@ VictimSearch Cycle::find_victims(Entry& e, const Gang& gang, int budget, bool of
 // The GPUs of a waiting preemptor's fit that are free now are held for it for the rest of the cycle,
 // so a job later in the order does not take them and leave its victims' exits to nobody; what the
 // jobs leaving hold is returned as its claim, which later victim searches count.
-std::vector<TaskPlacement> Cycle::hold_free_part(const Entry& e, const std::vector<TaskPlacement>& fit) {
+std::vector<TaskPlacement> hold_free_part(CycleState& cs, const Entry& e, const std::vector<TaskPlacement>& fit) {
   std::vector<TaskPlacement> hold, claim;
   for (const TaskPlacement& p : fit) {
     TaskPlacement h{p.node, MilliCpu{0}, MiB{0}, p.task_class, {}};
     TaskPlacement c = p;
     c.gpus.clear();
-    for (const GpuGrant& g : p.gpus) (work_.node(p.node).gpus[g.gpu].idle() ? h : c).gpus.push_back(g);
+    for (const GpuGrant& g : p.gpus) (cs.work.node(p.node).gpus[g.gpu].idle() ? h : c).gpus.push_back(g);
     if (c.gpus.empty()) std::swap(h.cpu, c.cpu), std::swap(h.memory, c.memory);  // all free now
     if (!h.gpus.empty()) hold.push_back(std::move(h));
     if (!c.gpus.empty()) claim.push_back(std::move(c));
   }
-  if (hold.empty() || !work_.apply_all(hold).ok()) return fit;
-  if (held_for_.empty()) held_first_ = e.job->name;
-  held_milli_ += placement_milli(hold);
-  held_for_.push_back({e.job->id, std::move(hold)});
-  held_text_ = gpus_text(held_milli_) + " held this cycle for " +
-               (held_for_.size() == 1 ? "job " + held_first_
-                                      : std::to_string(held_for_.size()) + " jobs (the first job " + held_first_ + ")") +
+  if (hold.empty() || !cs.work.apply_all(hold).ok()) return fit;
+  if (cs.held_for.empty()) cs.held_first = e.job->name;
+  cs.held_milli += placement_milli(hold);
+  cs.held_for.push_back({e.job->id, std::move(hold)});
+  cs.held_text = gpus_text(cs.held_milli) + " held this cycle for " +
+               (cs.held_for.size() == 1 ? "job " + cs.held_first
+                                      : std::to_string(cs.held_for.size()) + " jobs (the first job " + cs.held_first + ")") +
                ", waiting for preempted jobs to leave";
   return claim;
 }
 
-VictimSearch Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget, bool claims_active) {
+VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int budget, bool claims_active) {
   VictimSearch s;
   const GuaranteeJob claimant = facts(e);
-  const std::vector<std::string> reclaim_classes = ledger_->owed_classes(claimant);
+  const std::vector<std::string> reclaim_classes = cs.ledger->owed_classes(claimant);
   const bool may_reclaim = !reclaim_classes.empty();
 
   struct Cand {
@@ -260,46 +260,46 @@ VictimSearch Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget, b
   // Jobs already checkpointing on their way out free their GPUs within their save time: count them
   // first (no new decision, no lost work), so a preemptor waiting for its victims to leave does not
   // preempt more jobs in the cycles in between.
-  if ((cfg_.preemption && e.pc->can_preempt) || may_reclaim)
-    for (size_t i = 0; i < entries_.size(); ++i) {
-      const Entry& v = entries_[i];
+  if ((cs.cfg.preemption && e.pc->can_preempt) || may_reclaim)
+    for (size_t i = 0; i < cs.entries.size(); ++i) {
+      const Entry& v = cs.entries[i];
       if (v.running && !v.claimed && v.job->state == JobState::kCheckpointing && !v.holding.empty())
         cands.push_back({i, -1, true, true});
     }
-  for (size_t i = 0; i < entries_.size(); ++i) {
-    const Entry& v = entries_[i];
+  for (size_t i = 0; i < cs.entries.size(); ++i) {
+    const Entry& v = cs.entries[i];
     const Job& vj = *v.job;
     if (!v.running || v.victim || vj.state != JobState::kRunning || vj.placement.empty()) continue;
     // min_runtime and the protection window shield a job from priority preemption; a guarantee's
     // owner reclaims regardless (borrowed capacity is lent on those terms).
-    const bool protected_now = (vj.started >= 0 && now_ - vj.started < v.pc->min_runtime) ||
-                               (vj.last_preempted >= 0 && now_ - vj.last_preempted < cfg_.preemption_protection);
+    const bool protected_now = (vj.started >= 0 && cs.now - vj.started < v.pc->min_runtime) ||
+                               (vj.last_preempted >= 0 && cs.now - vj.last_preempted < cs.cfg.preemption_protection);
     const bool same_queue = vj.queue == e.job->queue;
     // In-queue least attained service: a job of the queue that has attained a higher level gives way
     // to one of the same class that has attained less (Tiresias inside one team's share), but only
     // when the queue has no guarantee left to reclaim from borrowers instead.
-    const bool by_las = cfg_.in_queue_las && !may_reclaim && same_queue && v.prio == e.prio && v.las > e.las;
-    const bool by_priority = cfg_.preemption && !protected_now && e.pc->can_preempt && v.pc->preemptible &&
+    const bool by_las = cs.cfg.in_queue_las && !may_reclaim && same_queue && v.prio == e.prio && v.las > e.las;
+    const bool by_priority = cs.cfg.preemption && !protected_now && e.pc->can_preempt && v.pc->preemptible &&
                              ((v.prio < e.prio &&
-                               (same_queue || ledger_->borrows(facts(v)) || cfg_.order == JobOrder::kLeastAttained)) ||
+                               (same_queue || cs.ledger->borrows(facts(v)) || cs.cfg.order == JobOrder::kLeastAttained)) ||
                               by_las);
-    const bool by_reclaim = may_reclaim && !same_queue && ledger_->reclaimable(facts(v), claimant, reclaim_classes);
+    const bool by_reclaim = may_reclaim && !same_queue && cs.ledger->reclaimable(facts(v), claimant, reclaim_classes);
     if (!by_priority && !by_reclaim) continue;
-    const bool inside_own = !by_priority && ledger_->inside_own_guarantee(vj.queue, reclaim_classes);
-    cands.push_back({i, lost_work_cost(v), by_priority, false, inside_own, by_reclaim});
+    const bool inside_own = !by_priority && cs.ledger->inside_own_guarantee(vj.queue, reclaim_classes);
+    cands.push_back({i, lost_work_cost(cs, v), by_priority, false, inside_own, by_reclaim});
   }
   // With this cycle's victims gone and their preemptors placed, the job may fit already: it waits
   // for those exits like its own victims (no new decision).
-  if (claims_active && ((cfg_.preemption && e.pc->can_preempt) || may_reclaim)) {
-    if (auto fit = fits_under(fs(), e, gang)) {
+  if (claims_active && ((cs.cfg.preemption && e.pc->can_preempt) || may_reclaim)) {
+    if (auto fit = fits_under(cs, fs(cs), e, gang)) {
       s.outcome = VictimSearch::Outcome::kOnlyLeaving;
       s.fit = std::move(*fit);
       return s;
     }
   }
   // Cheap bound before copying the cluster: all candidates plus what is free must cover the job.
-  int64_t room = work_.total_gpus() * 1000 - work_.allocated_gpu_milli();
-  for (const Cand& c : cands) room += entries_[c.idx].milli;
+  int64_t room = cs.work.total_gpus() * 1000 - cs.work.allocated_gpu_milli();
+  for (const Cand& c : cands) room += cs.entries[c.idx].milli;
   if (cands.empty() || room < e.milli) return s;
   s.searched = true;
   // Victim order: jobs already leaving, then (reclaim) borrowers' jobs before those inside their own
@@ -308,11 +308,11 @@ VictimSearch Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget, b
   std::sort(cands.begin(), cands.end(), [&](const Cand& a, const Cand& b) {
     if (a.leaving != b.leaving) return a.leaving;
     if (a.inside_own != b.inside_own) return b.inside_own;
-    const int ca = entries_[a.idx].pc->value, cb = entries_[b.idx].pc->value;
+    const int ca = cs.entries[a.idx].pc->value, cb = cs.entries[b.idx].pc->value;
     if (ca != cb) return ca < cb;
     if (a.cost != b.cost) return a.cost < b.cost;
-    const Job& x = *entries_[a.idx].job;
-    const Job& y = *entries_[b.idx].job;
+    const Job& x = *cs.entries[a.idx].job;
+    const Job& y = *cs.entries[b.idx].job;
     if (x.started != y.started) return x.started > y.started;  // newest first
     return x.id < y.id;
   });
@@ -324,8 +324,8 @@ VictimSearch Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget, b
   const bool one_node = gang.topology.mode == TopologyMode::kRequired && gang.topology.level == "node";
   int level = -1;  // the required domain's level (network().count() is "node"), or -1
   if (gang.topology.mode == TopologyMode::kRequired && gang.tasks > 1)
-    if (auto li = work_.network().level_index(gang.topology.level); li.ok()) level = *li;
-  const bool by_domain = level >= 0 && level < work_.network().count();
+    if (auto li = cs.work.network().level_index(gang.topology.level); li.ok()) level = *li;
+  const bool by_domain = level >= 0 && level < cs.work.network().count();
   if (gang.task.whole_gpus() && (gang.task.gpu_count > 1 || (one_node && gang.tasks > 1) || by_domain)) {
     // Group of a node: its domain at the required level, else the node itself.
     auto group = [&](const Node& n) {
@@ -333,18 +333,18 @@ VictimSearch Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget, b
     };
     // (group, candidate position) pairs, and per group the room and cost of its candidates (flat by
     // id: maps here cost a tenth of a cycle at 10,000 nodes).
-    const size_t ng = by_domain ? std::max<size_t>(work_.network().domain_count(level), work_.nodes().size())
-                                : work_.nodes().size();
+    const size_t ng = by_domain ? std::max<size_t>(cs.work.network().domain_count(level), cs.work.nodes().size())
+                                : cs.work.nodes().size();
     std::vector<int64_t> cost_on(ng, 0), room_on(ng, 0), inside_on(ng, 0), free_on(ng, 0);
     std::vector<int> top_class_on(ng, std::numeric_limits<int>::min());  // highest victim class per group
-    for (const Node& n : work_.nodes()) free_on[group(n)] += n.free_gpu_milli;
+    for (const Node& n : cs.work.nodes()) free_on[group(n)] += n.free_gpu_milli;
     std::vector<std::pair<uint32_t, size_t>> at;
     std::vector<uint32_t> touched;
     for (size_t k = 0; k < cands.size(); ++k) {
       if (cands[k].leaving) continue;
       touched.clear();
-      for (const TaskPlacement& p : entries_[cands[k].idx].holding) {
-        const uint32_t gid = group(work_.node(p.node));
+      for (const TaskPlacement& p : cs.entries[cands[k].idx].holding) {
+        const uint32_t gid = group(cs.work.node(p.node));
         touched.push_back(gid);
         for (const GpuGrant& g : p.gpus) room_on[gid] += g.milli_held();
       }
@@ -352,7 +352,7 @@ VictimSearch Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget, b
       touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
       for (uint32_t n : touched) {
         at.emplace_back(n, k), cost_on[n] += cands[k].cost, inside_on[n] += cands[k].inside_own;
-        top_class_on[n] = std::max(top_class_on[n], entries_[cands[k].idx].pc->value);
+        top_class_on[n] = std::max(top_class_on[n], cs.entries[cands[k].idx].pc->value);
       }
     }
     std::sort(at.begin(), at.end());  // by group, then candidate position (cheapest first)
@@ -386,29 +386,29 @@ VictimSearch Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget, b
   // Allocations as if the victims chosen so far were gone. Fits are checked against its limits and
   // owed guarantees (try_job checks the GPUs chosen too: a preemption for a placement they then
   // refuse would free room for nobody, again and again).
-  FairShare after = fs();
+  FairShare after = fs(cs);
   // Rule (b) holds across the cycle: the victims chosen before (by earlier searches this cycle, or
   // still checkpointing from an earlier cycle) are gone already, so a victim queue that stops
   // borrowing once they leave gives up nothing more.
-  for (const Entry& v : entries_)
+  for (const Entry& v : cs.entries)
     if (v.running && (v.victim || v.job->state == JobState::kCheckpointing)) after.add(v.job->queue, amounts(v), -1);
   std::vector<Cand> chosen;
   bool fits = false, room_opened = false;
-  ScratchEdits released(work_);  // the chosen victims' releases; undone before this returns
+  ScratchEdits released(cs.work);  // the chosen victims' releases; undone before this returns
   // A guarantee's owner may need more victims than one cycle's budget (a gang of whole nodes among
   // small borrowers): the search may take every candidate, and the victims beyond the budget are
   // preempted in later cycles (those already leaving then count first).
   const int cap = may_reclaim ? std::max(budget, int(cands.size())) : budget;
   for (const Cand& c : cands) {
     if (int(chosen.size()) >= cap) break;
-    const Entry& v = entries_[c.idx];
+    const Entry& v = cs.entries[c.idx];
     // Judged with the victims chosen before gone (`after`): reclaim only while the victim's queue
     // still borrows; another queue's job by priority only if its queue keeps its guarantee, at every
     // level of the tree, once this victim is gone too.
     if (!c.leaving && v.job->queue != e.job->queue) {
-      const bool reclaim_ok = c.by_reclaim && ledger_->still_borrows(after, v.job->queue, reclaim_classes);
+      const bool reclaim_ok = c.by_reclaim && cs.ledger->still_borrows(after, v.job->queue, reclaim_classes);
       const bool priority_ok =
-          c.by_priority && (cfg_.order == JobOrder::kLeastAttained || ledger_->keeps_guarantee(after, facts(v)));
+          c.by_priority && (cs.cfg.order == JobOrder::kLeastAttained || cs.ledger->keeps_guarantee(after, facts(v)));
       if (!reclaim_ok && !priority_ok) continue;
     }
     if (!c.leaving) after.add(v.job->queue, amounts(v), -1);
@@ -419,9 +419,9 @@ VictimSearch Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget, b
     // try the engine only once some released node can hold one task.
     if (!room_opened)
       for (const TaskPlacement& tp : pl)
-        if (check_fit(work_.node(tp.node), gang.task) == Misfit::kFits) room_opened = true;
+        if (check_fit(cs.work.node(tp.node), gang.task) == Misfit::kFits) room_opened = true;
     if (room_opened)
-      if (auto fit = fits_under(after, e, gang)) {
+      if (auto fit = fits_under(cs, after, e, gang)) {
         s.fit = std::move(*fit);
         fits = true;
         break;
@@ -430,11 +430,11 @@ VictimSearch Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget, b
   if (!fits) return s;
   // Drop victims that turned out unnecessary (most expensive first, the last one is needed).
   for (size_t k = chosen.size() - 1; k-- > 0;) {
-    const Entry& v = entries_[chosen[k].idx];
+    const Entry& v = cs.entries[chosen[k].idx];
     if (!released.apply(v.holding)) continue;  // put back: stays (on the scratch view) if not needed
     const int sign = chosen[k].leaving ? 0 : 1;  // a job already leaving stays gone from `after`
     if (sign) after.add(v.job->queue, amounts(v), +1);
-    if (auto fit = fits_under(after, e, gang)) {
+    if (auto fit = fits_under(cs, after, e, gang)) {
       s.fit = std::move(*fit);
       chosen.erase(chosen.begin() + long(k));
     } else {
@@ -460,23 +460,23 @@ VictimSearch Cycle::find_victims_inner(Entry& e, const Gang& gang, int budget, b
   if (fresh == 0) {
     // The jobs already leaving are enough: nothing new is preempted; the job waits for them like any
     // job without room (its reservation is their exit). They are not counted by a later preemptor.
-    for (const Cand& c : chosen) entries_[c.idx].claimed = true;
+    for (const Cand& c : chosen) cs.entries[c.idx].claimed = true;
     s.outcome = VictimSearch::Outcome::kOnlyLeaving;
     return s;
   }
   for (const Cand& c : chosen) {
-    Entry& v = entries_[c.idx];
+    Entry& v = cs.entries[c.idx];
     if (c.leaving) {  // not counted again by a later preemptor; no new decision
       v.claimed = true;
       continue;
     }
     const bool las_turn = c.by_priority && v.job->queue == e.job->queue && v.prio == e.prio;
-    preempt(v, e, c.by_priority,
+    preempt(cs, v, e, c.by_priority,
             las_turn ? "least attained service: job " + e.job->name + " of the same queue has run less and needs " + need
             : c.by_priority ? "priority: " + e.pc->name + " job " + e.job->name + " needs " + need
-                            : "reclaim: queue " + tree_.queue(e.job->queue).name + " takes back its guarantee");
+                            : "reclaim: queue " + cs.tree.queue(e.job->queue).name + " takes back its guarantee");
   }
-  preemptions_ += fresh;
+  cs.preemptions += fresh;
   // Victims keep their resources in the working copy this cycle, so nobody else takes the room.
   e.wait = WaitCategory::kPreempting;
   e.reason = "waiting for " + std::to_string(chosen.size()) +

@@ -1,5 +1,5 @@
 // The scheduler's entry points: named configurations (presets), Scheduler::create's checks, and
-// Scheduler::cycle, which runs one Cycle (core/sched/cycle.h; the rules are stated there).
+// Scheduler::cycle, which runs one cycle over a CycleState (core/sched/cycle.h; the rules are stated there).
 #include "core/sched/scheduler.h"
 
 #include <algorithm>
@@ -115,7 +115,8 @@ Decisions Scheduler::cycle(const Snapshot& snapshot, Time now) const {
     return j.state == JobState::kPending || (j.state == JobState::kCheckpointing && j.evict_by >= 0 && j.evict_by <= now);
   });
   if (idle) return {};
-  return sched::Cycle(config_, *policy_, snapshot, now).run();
+  sched::CycleState cs(config_, *policy_, snapshot, now);
+  return sched::run_cycle(cs);
 }
 
 }  // namespace tessera

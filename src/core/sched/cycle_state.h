@@ -1,0 +1,220 @@
+// CycleState: everything one scheduling cycle knows, as data: its inputs (config, snapshot, time),
+// its working copy of the cluster and placement engines, its books (entries, what was preempted,
+// moved, held and claimed so far, the reservation), its caches (shapes that found no room or no
+// victims) and its output (Decisions). It has no behaviour: the phases are free functions over it
+// (cycle.h), each in its own file, and they exchange what they found as values (VictimSearch,
+// PlaceNow, MovePlan, Reservation), not as flags left here.
+//
+// Ownership: it refers to the config, the scoring policy and the snapshot (all outlive the cycle) and
+// owns the rest. Thread-safety: none (one cycle, one thread). Invariants: `work` is the snapshot's
+// cluster plus this cycle's starts and holds (trial edits are undone by ScratchEdits and
+// ReservedBlocked before a phase returns); `entries` are the valid jobs by id and `entries[i]` stays
+// at its index for the whole cycle (indices are kept in `order`, MovePlan and Reservation).
+#pragma once
+
+#include "core/sched/scheduler.h"
+
+#include "core/placement/fit.h"
+#include "core/sched/guarantee_ledger.h"
+#include "core/sched/job_order.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tessera::sched {
+
+inline int64_t get_or(const ClassAmounts& m, const std::string& c, int64_t def = 0) {
+  auto it = m.find(c);
+  return it == m.end() ? def : it->second;
+}
+
+inline int64_t placement_milli(const std::vector<TaskPlacement>& ps) {
+  int64_t m = 0;
+  for (const TaskPlacement& p : ps)
+    for (const GpuGrant& g : p.gpus) m += g.milli_held();
+  return m;
+}
+
+// Per-job facts for one cycle.
+struct Entry {
+  const Job* job = nullptr;
+  const PriorityClass* pc = nullptr;
+  std::string cls;       // quota class of the request ("any" or a model class)
+  std::vector<std::string> classes;  // pending: accounted classes it could be placed in (request_classes)
+  int64_t milli = 0;     // GPU amount (running: held; pending: requested)
+  ClassAmounts held;     // running: per class, from the models of the GPUs it holds (and "any")
+  bool running = false;
+  bool victim = false;   // chosen as a victim this cycle
+  bool started = false;  // started this cycle
+  bool claimed = false;  // checkpointing on its way out, and counted as room by a preemptor this cycle
+  bool no_room = false;  // pending: the engine found no room now and no preemption helps
+  bool short_of_room = false;  // pending for lack of room (now or on any node), not for a rule or order
+  int64_t prio = 0;      // order and preemption rank: class value (x16), plus the LAS level bonus
+  int las = 0;           // attained-service level: 0 below the first threshold, then 1, 2, ...
+  uint32_t user = 0;     // dense user index (OrderJob::user)
+  int start_index = -1;  // index in Decisions::start when started this cycle
+  Time end = 0;          // running or started: when it is expected to free its resources
+  Time estimated_start = -1;  // pending: when known (reservation, MIG layout ready)
+  std::vector<TaskPlacement> holding;  // running: its placement as it stands (instances exist)
+  std::string reason;    // why it waits (pending)
+  WaitCategory wait = WaitCategory::kOther;  // the reason's category
+};
+
+// A placement re-applied after a release: MIG instances it created or destroyed exist as they are now.
+inline std::vector<TaskPlacement> settled(std::vector<TaskPlacement> ps) {
+  for (TaskPlacement& p : ps)
+    for (GpuGrant& g : p.gpus) {
+      g.mig_create = false;
+      g.mig_destroy = 0;
+    }
+  return ps;
+}
+
+inline std::string duration_text(Duration d) {
+  if (d < 60) return std::to_string(d) + "s";
+  if (d < 3600) return std::to_string(d / 60) + "m";
+  const Duration h = d / 3600, m = d % 3600 / 60;
+  return std::to_string(h) + "h" + (m ? std::to_string(m) + "m" : "");
+}
+
+inline ClassAmounts amounts_of(const std::string& cls, int64_t milli) {
+  ClassAmounts a;
+  if (milli <= 0) return a;
+  a[kAnyClass] = milli;
+  if (cls != kAnyClass) a[cls] = milli;
+  return a;
+}
+
+
+// What a victim search found (try_preempt, find_victims): returned, not left in flags on the cycle state.
+struct VictimSearch {
+  enum class Outcome {
+    kNone,         // nothing to preempt makes the job fit (or no search was allowed)
+    kPreempting,   // victims chosen (or moves planned, or a GPU reclaimed for MIG): it waits for them
+    kOnlyLeaving,  // jobs already leaving make room: no new victim; it waits for their exits
+  };
+  Outcome outcome = Outcome::kNone;
+  bool searched = false;  // the engine was tried, not only cheap bounds
+  bool partial = false;   // fewer victims preempted now than the fit needs (the rest in later cycles)
+  std::vector<TaskPlacement> fit;  // kPreempting or kOnlyLeaving: where the job fits once they are gone
+  bool preempting() const { return outcome == Outcome::kPreempting; }
+  bool only_leaving() const { return outcome == Outcome::kOnlyLeaving; }
+};
+
+// Placing a job now (place_now): the engine's result, and whether room exists only on the
+// nodes a backfill reservation holds (the job may not start there; it waits for the reservation).
+struct PlaceNow {
+  PlacementResult result;
+  bool only_on_reserved = false;
+};
+
+// Defragmenting moves (SchedulerConfig::defragment) for an owed gang that reclaiming every borrower
+// cannot place (find_moves): which jobs go and where the movers restart (indices into entries).
+struct MovePlan {
+  std::vector<size_t> reclaimed;  // borrowers whose GPUs the gang's fit uses
+  std::vector<size_t> moved;      // jobs within their guarantee moved out of its way
+  std::vector<size_t> leaving;    // jobs already on their way out whose GPUs it uses
+  std::vector<std::vector<TaskPlacement>> dest;  // per moved job: where it restarts
+  std::vector<TaskPlacement> fit;                // where the gang fits once they are gone
+};
+
+// Backfill (EASY): the first job that finds no room gets a reservation (find_reservation); later
+// jobs may start now only if they end before it starts or keep off its nodes.
+struct Reservation {
+  bool active = false;
+  size_t entry = 0;          // the holder's index in entries
+  Time start = 0;
+  std::set<uint32_t> nodes;  // node ids the reserved placement uses
+  bool owed = false;         // the holder would start within its queue's guarantee
+};
+
+// A gang shape that found no room this cycle: the engine's reason, reused instead of searching again
+// (nothing is freed within a cycle, so it still does not fit).
+struct NoRoom {
+  std::string reason;
+  WaitCategory wait = WaitCategory::kCapacity;
+};
+
+inline EngineOptions engine_options(const SchedulerConfig& cfg, bool explain_failures) {
+  EngineOptions o;
+  o.seed = cfg.seed;
+  o.max_scored_nodes = cfg.max_scored_nodes;
+  o.explain_failures = explain_failures;
+  return o;
+}
+
+struct CycleState {
+  CycleState(const SchedulerConfig& c, const ScoringPolicy& p, const Snapshot& s, Time t)
+      : cfg(c), policy(p), snap(s), tree(*s.queues), now(t), work(*s.cluster),
+        engine(p, engine_options(c, true)), trial(p, engine_options(c, false)) {
+    if (cfg.elastic_capacity || cfg.topology_wait > 0)
+      for (const Node& n : work.nodes()) max_node_gpus = std::max<int64_t>(max_node_gpus, int64_t(n.gpus.size()));
+  }
+
+  // ---- Inputs ----
+  const SchedulerConfig& cfg;
+  const ScoringPolicy& policy;
+  const Snapshot& snap;
+  const QueueTree& tree;
+  Time now;
+  int64_t max_node_gpus = 0;  // GPUs of the largest node (elastic_capacity, topology_wait)
+
+  // ---- Working copy and engines ----
+  ClusterState work;
+  PlacementEngine engine;
+  PlacementEngine trial;  // for preemption trials: no failure explanations (they cost full scans)
+
+  // ---- Books ----
+  // The cycle's guarantee books and questions, with its fair share (made in compute_books).
+  std::optional<GuaranteeLedger> ledger;
+  std::set<std::string> quota_classes;  // classes some queue guarantees or limits (plus "any")
+  std::vector<Entry> entries;           // valid jobs, by id
+  std::vector<Entry> invalid;           // pending jobs that cannot be scheduled, by id
+  std::map<std::string, int64_t> user_milli;  // running GPU usage per user (and this cycle's starts)
+  std::vector<int64_t> leaving_milli;   // per node: whole GPUs (milli) of jobs checkpointing toward exit
+  std::vector<size_t> order;            // entries indices in the cycle's order
+  const Entry* blocked_by = nullptr;    // strict order: the first job that did not start
+  Reservation res;                      // this cycle's backfill reservation
+  int preemptions = 0;                  // preemption decisions this cycle
+  int moves = 0;                        // defragmenting moves this cycle
+  int failed_searches = 0;              // victim searches that found nothing this cycle
+  // Placements of the jobs that wait for victims (chosen this cycle or still checkpointing): a later
+  // preemptor searches with those victims gone and these placed, so it uses what their exits leave
+  // over before preempting anyone else. Whole-GPU placements only (claims_ok false otherwise).
+  std::vector<std::vector<TaskPlacement>> claims;
+  bool claims_ok = true;
+  // GPUs held this cycle for waiting preemptors (hold_free_part), and for the reasons of jobs that
+  // found no room meanwhile (built as holds are added: a reason per waiting job must not rescan).
+  std::vector<std::pair<JobId, std::vector<TaskPlacement>>> held_for;
+  int64_t held_milli = 0;
+  std::string held_first, held_text;  // name of the first job GPUs are held for; the reason text
+  // MIG: (queue, profile) that reclaimed a GPU this cycle; GPUs preempted for slices this cycle
+  // (node, compute milli not yet spoken for); idle whole GPUs claimed for slice requests (held on the
+  // working copy, released for the planner), the instances they still offer per profile, and the
+  // highest class that claimed.
+  std::set<std::string> mig_reclaimed;
+  std::vector<std::pair<NodeId, int64_t>> mig_freed;
+  std::vector<TaskPlacement> mig_claims;
+  std::map<std::string, int> mig_claim_spare;
+  int mig_claim_class = std::numeric_limits<int>::min();
+
+  // ---- Caches ----
+  mutable std::deque<std::pair<const GpuModel*, std::string>> class_cache;  // accounted_class()
+  std::map<std::string, NoRoom> no_room;              // by shape_key
+  std::set<std::string> no_victims;                   // (shape, class, queue) preemption found nothing for
+  std::set<std::string> no_room_off_reservation;      // shapes that found no room off the reserved nodes
+  mutable std::map<std::string, bool> fits_free_memo;  // by shape_key
+
+  // ---- Output ----
+  Decisions out;
+};
+
+}  // namespace tessera::sched
