@@ -65,6 +65,21 @@ void ScenarioRun::check_guarantees(Time t) {
           usable = usable || model_class(m.ok() ? (*m)->name : name) == cls;
         }
         if (!usable) continue;
+        // A task that no node of the cluster could hold even empty (too many GPUs for any node of an
+        // allowed model, in class `cls`) can never start: nothing is owed to it.
+        bool ever = false;
+        for (const Node& n : cluster_.nodes()) {
+          const GpuModel* m = n.gpu_model();
+          if (!m || int(n.gpus.size()) < tr.gpu_count || n.cpu_capacity < tr.cpu || n.memory_capacity < tr.memory) continue;
+          if (cls != "any" && model_class(m->name) != cls) continue;
+          bool allowed = tr.gpu_models.empty();
+          for (const std::string& name : tr.gpu_models) {
+            auto f = cluster_.catalog().find(name);
+            allowed = allowed || (f.ok() && *f == m);
+          }
+          ever = ever || allowed;
+        }
+        if (!ever) continue;
         const int64_t milli = tr.gpu_demand_milli() * l.job.gang.tasks;
         if (amount(alloc[q.id.value], cls) + milli > guaranteed) continue;
         // A job its queue's limits hold back could not start on any GPU: nothing is owed to it.
@@ -89,11 +104,34 @@ void ScenarioRun::check_guarantees(Time t) {
           for (const LiveJob* v : running[r.id.value]) {
             const PriorityClass* vpc = class_of(v->job.priority_class);
             if (!vpc || !jpc || !(vpc->preemptible || vpc->value <= jpc->value)) continue;
-            bool in_cls = cls == "any";
+            bool in_cls = cls == "any", usable_gpu = false;
+            ClassAmounts held;  // what v holds per class ("any" and its GPUs' classes)
             for (const TaskPlacement& p : v->job.placement)
-              for (const GpuGrant& g : p.gpus)
-                in_cls = in_cls || model_class(cluster_.node(p.node).gpus[g.gpu].model->name) == cls;
-            if (in_cls) {
+              for (const GpuGrant& g : p.gpus) {
+                const GpuModel* gm = cluster_.node(p.node).gpus[g.gpu].model;
+                const std::string c = model_class(gm->name);
+                in_cls = in_cls || c == cls;
+                // A GPU of a model the job may use (else freeing it does not help the job).
+                bool allowed = tr.gpu_models.empty();
+                for (const std::string& name : tr.gpu_models) {
+                  auto f = cluster_.catalog().find(name);
+                  allowed = allowed || (f.ok() && *f == gm);
+                }
+                usable_gpu = usable_gpu || allowed;
+                held["any"] += g.milli_held();
+                if (c != "any") held[c] += g.milli_held();
+              }
+            // Reclaim never takes a queue below its guarantee in another class than the one reclaimed
+            // (guarantees in several classes may overlap): v's queue, up to the level it shares with
+            // q, keeps those without v.
+            bool keeps = true;
+            for (const auto& [c, m] : held)
+              for (QueueId a : tree_.path_to_root(r.id)) {
+                if (c == cls) break;  // in the class reclaimed, borrowing before v goes is enough
+                if (std::find(own_path.begin(), own_path.end(), a) != own_path.end()) break;
+                keeps = keeps && amount(alloc[a.value], c) - m >= amount(tree_.queue(a).guaranteed, c);
+              }
+            if (in_cls && usable_gpu && keeps) {
               why = spec(l).name + " fits in its unused guarantee while queue " + r.name + " borrows";
               break;
             }

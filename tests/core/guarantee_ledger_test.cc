@@ -259,6 +259,59 @@ TEST(GuaranteeLedger, ReclaimableRespectsClassValuesAndNonPreemptibleJobs) {
   EXPECT_FALSE(led.borrows(own.running()));
 }
 
+// Guarantees in two classes that overlap on the same GPUs: q0 is guaranteed 8 GPUs of any model, q1
+// 8 H100s, on 8 H100s; each holds 4. Each borrows in the other's class ("any" for q1, h100 for q0),
+// but taking a job would take its queue below its own guarantee, so neither is reclaimable for the
+// other. A queue over its own guarantee in every class it holds is.
+TEST(GuaranteeLedger, ReclaimNeverTakesAQueueBelowAGuaranteeInAnotherClass) {
+  QueueTree t = tree_of({spec("q0", "", {{"any", 8 * G}}), spec("q1", "", {{"h100", 8 * G}})});
+  const ClassAmounts cap = {{"any", 8 * G}, {"h100", 8 * G}};
+  Loads l{t};
+  l.run("q0", {{"any", 4 * G}, {"h100", 4 * G}});
+  l.run("q1", {{"any", 4 * G}, {"h100", 4 * G}});
+  l.wait("q0", {{"any", 4 * G}});
+  l.wait("q1", {{"any", 4 * G}, {"h100", 4 * G}});
+  GuaranteeLedger led = ledger_of(t, cap, l);
+  const QueueId q0 = id(t, "q0"), q1 = id(t, "q1");
+  const TestJob j0 = of_class(q0, "h100", 4), j1 = of_class(q1, "h100", 4);
+  EXPECT_TRUE(led.still_borrows(led.fair_share(), q1, Classes{"any"})) << "q1 has no guarantee in any";
+  EXPECT_TRUE(led.still_borrows(led.fair_share(), q0, Classes{"h100"})) << "q0 has no guarantee in h100";
+  EXPECT_FALSE(led.reclaim_keeps_guarantee(led.fair_share(), j1.running(), q0, Classes{"any"}));
+  EXPECT_FALSE(led.reclaim_keeps_guarantee(led.fair_share(), j0.running(), q1, Classes{"h100"}));
+  EXPECT_FALSE(led.reclaimable(j1.running(), of_class(q0, "h100", 4).view(), Classes{"any"}));
+  EXPECT_FALSE(led.reclaimable(j0.running(), of_class(q1, "h100", 4).view(), Classes{"h100"}));
+  EXPECT_FALSE(led.may_reclaim_from(led.fair_share(), j1.running(), q0, Classes{"any"}));
+
+  // In the class reclaimed, rule (b) alone: a queue still borrowing gives a job up even if that
+  // overshoots its guarantee there.
+  EXPECT_TRUE(led.reclaim_keeps_guarantee(led.fair_share(), j1.running(), q0, Classes{"any", "h100"}));
+  // q1 at 12 H100s (4 over its own guarantee): one 4-GPU job may go, a second may not.
+  Loads over{t};
+  over.run("q1", {{"any", 12 * G}, {"h100", 12 * G}});
+  over.wait("q0", {{"any", 4 * G}});
+  const ClassAmounts cap16 = {{"any", 16 * G}, {"h100", 16 * G}};
+  GuaranteeLedger led2 = ledger_of(t, cap16, over);
+  EXPECT_TRUE(led2.reclaimable(j1.running(), of_class(q0, "h100", 4).view(), Classes{"any"}));
+  FairShare after = led2.fair_share();
+  EXPECT_TRUE(led2.may_reclaim_from(after, j1.running(), q0, Classes{"any"}));
+  after.add(q1, {{"any", 4 * G}, {"h100", 4 * G}}, -1);
+  EXPECT_FALSE(led2.may_reclaim_from(after, j1.running(), q0, Classes{"any"}));
+}
+
+// Within one org the shared ancestor is not judged: moving GPUs from sibling b to owed sibling a
+// leaves org's total as it was.
+TEST(GuaranteeLedger, ReclaimBetweenSiblingsIgnoresTheSharedAncestor) {
+  QueueTree t = tree_of({spec("org", "", {{"any", 8 * G}}), spec("a", "org", {{"any", 4 * G}}), spec("b", "org")});
+  const ClassAmounts cap = {{"any", 8 * G}};
+  Loads l{t};
+  l.run("b", {{"any", 8 * G}});
+  l.wait("a", {{"any", 4 * G}});
+  GuaranteeLedger led = ledger_of(t, cap, l);
+  const TestJob v{id(t, "b"), 4 * G, {{"any", 4 * G}}, {}};
+  EXPECT_TRUE(led.reclaim_keeps_guarantee(led.fair_share(), v.running(), id(t, "a"), Classes{}));
+  EXPECT_FALSE(led.keeps_guarantee(led.fair_share(), v.running())) << "org would drop below 8 without a's start";
+}
+
 TEST(GuaranteeLedger, OwedSumCacheStaysCurrentAfterAdd) {
   QueueTree t = tree_of({spec("b"), spec("o1", "", {{"h100", 8 * G}}), spec("o2", "", {{"h100", 8 * G}})});
   const QueueId b = id(t, "b"), o1 = id(t, "o1"), o2 = id(t, "o2");

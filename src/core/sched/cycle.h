@@ -179,6 +179,13 @@ std::string pool_note(const CycleState& cs, const Gang& gang);
 // Places e now. With a reservation active, a job that would still run when it starts must keep off
 // the reserved nodes; if it can only fit on them it waits (PlaceNow::only_on_reserved).
 PlaceNow place_now(CycleState& cs, Entry& e, const Gang& gang);
+// e may not start on the reserved nodes: a reservation is active, e would still run at its start,
+// and e is not a guarantee's owner taking precedence over a borrower's reservation.
+bool keeps_off_reservation(const CycleState& cs, const Entry& e);
+// try_preempt for e as place_now would start it: off the reserved nodes when e must keep off them
+// (else victims there would free room it may not use, and they would restart in it: preempted for
+// nobody).
+VictimSearch try_preempt_now(CycleState& cs, Entry& e, const Gang& gang);
 
 // ---- backfill.cc ----
 inline bool ends_before_reservation(const CycleState& cs, const Entry& e) {

@@ -88,7 +88,7 @@ std::optional<MovePlan> find_moves(CycleState& cs, Entry& e, const Gang& gang, b
   }
   std::sort(borrowers.begin(), borrowers.end());
   for (const auto& [inside, cost, id, i] : borrowers) {
-    if (!cs.ledger->still_borrows(after, cs.entries[i].job->queue, classes)) continue;
+    if (!cs.ledger->may_reclaim_from(after, facts(cs.entries[i]), e.job->queue, classes)) continue;
     release(i);
     is_borrower[i] = true;
     after.add(cs.entries[i].job->queue, amounts(cs.entries[i]), -1);
@@ -194,7 +194,7 @@ std::optional<MovePlan> find_moves(CycleState& cs, Entry& e, const Gang& gang, b
       out[i] = false;
       continue;
     }
-    ok = cs.ledger->still_borrows(confirm, cs.entries[i].job->queue, classes);
+    ok = cs.ledger->may_reclaim_from(confirm, facts(cs.entries[i]), e.job->queue, classes);
     confirm.add(cs.entries[i].job->queue, amounts(cs.entries[i]), -1);
     plan.reclaimed.push_back(i);
   }

@@ -135,9 +135,9 @@ std::string GuaranteeLedger::takes_owed(const FairShare& fs, QueueId leaf, const
 bool GuaranteeLedger::reclaimable(const GuaranteeJob& v, const GuaranteeJob& claimant,
                                   std::span<const std::string> classes) const {
   if (!(v.preemptible || v.class_value <= claimant.class_value)) return false;
-  for (const std::string& c : classes)
-    if (v.amounts().count(c) && fs_.borrowing(v.queue, c)) return true;
-  return false;
+  bool borrows_owed = false;
+  for (const std::string& c : classes) borrows_owed = borrows_owed || (v.amounts().count(c) && fs_.borrowing(v.queue, c));
+  return borrows_owed && reclaim_keeps_guarantee(fs_, v, claimant.queue, classes);
 }
 
 bool GuaranteeLedger::inside_own_guarantee(QueueId leaf, std::span<const std::string> classes) const {
@@ -164,6 +164,19 @@ bool GuaranteeLedger::keeps_guarantee(const FairShare& fs, const GuaranteeJob& v
     if (m <= 0) continue;
     for (QueueId p : tree_.path_to_root(v.queue))
       if (fs.allocated(p, c) - m < amount(tree_.queue(p).guaranteed, c)) return false;
+  }
+  return true;
+}
+
+bool GuaranteeLedger::reclaim_keeps_guarantee(const FairShare& fs, const GuaranteeJob& v, QueueId claimant,
+                                              std::span<const std::string> classes) const {
+  const std::vector<QueueId> shared = tree_.path_to_root(claimant);
+  for (const auto& [c, m] : v.amounts()) {
+    if (m <= 0 || std::find(classes.begin(), classes.end(), c) != classes.end()) continue;
+    for (QueueId p : tree_.path_to_root(v.queue)) {
+      if (std::find(shared.begin(), shared.end(), p) != shared.end()) break;
+      if (fs.allocated(p, c) - m < amount(tree_.queue(p).guaranteed, c)) return false;
+    }
   }
   return true;
 }

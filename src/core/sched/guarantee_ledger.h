@@ -121,8 +121,9 @@ class GuaranteeLedger {
 
   // ---- Questions about a running job ----
   // Reclaim for `claimant` may take running v: v's class is preemptible or not above the claimant's,
-  // and v's queue borrows in one of `classes` (the claimant's owed classes) that v holds. The caller
-  // excludes the claimant's own queue.
+  // v's queue borrows in one of `classes` (the claimant's owed classes) that v holds, and it keeps
+  // its guarantees once v is gone (reclaim_keeps_guarantee). The caller excludes the claimant's own
+  // queue.
   bool reclaimable(const GuaranteeJob& v, const GuaranteeJob& claimant, std::span<const std::string> classes) const;
   // Leaf is allocated within its guarantee in each of `classes` (only an ancestor borrows).
   bool inside_own_guarantee(QueueId leaf, std::span<const std::string> classes) const;
@@ -133,6 +134,21 @@ class GuaranteeLedger {
   // Under fs, v's queue and each of its ancestors stay at or above their guarantee in every class v
   // holds once v is gone.
   bool keeps_guarantee(const FairShare& fs, const GuaranteeJob& v) const;
+  // Reclaim in `classes` never takes a queue below its guarantee in another class: under fs, once v
+  // is gone, v's queue and its ancestors below the one it shares with `claimant` (a shared ancestor
+  // gets the GPUs back through the claimant) stay at or above their guarantee in every class v holds
+  // that is not one of `classes` (in those, rule (b) applies: the queue still borrows before v goes).
+  // Guarantees in several classes may overlap (one in "any", another in a model class on the same
+  // GPUs, more than the cluster has): each queue then keeps what it holds within its own, instead of
+  // two queues reclaiming the same GPUs from each other in turn.
+  bool reclaim_keeps_guarantee(const FairShare& fs, const GuaranteeJob& v, QueueId claimant,
+                               std::span<const std::string> classes) const;
+  // Judged with the victims chosen before gone (`fs`): v's queue still borrows in one of `classes`
+  // and keeps its guarantees once v is gone.
+  bool may_reclaim_from(const FairShare& fs, const GuaranteeJob& v, QueueId claimant,
+                        std::span<const std::string> classes) const {
+    return still_borrows(fs, v.queue, classes) && reclaim_keeps_guarantee(fs, v, claimant, classes);
+  }
 
  private:
   int64_t leaf_owed(const FairShare& fs, const Queue& q, const std::string& c) const;

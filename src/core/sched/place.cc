@@ -33,7 +33,7 @@ void try_job(CycleState& cs, Entry& e) {
       return;
     }
     if (it->second.wait == WaitCategory::kMigReconfiguring && gang.task.mig() && reclaim_gpu_for_mig(cs, e, gang, true)) return;
-    if (const VictimSearch s = try_preempt(cs, e, gang); !s.preempting()) {
+    if (const VictimSearch s = try_preempt_now(cs, e, gang); !s.preempting()) {
       e.wait = it->second.wait;
       e.reason = it->second.reason + leaving_note(s);
       e.short_of_room = true;
@@ -114,7 +114,7 @@ void try_job(CycleState& cs, Entry& e) {
                                                                                            : WaitCategory::kCapacity;
   cs.no_room[shape] = {r.reason, wait};
   VictimSearch s;
-  if (r.outcome == Outcome::kRetryLater) s = try_preempt(cs, e, gang);
+  if (r.outcome == Outcome::kRetryLater) s = try_preempt_now(cs, e, gang);
   if (s.preempting()) return;
   e.wait = wait;
   e.reason = r.reason + leaving_note(s);
@@ -226,12 +226,24 @@ bool blocked_by_mig_mode(const CycleState& cs, const TaskRequest& t) {
 
 // Places e now. With a reservation active, a job that would still run when the reservation starts
 // must keep off the reserved nodes; if it can only fit on them it waits (only_on_reserved).
-PlaceNow place_now(CycleState& cs, Entry& e, const Gang& gang) {
-  PlacementResult r = cs.engine.place(cs.work, gang);
-  if (r.outcome != Outcome::kPlaced || !cs.res.active || ends_before_reservation(cs, e)) return {std::move(r)};
+bool keeps_off_reservation(const CycleState& cs, const Entry& e) {
+  if (!cs.res.active || ends_before_reservation(cs, e)) return false;
   // A queue's guarantee comes before a borrower's reservation: the owner's job may start on the
   // reserved nodes (the holder would only be lent those GPUs; the owner would take them back).
-  if (!cs.res.owed && cs.ledger->owed(facts(e))) return {std::move(r)};
+  return cs.res.owed || !cs.ledger->owed(facts(e));
+}
+
+VictimSearch try_preempt_now(CycleState& cs, Entry& e, const Gang& gang) {
+  // An owner's reclaim may still search there (a guarantee first; the reservation is recomputed
+  // each cycle, and the owner's search is bounded by what it is owed).
+  const bool off = keeps_off_reservation(cs, e) && !cs.ledger->owed(facts(e));
+  const ReservedBlocked blocked(cs, off);
+  return try_preempt(cs, e, gang, off);
+}
+
+PlaceNow place_now(CycleState& cs, Entry& e, const Gang& gang) {
+  PlacementResult r = cs.engine.place(cs.work, gang);
+  if (r.outcome != Outcome::kPlaced || !keeps_off_reservation(cs, e)) return {std::move(r)};
   bool touches = false;
   for (const TaskPlacement& p : r.tasks) touches = touches || cs.res.nodes.count(p.node.value);
   if (!touches) return {std::move(r)};

@@ -403,10 +403,10 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
     if (int(chosen.size()) >= cap) break;
     const Entry& v = cs.entries[c.idx];
     // Judged with the victims chosen before gone (`after`): reclaim only while the victim's queue
-    // still borrows; another queue's job by priority only if its queue keeps its guarantee, at every
+    // still borrows and keeps its guarantees (every class, up to the level it shares with e's); another queue's job by priority only if its queue keeps its guarantee, at every
     // level of the tree, once this victim is gone too.
     if (!c.leaving && v.job->queue != e.job->queue) {
-      const bool reclaim_ok = c.by_reclaim && cs.ledger->still_borrows(after, v.job->queue, reclaim_classes);
+      const bool reclaim_ok = c.by_reclaim && cs.ledger->may_reclaim_from(after, facts(v), e.job->queue, reclaim_classes);
       const bool priority_ok =
           c.by_priority && (cs.cfg.order == JobOrder::kLeastAttained || cs.ledger->keeps_guarantee(after, facts(v)));
       if (!reclaim_ok && !priority_ok) continue;
