@@ -179,6 +179,13 @@ std::string pool_note(const CycleState& cs, const Gang& gang);
 // Places e now. With a reservation active, a job that would still run when it starts must keep off
 // the reserved nodes; if it can only fit on them it waits (PlaceNow::only_on_reserved).
 PlaceNow place_now(CycleState& cs, Entry& e, const Gang& gang);
+// A borrower's start may not take the room an owed job of a lower priority class starts on: that
+// job would reclaim it straight back (e is preemptible), and the borrower's next job of its higher
+// class would take the room again before the owner is tried, without end. The owed pending jobs of
+// other queues and lower classes that fit now (at most kOwedBelowChecked, by id), which e's start
+// must leave room for; empty unless e is preemptible and its start would borrow.
+inline constexpr size_t kOwedBelowChecked = 4;
+std::vector<size_t> owed_below_that_fit(CycleState& cs, const Entry& e);
 // e may not start on the reserved nodes: a reservation is active, e would still run at its start,
 // and e is not a guarantee's owner taking precedence over a borrower's reservation.
 bool keeps_off_reservation(const CycleState& cs, const Entry& e);

@@ -71,11 +71,23 @@ void try_job(CycleState& cs, Entry& e) {
       e.reason = owed;
       return;
     }
+    const std::vector<size_t> owed_fit = owed_below_that_fit(cs, e);
     if (Status s = cs.work.apply_all(r.tasks); !s.ok()) {
       e.wait = WaitCategory::kOther;
       e.reason = "internal: placement could not be applied: " + s.message();
       return;
     }
+    for (size_t o : owed_fit)
+      if (cs.trial.place(cs.work, gang_of(cs, cs.entries[o])).outcome != Outcome::kPlaced) {
+        const Status st = cs.work.release_all(r.tasks);
+        assert(st.ok() && "releasing a refused start failed");
+        (void)st;
+        const Entry& owner = cs.entries[o];
+        e.wait = WaitCategory::kQuota;
+        e.reason = "guarantee: would take the GPUs that job " + owner.job->name + " of queue " +
+                   cs.tree.queue(owner.job->queue).name + " (owed its guarantee, a lower priority class) starts on";
+        return;
+      }
     commit_start(cs, e, std::move(r.tasks));
     return;
   }
@@ -226,6 +238,18 @@ bool blocked_by_mig_mode(const CycleState& cs, const TaskRequest& t) {
 
 // Places e now. With a reservation active, a job that would still run when the reservation starts
 // must keep off the reserved nodes; if it can only fit on them it waits (only_on_reserved).
+std::vector<size_t> owed_below_that_fit(CycleState& cs, const Entry& e) {
+  std::vector<size_t> out;
+  if (!cs.cfg.reclaim || !e.pc->preemptible || !cs.ledger->borrows_after(facts(e))) return out;
+  for (size_t i = 0; i < cs.entries.size() && out.size() < kOwedBelowChecked; ++i) {
+    const Entry& o = cs.entries[i];
+    if (o.running || o.started || o.milli <= 0 || o.job->queue == e.job->queue || o.pc->value >= e.pc->value) continue;
+    if (o.job->gang.task.mig() || !cs.ledger->owed(facts(o)) || !fits_free_now(cs, o)) continue;
+    if (cs.trial.place(cs.work, gang_of(cs, o)).outcome == Outcome::kPlaced) out.push_back(i);
+  }
+  return out;
+}
+
 bool keeps_off_reservation(const CycleState& cs, const Entry& e) {
   if (!cs.res.active || ends_before_reservation(cs, e)) return false;
   // A queue's guarantee comes before a borrower's reservation: the owner's job may start on the
