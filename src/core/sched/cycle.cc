@@ -187,6 +187,7 @@ Decisions Cycle::run() {
     out_.preempt.push_back(std::move(d));
   }
   order_and_place();
+  if (cfg_.gather_spread) gather_spread();
   if (cfg_.dynamic_mig) plan_mig();
 
   // Why every job waits, with positions among the jobs still pending after this cycle.

@@ -144,7 +144,7 @@ class Cycle {
   Cycle(const SchedulerConfig& cfg, const ScoringPolicy& policy, const Snapshot& snap, Time now)
       : cfg_(cfg), policy_(policy), snap_(snap), tree_(*snap.queues), now_(now), work_(*snap.cluster),
         engine_(policy, options()), trial_(policy, trial_options()) {
-    if (cfg_.elastic_capacity || cfg_.topology_wait > 0)
+    if (cfg_.elastic_capacity || cfg_.topology_wait > 0 || cfg_.gather_spread)
       for (const Node& n : work_.nodes()) max_node_gpus_ = std::max<int64_t>(max_node_gpus_, int64_t(n.gpus.size()));
   }
 
@@ -279,6 +279,8 @@ class Cycle {
   // Where a moved job may go: its own gang, on its current GPU model, kept on one node.
   Gang mover_gang(const Entry& v) const;
   int moves_ = 0;  // defragmenting moves this cycle
+  // Gathering spread gangs (SchedulerConfig::gather_spread), after the order and backfill.
+  void gather_spread();
   void hold_free_part(const Entry& e);
   // After try_preempt: the job waits only for jobs already leaving (no new victim needed).
   std::string leaving_note() const {
@@ -389,7 +391,7 @@ class Cycle {
   ClusterState work_;
   bool off_reservation_ = false;  // a victim search with the reserved nodes blocked
   bool partial_ = false;  // the last victim search preempted only part of what the fit needs
-  int64_t max_node_gpus_ = 0;  // GPUs of the largest node (elastic_capacity, topology_wait)
+  int64_t max_node_gpus_ = 0;  // GPUs of the largest node (elastic_capacity, topology_wait, gather_spread)
   PlacementEngine engine_;
   PlacementEngine trial_;  // for preemption trials: no failure explanations (they cost full scans)
   std::optional<FairShare> fs_;
