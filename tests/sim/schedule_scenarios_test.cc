@@ -113,6 +113,11 @@ TEST(ScheduleScenarioParse, ConfigAndClassErrorsNameTheFieldAndTheChoices) {
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_FALSE(r->config.gather_spread);
   EXPECT_TRUE(SchedulerConfig{}.gather_spread) << "on by default";
+  EXPECT_EQ(err("config: {victims_least_attained: 1h}\njobs: []\n"), "config.victims_least_attained: wrong type");
+  r = parse_schedule_scenario(base + "config: {victims_least_attained: true}\njobs: []\n");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->config.victims_least_attained);
+  EXPECT_FALSE(SchedulerConfig{}.victims_least_attained) << "least lost work alone by default";
   EXPECT_EQ(err("config: {reservation_hold: always}\njobs: []\n"),
             "config.reservation_hold: unknown \"always\"; expected one of made, due, off");
   r = parse_schedule_scenario(base + "config: {reservation_hold: due}\njobs: []\n");
