@@ -19,7 +19,7 @@ namespace tessera::cli {
 namespace {
 
 struct RunArgs {
-  std::string cluster, workload, policy = "tessera", json, html;
+  std::string cluster, workload, policy = "tessera", json, html, jobs_csv;
   uint64_t seed = 1;
   int64_t mtbf = 0, repair = 4 * 3600, horizon = 0;
 };
@@ -120,6 +120,11 @@ void run(const RunArgs& a) {
       f << arr.dump(2) << "\n";
     }
   }
+  if (!a.jobs_csv.empty()) {
+    std::ofstream f(a.jobs_csv);
+    if (!f) fail("--jobs-csv: cannot write " + a.jobs_csv, 1);
+    sim::write_jobs_csv(f, reports);
+  }
   if (!a.html.empty()) {
     std::ofstream f(a.html);
     if (!f) fail("--html: cannot write " + a.html, 1);
@@ -140,6 +145,7 @@ void register_sim_run(CLI::App& sim) {
   cmd->add_option("--repair", a->repair, "time to repair a failed node, seconds (default 14400)");
   cmd->add_option("--horizon", a->horizon, "stop the simulation at this time, seconds (default: when all finish)");
   cmd->add_option("--json", a->json, "write metrics as a JSON array to PATH ('-' = stdout)");
+  cmd->add_option("--jobs-csv", a->jobs_csv, "write one row per job (arrival, first start, finish, preemptions, why it waited) to PATH");
   cmd->add_option("--html", a->html, "write a self-contained HTML report to PATH");
   cmd->callback([a] { run(*a); });
 }

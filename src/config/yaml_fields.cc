@@ -81,7 +81,8 @@ Status parse_config(const YAML::Node& c, SchedulerConfig& cfg) {
   TESSERA_TRY(known_keys(c, at, {"preset", "order", "strict_order", "preemption", "reclaim", "backfill", "default_runtime",
                                  "dynamic_mig", "mig", "usage_half_life", "reclaim_grace", "preemption_protection",
                                  "max_preemptions_per_cycle", "topology_wait", "in_queue_las", "defragment",
-                                 "max_moves_per_cycle", "reservation_hold", "reservation_slip"}));
+                                 "max_moves_per_cycle", "reservation_hold", "reservation_slip", "gather_spread",
+                                 "victims_least_attained"}));
   if (c["preset"]) {
     std::string name;
     TESSERA_TRY(get(c, "preset", at, name));
@@ -124,6 +125,8 @@ Status parse_config(const YAML::Node& c, SchedulerConfig& cfg) {
   TESSERA_TRY(non_negative(c, "topology_wait", at, cfg.topology_wait));
   TESSERA_TRY(get(c, "in_queue_las", at, cfg.in_queue_las));
   TESSERA_TRY(get(c, "defragment", at, cfg.defragment));
+  TESSERA_TRY(get(c, "gather_spread", at, cfg.gather_spread));
+  TESSERA_TRY(get(c, "victims_least_attained", at, cfg.victims_least_attained));
   if (c["max_moves_per_cycle"]) {
     TESSERA_TRY(get(c, "max_moves_per_cycle", at, cfg.max_moves_per_cycle));
     if (cfg.max_moves_per_cycle < 0) return invalid_argument(at + ".max_moves_per_cycle: must be >= 0");

@@ -111,6 +111,9 @@ struct SimJob {
   int64_t gpus_milli = 0;   // GPU milli it holds now
   int64_t useful_milli = 0; // of which useful (effective utilisation)
   bool interrupted = false; // a spot notice hit it: its next stop counts as interruption loss
+  bool spread = false;      // current run: over several nodes
+  double run_s = 0, spread_run_s = 0;  // time holding GPUs, of which spread (SimJobRecord)
+  int reclaimed = 0, by_las = 0, by_priority = 0, moved = 0;  // preemptions by kind
 };
 
 enum class Ev : uint8_t { kArrive, kFinish, kStop, kFail, kRepair, kMigReady, kTick };
@@ -126,6 +129,13 @@ struct Event {
     return gen > o.gen;
   }
 };
+
+// GPU milli a pending job asks for (a MIG slice counts as 1/7).
+int64_t need_milli(const Job& job) {
+  const TaskRequest& tr = job.gang.task;
+  const int64_t per = tr.mig() ? 1000 / 7 : (tr.gpu_count > 0 ? int64_t(tr.gpu_count) * tr.milli_per_gpu.v : 0);
+  return per * job.gang.tasks;
+}
 
 double percentile(const std::vector<double>& sorted, double p) {
   if (sorted.empty()) return 0;
@@ -205,6 +215,7 @@ class Simulation {
   std::vector<double> usage_;          // decayed usage per queue (normalised)
   std::map<GpuRef, Time> mig_changed_;
   std::optional<HeldReservation> reservation_;  // the last cycle's, passed back to the next
+  JobWaitLog wait_log_{0};             // why each job waited (SimReport::jobs)
   std::vector<GpuRef> mig_pending_;    // GPUs reconfiguring, by event ordinal
   Rng rng_{1};
   std::set<uint32_t> active_;          // arrived, unfinished jobs
@@ -310,6 +321,7 @@ Status Simulation::build() {
   usage_.assign(tree_.size(), 0);
 
   jobs_.resize(wl_.jobs.size());
+  wait_log_ = JobWaitLog(wl_.jobs.size());
   team_of_.resize(wl_.jobs.size());
   for (size_t i = 0; i < wl_.jobs.size(); ++i) {
     const WorkloadJob& w = wl_.jobs[i];
@@ -373,6 +385,7 @@ int64_t Simulation::task_useful(const SimJob& j, const TaskPlacement& p) const {
 void Simulation::start_run(SimJob& j, Time t) {
   std::set<uint32_t> nodes;
   for (const TaskPlacement& p : j.job.placement) nodes.insert(p.node.value);
+  j.spread = nodes.size() > 1;
   j.rate = nodes.size() > 1 ? 1000.0 / double(std::max<int64_t>(1000, j.spec->spread_slowdown_milli)) : 1.0;
   // On spot, checkpoints come every Young interval (the pool's interruption rate, the job's save
   // cost) and each one stalls the job for its save cost: the checkpoint period is T + C of wall time,
@@ -420,6 +433,8 @@ void Simulation::account_left(SimJob& j, const Vacated& v, Time t, bool finished
   if (was_running) {
     useful_milli_ -= j.useful_milli;
     j.job.attained_gpu_s += held / 1000 * std::max<Time>(0, t - j.run_start);
+    j.run_s += double(std::max<Time>(0, t - j.run_start));
+    if (j.spread) j.spread_run_s += double(std::max<Time>(0, t - j.run_start));
   }
   j.useful_milli = j.gpus_milli = 0;
   ++j.run_gen;
@@ -527,6 +542,7 @@ void Simulation::cycle(Time t) {
   last_cycle_ = t;
   dirty_ = false;
   ++rep_.metrics.cycles;
+  wait_log_.attribute(t);
   Snapshot snap;
   snap.cluster = &cluster_;
   snap.queues = &tree_;
@@ -542,7 +558,7 @@ void Simulation::cycle(Time t) {
   snap.mig_last_changed = mig_changed_;
   snap.runtimes = &history_;
   snap.reservation = reservation_;
-  const Decisions d = k8s_mode_ ? k8s_->cycle(snap) : sched_->cycle(snap, t);
+  Decisions d = k8s_mode_ ? k8s_->cycle(snap) : sched_->cycle(snap, t);
   reservation_ = d.reservation;
   // The state changes are core's (core/sched/apply.h); here: timing, metrics and events. A start that
   // no longer applies cannot happen with a consistent policy; it is skipped. A moved job gets one
@@ -552,6 +568,12 @@ void Simulation::cycle(Time t) {
       simulator_apply_options());
   for (const PreemptedJob& p : applied.preempted) {
     SimJob& v = jobs_[p.job.value];
+    if (p.was == JobState::kRunning) {
+      if (p.move) ++v.moved;
+      else if (p.reason.starts_with("reclaim")) ++v.reclaimed;
+      else if (p.reason.starts_with("least attained")) ++v.by_las;
+      else ++v.by_priority;
+    }
     if (p.effect == PreemptEffect::kCheckpointRequested) {
       ++rep_.metrics.preemptions;
       if (p.move) ++rep_.metrics.defrag_moves;  // the scheduler holds its new GPUs and restarts it there
@@ -579,6 +601,7 @@ void Simulation::cycle(Time t) {
     team_alloc_[team_of_[s.job.value]] += held;
     for (const TaskPlacement& p : s.placement) track_kinds(p, +1, j.job.gang.kind == JobKind::kInference);
     if (s.running) start_run(j, t);
+    if (j.first_start == t) wait_log_.first_started(s.job.value);
   }
   // Pending demand per team (for fairness and guarantees).
   std::fill(team_pending_milli_.begin(), team_pending_milli_.end(), 0);
@@ -615,12 +638,11 @@ void Simulation::cycle(Time t) {
     const SimJob& j = jobs_[id];
     if (j.job.state != JobState::kPending) continue;
     waiting = true;
-    const TaskRequest& tr = j.job.gang.task;
-    const int64_t per = tr.mig() ? 1000 / 7 : (tr.gpu_count > 0 ? int64_t(tr.gpu_count) * tr.milli_per_gpu.v : 0);
-    const int64_t need = per * j.job.gang.tasks;
+    const int64_t need = need_milli(j.job);
     team_pending_milli_[team_of_[id]] += need;
     int64_t& least = team_min_pending_milli_[team_of_[id]];
     // The request's own class: its models' class when they all share one.
+    const TaskRequest& tr = j.job.gang.task;
     std::string cls;
     if (class_limits && !tr.gpu_models.empty()) {
       cls = class_of_model(tr.gpu_models.front());
@@ -641,6 +663,10 @@ void Simulation::cycle(Time t) {
   }
   if (waiting) want_tick(t + opt_.cycle_interval);
   if (autoscale_) autoscale(t, d);
+  wait_log_.observe(t, std::move(d.pending), [this](uint32_t id) {
+    const uint32_t team = team_of_[id];
+    return team_alloc_[team] + need_milli(jobs_[id].job) > team_guarantee_[team];
+  });
 }
 
 std::vector<uint32_t> Simulation::jobs_on(NodeId n) const {
@@ -1011,6 +1037,24 @@ Result<SimReport> Simulation::run() {
   m.inference_spot_gpu_hours = inference_spot_int_ / 1000.0 / 3600.0;
   m.interruption_lost_gpu_hours = lost_interrupt_gpu_s_ / 3600.0;
   rep_.jct_s = std::move(jct);
+  for (size_t i = 0; i < jobs_.size(); ++i) {
+    const SimJob& j = jobs_[i];
+    if (!j.arrived) continue;
+    SimJobRecord& r = rep_.jobs.emplace_back();
+    wait_log_.fill(uint32_t(i), r);
+    r.name = j.spec->name;
+    r.team = j.spec->team;
+    r.arrival = j.spec->arrival;
+    r.gpus_milli = need_milli(j.job);
+    r.work = j.spec->work;
+    r.first_start = j.first_start;
+    r.finish = j.finished ? j.finish : -1;
+    r.preemptions = j.job.preemptions;
+    r.reclaimed = j.reclaimed, r.by_las = j.by_las, r.by_priority = j.by_priority, r.moved = j.moved;
+    r.run_s = j.run_s, r.spread_run_s = j.spread_run_s;
+    r.spread_slowdown_milli = j.spec->spread_slowdown_milli;
+    r.queued_s = j.queued_s + (j.queued_since >= 0 ? double(end - j.queued_since) : 0.0);
+  }
   return std::move(rep_);
 }
 

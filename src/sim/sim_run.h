@@ -18,6 +18,7 @@
 #include "core/sched/queues.h"
 #include "core/sched/scheduler.h"
 #include "core/status.h"
+#include "sim/job_log.h"
 #include "sim/workload.h"
 
 namespace tessera::sim {
@@ -110,6 +111,7 @@ struct SimReport {
   std::vector<std::string> teams;
   std::vector<SimSample> timeline;
   std::vector<double> jct_s;       // finished jobs' JCTs, sorted (for CDFs)
+  std::vector<SimJobRecord> jobs;  // every arrived job, in workload order (--jobs-csv)
 };
 
 Result<SimReport> run_simulation(const SimCluster& cluster, const Workload& workload, const SimRunOptions& options);

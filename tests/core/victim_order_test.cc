@@ -41,5 +41,36 @@ TEST_F(VictimOrderTest, SingleGpuVictimsByClassThenLostWork) {
   EXPECT_EQ(victims(d), (std::set<uint32_t>{3})) << "the lowest class goes first";
 }
 
+
+// config.victims_least_attained: within a class, the victim that has attained the least service
+// goes before one that would lose less work. One node of 2 GPUs, both held by borrower b: job 1 has
+// run 100 GPU-hours and checkpointed a minute ago (least lost work), job 2 has run one hour and
+// checkpointed 20 minutes ago. Owner a's 1-GPU job reclaims one.
+class LeastAttainedVictimTest : public SchedulerTest {
+ protected:
+  void setup() {
+    make_cluster(1, 2);
+    make_queues({{"a", "", {{"any", 1000}}, {}, 1}, {"b", "", {}, {}, 1}});
+    Job& longer = running(1, "b", "research", 1, 1, kNow - 360000);
+    longer.attained_gpu_s = 360000;
+    longer.checkpoint = {1800, kNow - 60, 60, 120, 300};
+    Job& younger = running(2, "b", "research", 1, 1, kNow - 3600);
+    younger.attained_gpu_s = 3600;
+    younger.checkpoint = {1800, kNow - 1200, 60, 120, 300};
+    pending(3, "a", "research", 1, 1, kNow);
+  }
+};
+
+TEST_F(LeastAttainedVictimTest, ByDefaultTheJobThatLosesLessWorkGoes) {
+  setup();
+  EXPECT_EQ(victims(cycle()), (std::set<uint32_t>{1}));
+}
+
+TEST_F(LeastAttainedVictimTest, WithTheSettingTheJobThatHasRunLessGoes) {
+  setup();
+  config.victims_least_attained = true;
+  EXPECT_EQ(victims(cycle()), (std::set<uint32_t>{2})) << "the job that has run 100 GPU-hours is kept";
+}
+
 }  // namespace
 }  // namespace tessera

@@ -108,6 +108,16 @@ TEST(ScheduleScenarioParse, ConfigAndClassErrorsNameTheFieldAndTheChoices) {
   EXPECT_FALSE(r->config.defragment);
   EXPECT_EQ(r->config.max_moves_per_cycle, 3);
   EXPECT_TRUE(SchedulerConfig{}.defragment) << "on by default";
+  EXPECT_EQ(err("config: {gather_spread: sometimes}\njobs: []\n"), "config.gather_spread: wrong type");
+  r = parse_schedule_scenario(base + "config: {gather_spread: false}\njobs: []\n");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_FALSE(r->config.gather_spread);
+  EXPECT_TRUE(SchedulerConfig{}.gather_spread) << "on by default";
+  EXPECT_EQ(err("config: {victims_least_attained: 1h}\njobs: []\n"), "config.victims_least_attained: wrong type");
+  r = parse_schedule_scenario(base + "config: {victims_least_attained: true}\njobs: []\n");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->config.victims_least_attained);
+  EXPECT_FALSE(SchedulerConfig{}.victims_least_attained) << "least lost work alone by default";
   EXPECT_EQ(err("config: {reservation_hold: always}\njobs: []\n"),
             "config.reservation_hold: unknown \"always\"; expected one of made, due, off");
   r = parse_schedule_scenario(base + "config: {reservation_hold: due}\njobs: []\n");

@@ -107,6 +107,7 @@ Decisions run_cycle(CycleState& cs) {
   compute_books(cs);        // loads, capacity, fair share; what waiting jobs could use now
   evict_expired(cs);        // phase two of preemption
   order_and_place(cs);      // order.cc, place.cc (preempt.cc, defragment.cc, backfill.cc)
+  if (cs.cfg.gather_spread) gather_spread(cs);  // defragment.cc
   if (cs.cfg.dynamic_mig) plan_mig(cs);  // cycle_mig.cc
   explain_waits(cs);
   return std::move(cs.out);

@@ -276,6 +276,9 @@ void hold_idle(CycleState& cs, const std::vector<TaskPlacement>& pl);
 bool movable(const CycleState& cs, const Entry& v, const Entry& e);
 // Where a moved job may go: its own gang, on its current GPU model, kept on one node.
 Gang mover_gang(const CycleState& cs, const Entry& v);
+// Gathering spread gangs (SchedulerConfig::gather_spread), after the order and backfill: a running
+// gang that prefers one node but runs over several moves onto one node that has room for all of it.
+void gather_spread(CycleState& cs);
 
 // ---- cycle_mig.cc ----
 // A MIG request that no GPU in MIG mode serves claims idle whole GPUs that offer its profile: held

@@ -155,7 +155,7 @@ struct CycleState {
   CycleState(const SchedulerConfig& c, const ScoringPolicy& p, const Snapshot& s, Time t)
       : cfg(c), policy(p), snap(s), tree(*s.queues), now(t), work(*s.cluster),
         engine(p, engine_options(c, true)), trial(p, engine_options(c, false)) {
-    if (cfg.elastic_capacity || cfg.topology_wait > 0)
+    if (cfg.elastic_capacity || cfg.topology_wait > 0 || cfg.gather_spread)
       for (const Node& n : work.nodes()) max_node_gpus = std::max<int64_t>(max_node_gpus, int64_t(n.gpus.size()));
   }
 
@@ -165,7 +165,7 @@ struct CycleState {
   const Snapshot& snap;
   const QueueTree& tree;
   Time now;
-  int64_t max_node_gpus = 0;  // GPUs of the largest node (elastic_capacity, topology_wait)
+  int64_t max_node_gpus = 0;  // GPUs of the largest node (elastic_capacity, topology_wait, gather_spread)
 
   // ---- Working copy and engines ----
   ClusterState work;

@@ -1,5 +1,6 @@
 // Defragmenting moves: an owed gang that reclaiming every borrower cannot place may have jobs
-// within their guarantee checkpoint and restart elsewhere at once.
+// within their guarantee checkpoint and restart elsewhere at once. Gathering: a gang that prefers
+// one node and runs spread moves onto one node once one has room for it.
 #include "core/sched/cycle.h"
 #include "core/sched/scratch.h"
 
@@ -230,6 +231,50 @@ void commit_moves(CycleState& cs, Entry& e, MovePlan& plan) {
   e.wait = WaitCategory::kPreempting;
   e.reason = "waiting for " + std::to_string(fresh) + (fresh == 1 ? " preempted job" : " preempted jobs") +
              " to checkpoint and exit (" + std::to_string(plan.moved.size()) + " moved to other GPUs to make room)";
+}
+
+// A running gang that prefers one node but runs over several runs slower for as long as it runs
+// (spread after topology_wait, or restarted so after a preemption; on the Philly replay such gangs
+// of an over-share team ran spread for thousands of hours and set the makespan). Once one node has
+// room for all of it, left idle after the cycle's pending jobs were tried (so no waiting job wanted
+// it) and off the reservation's nodes, it checkpoints and restarts there: the biggest gangs first.
+void gather_spread(CycleState& cs) {
+  std::vector<size_t> cands;
+  for (size_t i = 0; i < cs.entries.size(); ++i) {
+    const Entry& v = cs.entries[i];
+    const Job& j = *v.job;
+    if (!v.running || v.victim || v.claimed || j.state != JobState::kRunning || v.holding.empty()) continue;
+    if (j.checkpoint.interval <= 0 || int(v.holding.size()) != j.gang.tasks) continue;
+    if (j.gang.topology.mode != TopologyMode::kPreferred || j.gang.topology.level != "node") continue;
+    if (!j.gang.task.whole_gpus() || int64_t(j.gang.tasks) * j.gang.task.gpu_count > cs.max_node_gpus) continue;
+    const Time since = std::max(j.started, j.last_preempted);
+    if (since >= 0 && cs.now - since < cs.cfg.preemption_protection) continue;
+    bool spread = false;
+    for (const TaskPlacement& p : v.holding) spread = spread || p.node != v.holding.front().node;
+    if (spread) cands.push_back(i);
+  }
+  std::sort(cands.begin(), cands.end(), [&](size_t a, size_t b) {
+    if (cs.entries[a].milli != cs.entries[b].milli) return cs.entries[a].milli > cs.entries[b].milli;
+    return cs.entries[a].job->id < cs.entries[b].job->id;
+  });
+  for (size_t i : cands) {
+    if (cs.moves >= cs.cfg.max_moves_per_cycle || cs.preemptions >= cs.cfg.max_preemptions_per_cycle) return;
+    Entry& v = cs.entries[i];
+    const Gang g = mover_gang(cs, v);
+    PlacementResult r;
+    {
+      const ReservedBlocked blocked(cs, true);  // off a reservation's nodes
+      r = cs.trial.place(cs.work, g);
+    }
+    if (r.outcome != Outcome::kPlaced || r.tasks.empty()) continue;
+    const std::string node = cs.work.node(r.tasks.front().node).name;
+    preempt(cs, v, v, false, "gather: runs spread over several nodes; checkpoints and restarts on node " + node +
+                             ", which has room for all of it");
+    hold_idle(cs, r.tasks);
+    cs.out.preempt.back().move_to = std::move(r.tasks);
+    ++cs.preemptions;
+    ++cs.moves;
+  }
 }
 
 // Holds, GPU by GPU, the whole GPUs of `pl` that are idle on the working copy now.

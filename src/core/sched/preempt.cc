@@ -303,13 +303,18 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
   if (cands.empty() || room < e.milli) return s;
   s.searched = true;
   // Victim order: jobs already leaving, then (reclaim) borrowers' jobs before those inside their own
-  // leaf's guarantee, then the lowest priority class, then the least lost work (as KAI and Slurm
+  // leaf's guarantee, then the lowest priority class, (with config.victims_least_attained: the least
+  // attained service,) then the least lost work (as KAI and Slurm
   // order victims): a lower class that can serve the preemptor is used up before a higher one.
   std::sort(cands.begin(), cands.end(), [&](const Cand& a, const Cand& b) {
     if (a.leaving != b.leaving) return a.leaving;
     if (a.inside_own != b.inside_own) return b.inside_own;
     const int ca = cs.entries[a.idx].pc->value, cb = cs.entries[b.idx].pc->value;
     if (ca != cb) return ca < cb;
+    if (cs.cfg.victims_least_attained) {  // the least served first (config.victims_least_attained)
+      const int64_t xa = cs.entries[a.idx].job->attained_gpu_s, xb = cs.entries[b.idx].job->attained_gpu_s;
+      if (xa != xb) return xa < xb;
+    }
     if (a.cost != b.cost) return a.cost < b.cost;
     const Job& x = *cs.entries[a.idx].job;
     const Job& y = *cs.entries[b.idx].job;

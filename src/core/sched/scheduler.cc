@@ -57,6 +57,7 @@ Result<SchedulerConfig> scheduler_preset(const std::string& name) {
   c.backfill = false;
   c.preemption = false;
   c.defragment = false;
+  c.gather_spread = false;
   if (name == "fifo-gang") {
     c.order = JobOrder::kFifo;
     c.strict_order = true;
@@ -110,9 +111,14 @@ Decisions Scheduler::cycle(const Snapshot& snapshot, Time now) const {
       if (j.state == JobState::kPending) d.pending.push_back({j.id, "snapshot: no cluster or queue tree given", WaitCategory::kOther, 0, 0, {}, false});
     return d;
   }
-  // Nothing waits and no eviction is due: nothing to decide (and no working copy to build).
+  // Nothing waits, no eviction is due and no gang to gather runs spread: nothing to decide (and no
+  // working copy to build).
   const bool idle = std::none_of(snapshot.jobs.begin(), snapshot.jobs.end(), [&](const Job& j) {
-    return j.state == JobState::kPending || (j.state == JobState::kCheckpointing && j.evict_by >= 0 && j.evict_by <= now);
+    return j.state == JobState::kPending || (j.state == JobState::kCheckpointing && j.evict_by >= 0 && j.evict_by <= now) ||
+           (config_.gather_spread && j.state == JobState::kRunning && j.gang.topology.mode == TopologyMode::kPreferred &&
+            j.gang.topology.level == "node" && j.checkpoint.interval > 0 &&
+            std::any_of(j.placement.begin(), j.placement.end(),
+                        [&](const TaskPlacement& p) { return p.node != j.placement.front().node; }));
   });
   if (idle) return {};
   sched::CycleState cs(config_, *policy_, snapshot, now);

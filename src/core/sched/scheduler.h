@@ -106,6 +106,18 @@ struct SchedulerConfig {
   // max_moves_per_cycle of them per cycle. Needs reclaim.
   bool defragment = true;
   int max_moves_per_cycle = 8;
+  // Gathering spread gangs: a running gang that prefers one node (topology preferred at node level)
+  // but runs over several (spread after topology_wait, or restarted so after a preemption) runs
+  // slower for as long as it runs. Once one node has room for all of it, left idle after the cycle's
+  // pending jobs were tried and off the backfill reservation's nodes, it checkpoints and restarts
+  // there (a move, PreemptDecision::move_to). Only jobs that checkpoint, of whole GPUs, outside
+  // preemption_protection since their last start or stop; counts in max_moves_per_cycle.
+  bool gather_spread = true;
+  // Victim order inside a priority class (priority, reclaim and in-queue least attained service
+  // alike): the job that has attained the least service (GPU-seconds) first, then the least lost
+  // work. Off: least lost work alone. Keeps long-served jobs running (a borrower's week-long job is
+  // otherwise reclaimed as often as its newest), at the price of restarting shorter ones.
+  bool victims_least_attained = false;
   uint64_t seed = 0;
 };
 
