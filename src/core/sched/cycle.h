@@ -182,10 +182,14 @@ PlaceNow place_now(CycleState& cs, Entry& e, const Gang& gang);
 // A borrower's start may not take the room an owed job of a lower priority class starts on: that
 // job would reclaim it straight back (e is preemptible), and the borrower's next job of its higher
 // class would take the room again before the owner is tried, without end. The owed pending jobs of
-// other queues and lower classes that fit now (at most kOwedBelowChecked, by id), which e's start
+// other queues and lower classes that fit now (the first kOwedBelowChecked of them, lowest class
+// first, then by id), which e's start
 // must leave room for; empty unless e is preemptible and its start would borrow.
 inline constexpr size_t kOwedBelowChecked = 4;
 std::vector<size_t> owed_below_that_fit(CycleState& cs, const Entry& e);
+// Entry i (pending) fits the working copy now: no node of the last placement the engine found for
+// it changed since (Node::generation), or the engine places it anew.
+bool owed_fits(CycleState& cs, size_t i);
 // e may not start on the reserved nodes: a reservation is active, e would still run at its start,
 // and e is not a guarantee's owner taking precedence over a borrower's reservation.
 bool keeps_off_reservation(const CycleState& cs, const Entry& e);

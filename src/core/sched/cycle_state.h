@@ -143,6 +143,11 @@ struct NoRoom {
   WaitCategory wait = WaitCategory::kCapacity;
 };
 
+struct OwedFit {
+  bool never = false;  // it did not fit even without the start being checked: not this cycle
+  std::vector<std::pair<uint32_t, uint64_t>> generations;  // its last fit's nodes and their generation then
+};
+
 inline EngineOptions engine_options(const SchedulerConfig& cfg, bool explain_failures) {
   EngineOptions o;
   o.seed = cfg.seed;
@@ -212,6 +217,12 @@ struct CycleState {
   std::set<std::string> no_victims;                   // (shape, class, queue) preemption found nothing for
   std::set<std::string> no_room_off_reservation;      // shapes that found no room off the reserved nodes
   mutable std::map<std::string, bool> fits_free_memo;  // by shape_key
+  // Pending jobs owed their guarantee that fit the free GPUs, by class value then id (filled on first
+  // use by owed_below_that_fit; starts only make fewer of them owed).
+  std::optional<std::vector<size_t>> owed_pending;
+  // Per owed_pending entry that fits: the nodes of the last placement the engine found for it; while
+  // none of them changed (Node::generation) it still fits, without asking the engine again.
+  std::map<size_t, OwedFit> owed_fit;
 
   // ---- Output ----
   Decisions out;

@@ -77,17 +77,25 @@ void try_job(CycleState& cs, Entry& e) {
       e.reason = "internal: placement could not be applied: " + s.message();
       return;
     }
-    for (size_t o : owed_fit)
-      if (cs.trial.place(cs.work, gang_of(cs, cs.entries[o])).outcome != Outcome::kPlaced) {
-        const Status st = cs.work.release_all(r.tasks);
-        assert(st.ok() && "releasing a refused start failed");
-        (void)st;
+    for (size_t o : owed_fit) {
+      if (owed_fits(cs, o)) continue;  // it still fits with e started
+      Status st = cs.work.release_all(r.tasks);
+      assert(st.ok() && "releasing a refused start failed");
+      if (!owed_fits(cs, o)) {  // it does not fit without e either: e takes nothing from it
+        cs.owed_fit[o].never = true;  // for the rest of the cycle (room is only taken)
+        st = cs.work.apply_all(r.tasks);
+        assert(st.ok() && "re-applying a start failed");
+        continue;
+      }
+      (void)st;
+      {
         const Entry& owner = cs.entries[o];
         e.wait = WaitCategory::kQuota;
         e.reason = "guarantee: would take the GPUs that job " + owner.job->name + " of queue " +
                    cs.tree.queue(owner.job->queue).name + " (owed its guarantee, a lower priority class) starts on";
         return;
       }
+    }
     commit_start(cs, e, std::move(r.tasks));
     return;
   }
@@ -240,14 +248,49 @@ bool blocked_by_mig_mode(const CycleState& cs, const TaskRequest& t) {
 // must keep off the reserved nodes; if it can only fit on them it waits (only_on_reserved).
 std::vector<size_t> owed_below_that_fit(CycleState& cs, const Entry& e) {
   std::vector<size_t> out;
-  if (!cs.cfg.reclaim || !e.pc->preemptible || !cs.ledger->borrows_after(facts(e))) return out;
-  for (size_t i = 0; i < cs.entries.size() && out.size() < kOwedBelowChecked; ++i) {
+  if (!cs.cfg.reclaim || !e.pc->preemptible) return out;
+  if (!cs.owed_pending) {  // once per cycle: starts only make fewer jobs owed
+    std::vector<size_t>& c = cs.owed_pending.emplace();
+    for (size_t i = 0; i < cs.entries.size(); ++i) {
+      const Entry& o = cs.entries[i];
+      if (o.running || o.started || o.milli <= 0 || o.job->gang.task.mig()) continue;
+      if (!cs.ledger->short_of_guarantee(o.job->queue)) continue;  // cheap: nothing owed to its queue
+      if (cs.ledger->owed(facts(o)) && fits_free_now(cs, o)) c.push_back(i);
+    }
+    std::stable_sort(c.begin(), c.end(), [&](size_t a, size_t b) { return cs.entries[a].pc->value < cs.entries[b].pc->value; });
+  }
+  if (cs.owed_pending->empty() || cs.entries[cs.owed_pending->front()].pc->value >= e.pc->value ||
+      !cs.ledger->borrows_after(facts(e)))
+    return out;
+  size_t examined = 0;  // bounded work per start: the first few, lowest class first
+  for (size_t i : *cs.owed_pending) {
     const Entry& o = cs.entries[i];
-    if (o.running || o.started || o.milli <= 0 || o.job->queue == e.job->queue || o.pc->value >= e.pc->value) continue;
-    if (o.job->gang.task.mig() || !cs.ledger->owed(facts(o)) || !fits_free_now(cs, o)) continue;
-    if (cs.trial.place(cs.work, gang_of(cs, o)).outcome == Outcome::kPlaced) out.push_back(i);
+    if (o.pc->value >= e.pc->value || examined >= kOwedBelowChecked) break;
+    if (o.started || o.job->queue == e.job->queue) continue;
+    ++examined;
+    if (auto f = cs.owed_fit.find(i); f != cs.owed_fit.end() && f->second.never) continue;
+    if (cs.ledger->owed(facts(o))) out.push_back(i);
   }
   return out;
+}
+
+bool owed_fits(CycleState& cs, size_t i) {
+  auto valid = [&](const OwedFit& f) {
+    for (const auto& [node, gen] : f.generations)
+      if (cs.work.node(NodeId(node)).generation != gen) return false;
+    return true;
+  };
+  auto it = cs.owed_fit.find(i);
+  if (it != cs.owed_fit.end() && (it->second.never || valid(it->second))) return !it->second.never;
+  PlacementResult r = cs.trial.place(cs.work, gang_of(cs, cs.entries[i]));
+  if (r.outcome != Outcome::kPlaced) {
+    cs.owed_fit.erase(i);  // no fit to keep: asked again next time
+    return false;
+  }
+  OwedFit& f = cs.owed_fit[i];
+  f.generations.clear();
+  for (const TaskPlacement& p : r.tasks) f.generations.emplace_back(p.node.value, cs.work.node(p.node).generation);
+  return true;
 }
 
 bool keeps_off_reservation(const CycleState& cs, const Entry& e) {
@@ -260,7 +303,9 @@ bool keeps_off_reservation(const CycleState& cs, const Entry& e) {
 VictimSearch try_preempt_now(CycleState& cs, Entry& e, const Gang& gang) {
   // An owner's reclaim may still search there (a guarantee first; the reservation is recomputed
   // each cycle, and the owner's search is bounded by what it is owed).
-  const bool off = keeps_off_reservation(cs, e) && !cs.ledger->owed(facts(e));
+  // (Cheap tests first: this runs for every job that finds no room.)
+  const bool off = cs.res.active && e.milli > 0 && !ends_before_reservation(cs, e) &&
+                   !(cs.ledger->short_of_guarantee(e.job->queue) && cs.ledger->owed(facts(e)));
   const ReservedBlocked blocked(cs, off);
   return try_preempt(cs, e, gang, off);
 }
