@@ -312,13 +312,12 @@ Status ClusterState::apply(const TaskPlacement& p) {
   return {};
 }
 
-Status ClusterState::apply_all(const std::vector<TaskPlacement>& ps) {
-  size_t done = 0;
-  for (; done < ps.size(); ++done) {
-    if (Status s = apply(ps[done]); !s.ok()) {
+Status ClusterState::each_or_none(const std::vector<TaskPlacement>& ps, Status (ClusterState::*step)(const TaskPlacement&),
+                                  Status (ClusterState::*undo)(const TaskPlacement&)) {
+  for (size_t done = 0; done < ps.size(); ++done) {
+    if (Status s = (this->*step)(ps[done]); !s.ok()) {
       while (done > 0) {
-        --done;
-        Status r = release(ps[done]);
+        Status r = (this->*undo)(ps[--done]);
         assert(r.ok());
         (void)r;
       }
@@ -328,20 +327,12 @@ Status ClusterState::apply_all(const std::vector<TaskPlacement>& ps) {
   return {};
 }
 
+Status ClusterState::apply_all(const std::vector<TaskPlacement>& ps) {
+  return each_or_none(ps, &ClusterState::apply, &ClusterState::release);
+}
+
 Status ClusterState::release_all(const std::vector<TaskPlacement>& ps) {
-  size_t done = 0;
-  for (; done < ps.size(); ++done) {
-    if (Status s = release(ps[done]); !s.ok()) {
-      while (done > 0) {
-        --done;
-        Status r = apply(ps[done]);
-        assert(r.ok());
-        (void)r;
-      }
-      return s;
-    }
-  }
-  return {};
+  return each_or_none(ps, &ClusterState::release, &ClusterState::apply);
 }
 
 Status ClusterState::release(const TaskPlacement& p) {

@@ -205,6 +205,10 @@ class ClusterState {
   uint64_t capacity_generation() const { return capacity_generation_; }
 
  private:
+  // Does `step` for every task of ps in order; if one fails, undoes the ones done (newest first) with
+  // `undo` and returns that failure: apply_all and release_all.
+  Status each_or_none(const std::vector<TaskPlacement>& ps, Status (ClusterState::*step)(const TaskPlacement&),
+                      Status (ClusterState::*undo)(const TaskPlacement&));
   void reindex(Node& n, bool remove_old);
 
   const GpuCatalog* catalog_;
