@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "core/placement/fit.h"
 #include "sim/schedule_sim_run.h"
 
 namespace tessera::sim::detail {
@@ -72,12 +73,7 @@ void ScenarioRun::check_guarantees(Time t) {
           const GpuModel* m = n.gpu_model();
           if (!m || int(n.gpus.size()) < tr.gpu_count || n.cpu_capacity < tr.cpu || n.memory_capacity < tr.memory) continue;
           if (cls != "any" && model_class(m->name) != cls) continue;
-          bool allowed = tr.gpu_models.empty();
-          for (const std::string& name : tr.gpu_models) {
-            auto f = cluster_.catalog().find(name);
-            allowed = allowed || (f.ok() && *f == m);
-          }
-          ever = ever || allowed;
+          ever = ever || model_allowed(m, tr);
         }
         if (!ever) continue;
         const int64_t milli = tr.gpu_demand_milli() * l.job.gang.tasks;
@@ -112,12 +108,7 @@ void ScenarioRun::check_guarantees(Time t) {
                 const std::string c = model_class(gm->name);
                 in_cls = in_cls || c == cls;
                 // A GPU of a model the job may use (else freeing it does not help the job).
-                bool allowed = tr.gpu_models.empty();
-                for (const std::string& name : tr.gpu_models) {
-                  auto f = cluster_.catalog().find(name);
-                  allowed = allowed || (f.ok() && *f == gm);
-                }
-                usable_gpu = usable_gpu || allowed;
+                usable_gpu = usable_gpu || model_allowed(gm, tr);
                 held["any"] += g.milli_held();
                 if (c != "any") held[c] += g.milli_held();
               }

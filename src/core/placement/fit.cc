@@ -20,7 +20,6 @@ const char* misfit_name(Misfit m) {
   return "?";
 }
 
-namespace {
 bool model_allowed(const GpuModel* m, const TaskRequest& t) {
   if (t.gpu_models.empty()) return true;
   if (!m) return false;
@@ -32,6 +31,7 @@ bool model_allowed(const GpuModel* m, const TaskRequest& t) {
   return false;
 }
 
+namespace {
 bool mig_slot_available(const Gpu& g, const MigProfile& p) {
   if (!g.mig_enabled || g.health != GpuHealth::kHealthy) return false;
   for (const MigInstance& m : g.mig.instances())

@@ -50,6 +50,8 @@ const MigProfile* resolve_mig_profile(const Node& n, const TaskRequest& t);
 // Full check. CPU, memory, model, health and GPU availability (counts only; a pick may still be
 // needed for shares with a memory ask, which gpu_count_fitting handles).
 Misfit check_fit(const Node& n, const TaskRequest& t);
+// t allows GPU model m: it names no model, or m by its name or an alias.
+bool model_allowed(const GpuModel* m, const TaskRequest& t);
 // Number of GPUs on n that could take one unit of t's per-GPU ask now.
 int gpu_count_fitting(const Node& n, const TaskRequest& t);
 bool gpu_fits_share(const Gpu& g, const TaskRequest& t);

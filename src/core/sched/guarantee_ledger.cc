@@ -160,21 +160,20 @@ bool GuaranteeLedger::still_borrows(const FairShare& fs, QueueId q, std::span<co
 }
 
 bool GuaranteeLedger::keeps_guarantee(const FairShare& fs, const GuaranteeJob& v) const {
-  for (const auto& [c, m] : v.amounts()) {
-    if (m <= 0) continue;
-    for (QueueId p : tree_.path_to_root(v.queue))
-      if (fs.allocated(p, c) - m < amount(tree_.queue(p).guaranteed, c)) return false;
-  }
-  return true;
+  return keeps_guarantee_below(fs, v, {}, {});
 }
 
 bool GuaranteeLedger::reclaim_keeps_guarantee(const FairShare& fs, const GuaranteeJob& v, QueueId claimant,
                                               std::span<const std::string> classes) const {
-  const std::vector<QueueId> shared = tree_.path_to_root(claimant);
+  return keeps_guarantee_below(fs, v, tree_.path_to_root(claimant), classes);
+}
+
+bool GuaranteeLedger::keeps_guarantee_below(const FairShare& fs, const GuaranteeJob& v, const std::vector<QueueId>& stop,
+                                            std::span<const std::string> skip) const {
   for (const auto& [c, m] : v.amounts()) {
-    if (m <= 0 || std::find(classes.begin(), classes.end(), c) != classes.end()) continue;
+    if (m <= 0 || std::find(skip.begin(), skip.end(), c) != skip.end()) continue;
     for (QueueId p : tree_.path_to_root(v.queue)) {
-      if (std::find(shared.begin(), shared.end(), p) != shared.end()) break;
+      if (std::find(stop.begin(), stop.end(), p) != stop.end()) break;
       if (fs.allocated(p, c) - m < amount(tree_.queue(p).guaranteed, c)) return false;
     }
   }

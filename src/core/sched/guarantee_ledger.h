@@ -151,6 +151,10 @@ class GuaranteeLedger {
   }
 
  private:
+  // Under fs, once v is gone, v's queue and its ancestors up to (not including) the first queue in
+  // `stop` stay at or above their guarantee in every class v holds other than those in `skip`.
+  bool keeps_guarantee_below(const FairShare& fs, const GuaranteeJob& v, const std::vector<QueueId>& stop,
+                             std::span<const std::string> skip) const;
   int64_t leaf_owed(const FairShare& fs, const Queue& q, const std::string& c) const;
   // Classes other than "any" guaranteed (> 0) on q's path to the root, sorted (cached per queue).
   const std::vector<std::string>& path_guaranteed(QueueId q) const;
