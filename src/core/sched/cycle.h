@@ -102,6 +102,11 @@ inline GuaranteeJob facts(const Entry& e) {
   return j;
 }
 inline const FairShare& fs(const CycleState& cs) { return cs.ledger->fair_share(); }
+// Pending e, asking for GPUs (e.milli > 0), would start within its queue's guarantee; the cheap
+// per-queue test first, as this is asked of many jobs (only a leaf short of its guarantee is owed).
+inline bool owed_now(const CycleState& cs, const Entry& e) {
+  return cs.ledger->short_of_guarantee(e.job->queue) && cs.ledger->owed(facts(e));
+}
 // The quota class a GPU model is accounted in beside "any", or null (cached per model).
 inline const std::string* accounted_class(const CycleState& cs, const GpuModel* model) {
   if (!model) return nullptr;
@@ -190,6 +195,10 @@ std::vector<size_t> owed_below_that_fit(CycleState& cs, const Entry& e);
 // Entry i (pending) fits the working copy now: no node of the last placement the engine found for
 // it changed since (Node::generation), or the engine places it anew.
 bool owed_fits(CycleState& cs, size_t i);
+// With `tasks` (a start) applied: the first of `owed` (owed_below_that_fit) that fits without it and
+// not with it, whose room the start takes, and then `tasks` are released again; nullopt (and `tasks`
+// still applied) when the start takes no owed job's room.
+std::optional<size_t> owed_room_taken(CycleState& cs, const std::vector<size_t>& owed, const std::vector<TaskPlacement>& tasks);
 // e may not start on the reserved nodes: a reservation is active, e would still run at its start,
 // and e is not a guarantee's owner taking precedence over a borrower's reservation.
 bool keeps_off_reservation(const CycleState& cs, const Entry& e);
@@ -283,6 +292,9 @@ Gang mover_gang(const CycleState& cs, const Entry& v);
 // Gathering spread gangs (SchedulerConfig::gather_spread), after the order and backfill: a running
 // gang that prefers one node but runs over several moves onto one node that has room for all of it.
 void gather_spread(CycleState& cs);
+// j checkpoints, prefers one node (topology preferred at node level) and holds GPUs on several: a
+// candidate for gathering (Scheduler::cycle runs a cycle for one even when nothing waits).
+bool runs_spread_wanting_one_node(const Job& j);
 
 // ---- cycle_mig.cc ----
 // A MIG request that no GPU in MIG mode serves claims idle whole GPUs that offer its profile: held

@@ -238,20 +238,23 @@ void commit_moves(CycleState& cs, Entry& e, MovePlan& plan) {
 // of an over-share team ran spread for thousands of hours and set the makespan). Once one node has
 // room for all of it, left idle after the cycle's pending jobs were tried (so no waiting job wanted
 // it) and off the reservation's nodes, it checkpoints and restarts there: the biggest gangs first.
+bool runs_spread_wanting_one_node(const Job& j) {
+  if (j.checkpoint.interval <= 0 || j.gang.topology.mode != TopologyMode::kPreferred || j.gang.topology.level != "node")
+    return false;
+  return std::any_of(j.placement.begin(), j.placement.end(),
+                     [&](const TaskPlacement& p) { return p.node != j.placement.front().node; });
+}
+
 void gather_spread(CycleState& cs) {
   std::vector<size_t> cands;
   for (size_t i = 0; i < cs.entries.size(); ++i) {
     const Entry& v = cs.entries[i];
     const Job& j = *v.job;
     if (!v.running || v.victim || v.claimed || j.state != JobState::kRunning || v.holding.empty()) continue;
-    if (j.checkpoint.interval <= 0 || int(v.holding.size()) != j.gang.tasks) continue;
-    if (j.gang.topology.mode != TopologyMode::kPreferred || j.gang.topology.level != "node") continue;
+    if (int(v.holding.size()) != j.gang.tasks || !runs_spread_wanting_one_node(j)) continue;
     if (!j.gang.task.whole_gpus() || int64_t(j.gang.tasks) * j.gang.task.gpu_count > cs.max_node_gpus) continue;
     const Time since = std::max(j.started, j.last_preempted);
-    if (since >= 0 && cs.now - since < cs.cfg.preemption_protection) continue;
-    bool spread = false;
-    for (const TaskPlacement& p : v.holding) spread = spread || p.node != v.holding.front().node;
-    if (spread) cands.push_back(i);
+    if (since < 0 || cs.now - since >= cs.cfg.preemption_protection) cands.push_back(i);
   }
   std::sort(cands.begin(), cands.end(), [&](size_t a, size_t b) {
     if (cs.entries[a].milli != cs.entries[b].milli) return cs.entries[a].milli > cs.entries[b].milli;

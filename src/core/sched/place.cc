@@ -77,24 +77,12 @@ void try_job(CycleState& cs, Entry& e) {
       e.reason = "internal: placement could not be applied: " + s.message();
       return;
     }
-    for (size_t o : owed_fit) {
-      if (owed_fits(cs, o)) continue;  // it still fits with e started
-      Status st = cs.work.release_all(r.tasks);
-      assert(st.ok() && "releasing a refused start failed");
-      if (!owed_fits(cs, o)) {  // it does not fit without e either: e takes nothing from it
-        cs.owed_fit[o].never = true;  // for the rest of the cycle (room is only taken)
-        st = cs.work.apply_all(r.tasks);
-        assert(st.ok() && "re-applying a start failed");
-        continue;
-      }
-      (void)st;
-      {
-        const Entry& owner = cs.entries[o];
-        e.wait = WaitCategory::kQuota;
-        e.reason = "guarantee: would take the GPUs that job " + owner.job->name + " of queue " +
-                   cs.tree.queue(owner.job->queue).name + " (owed its guarantee, a lower priority class) starts on";
-        return;
-      }
+    if (const std::optional<size_t> o = owed_room_taken(cs, owed_fit, r.tasks)) {  // released again
+      const Entry& owner = cs.entries[*o];
+      e.wait = WaitCategory::kQuota;
+      e.reason = "guarantee: would take the GPUs that job " + owner.job->name + " of queue " +
+                 cs.tree.queue(owner.job->queue).name + " (owed its guarantee, a lower priority class) starts on";
+      return;
     }
     commit_start(cs, e, std::move(r.tasks));
     return;
@@ -244,8 +232,6 @@ bool blocked_by_mig_mode(const CycleState& cs, const TaskRequest& t) {
   return false;
 }
 
-// Places e now. With a reservation active, a job that would still run when the reservation starts
-// must keep off the reserved nodes; if it can only fit on them it waits (only_on_reserved).
 std::vector<size_t> owed_below_that_fit(CycleState& cs, const Entry& e) {
   std::vector<size_t> out;
   if (!cs.cfg.reclaim || !e.pc->preemptible) return out;
@@ -254,8 +240,7 @@ std::vector<size_t> owed_below_that_fit(CycleState& cs, const Entry& e) {
     for (size_t i = 0; i < cs.entries.size(); ++i) {
       const Entry& o = cs.entries[i];
       if (o.running || o.started || o.milli <= 0 || o.job->gang.task.mig()) continue;
-      if (!cs.ledger->short_of_guarantee(o.job->queue)) continue;  // cheap: nothing owed to its queue
-      if (cs.ledger->owed(facts(o)) && fits_free_now(cs, o)) c.push_back(i);
+      if (owed_now(cs, o) && fits_free_now(cs, o)) c.push_back(i);
     }
     std::stable_sort(c.begin(), c.end(), [&](size_t a, size_t b) { return cs.entries[a].pc->value < cs.entries[b].pc->value; });
   }
@@ -272,6 +257,21 @@ std::vector<size_t> owed_below_that_fit(CycleState& cs, const Entry& e) {
     if (cs.ledger->owed(facts(o))) out.push_back(i);
   }
   return out;
+}
+
+std::optional<size_t> owed_room_taken(CycleState& cs, const std::vector<size_t>& owed, const std::vector<TaskPlacement>& tasks) {
+  for (size_t o : owed) {
+    if (owed_fits(cs, o)) continue;  // it still fits with the start applied
+    const Status st = cs.work.release_all(tasks);
+    assert(st.ok() && "releasing a start to check an owed job failed");
+    (void)st;
+    if (owed_fits(cs, o)) return o;  // the start takes its room: it stays released
+    cs.owed_fit[o].never = true;     // it fits nowhere without the start either, for the rest of the cycle
+    const Status back = cs.work.apply_all(tasks);
+    assert(back.ok() && "re-applying a start failed");
+    (void)back;
+  }
+  return std::nullopt;
 }
 
 bool owed_fits(CycleState& cs, size_t i) {
@@ -304,12 +304,13 @@ VictimSearch try_preempt_now(CycleState& cs, Entry& e, const Gang& gang) {
   // An owner's reclaim may still search there (a guarantee first; the reservation is recomputed
   // each cycle, and the owner's search is bounded by what it is owed).
   // (Cheap tests first: this runs for every job that finds no room.)
-  const bool off = cs.res.active && e.milli > 0 && !ends_before_reservation(cs, e) &&
-                   !(cs.ledger->short_of_guarantee(e.job->queue) && cs.ledger->owed(facts(e)));
+  const bool off = cs.res.active && e.milli > 0 && !ends_before_reservation(cs, e) && !owed_now(cs, e);
   const ReservedBlocked blocked(cs, off);
   return try_preempt(cs, e, gang, off);
 }
 
+// Places e now. With a reservation active, a job that would still run when the reservation starts
+// must keep off the reserved nodes; if it can only fit on them it waits (only_on_reserved).
 PlaceNow place_now(CycleState& cs, Entry& e, const Gang& gang) {
   PlacementResult r = cs.engine.place(cs.work, gang);
   if (r.outcome != Outcome::kPlaced || !keeps_off_reservation(cs, e)) return {std::move(r)};

@@ -115,10 +115,7 @@ Decisions Scheduler::cycle(const Snapshot& snapshot, Time now) const {
   // working copy to build).
   const bool idle = std::none_of(snapshot.jobs.begin(), snapshot.jobs.end(), [&](const Job& j) {
     return j.state == JobState::kPending || (j.state == JobState::kCheckpointing && j.evict_by >= 0 && j.evict_by <= now) ||
-           (config_.gather_spread && j.state == JobState::kRunning && j.gang.topology.mode == TopologyMode::kPreferred &&
-            j.gang.topology.level == "node" && j.checkpoint.interval > 0 &&
-            std::any_of(j.placement.begin(), j.placement.end(),
-                        [&](const TaskPlacement& p) { return p.node != j.placement.front().node; }));
+           (config_.gather_spread && j.state == JobState::kRunning && sched::runs_spread_wanting_one_node(j));
   });
   if (idle) return {};
   sched::CycleState cs(config_, *policy_, snapshot, now);
