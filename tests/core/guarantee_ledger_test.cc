@@ -53,7 +53,7 @@ struct TestJob {
   std::vector<std::string> classes;  // sorted
   int value = 100;
   bool preemptible = true;
-  GuaranteeJob view() const { return {queue, milli, nullptr, amounts, classes, value, preemptible}; }
+  GuaranteeJob view() const { return {queue, milli, nullptr, &amounts, classes, value, preemptible}; }
   GuaranteeJob running() const { return {queue, milli, &amounts, {}, {}, value, preemptible}; }
 };
 

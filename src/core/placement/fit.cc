@@ -20,8 +20,7 @@ const char* misfit_name(Misfit m) {
   return "?";
 }
 
-bool model_allowed(const GpuModel* m, const TaskRequest& t) {
-  if (t.gpu_models.empty()) return true;
+bool model_named(const GpuModel* m, const TaskRequest& t) {
   if (!m) return false;
   for (const std::string& want : t.gpu_models) {
     if (want == m->name) return true;

@@ -51,7 +51,8 @@ const MigProfile* resolve_mig_profile(const Node& n, const TaskRequest& t);
 // needed for shares with a memory ask, which gpu_count_fitting handles).
 Misfit check_fit(const Node& n, const TaskRequest& t);
 // t allows GPU model m: it names no model, or m by its name or an alias.
-bool model_allowed(const GpuModel* m, const TaskRequest& t);
+bool model_named(const GpuModel* m, const TaskRequest& t);  // m is among t.gpu_models (name or alias)
+inline bool model_allowed(const GpuModel* m, const TaskRequest& t) { return t.gpu_models.empty() || model_named(m, t); }
 // Number of GPUs on n that could take one unit of t's per-GPU ask now.
 int gpu_count_fitting(const Node& n, const TaskRequest& t);
 bool gpu_fits_share(const Gpu& g, const TaskRequest& t);

@@ -94,12 +94,11 @@ inline std::vector<std::string> request_classes(const CycleState& cs, const Task
   return {out.begin(), out.end()};
 }
 int64_t request_milli(const CycleState& cs, const Gang& g);
-inline ClassAmounts amounts(const Entry& e) { return e.running ? e.held : amounts_of(e.cls, e.milli); }
+inline const ClassAmounts& amounts(const Entry& e) { return e.running ? e.held : e.asked; }
 // What the guarantee ledger reads of e (refers to e's held amounts and classes).
 inline GuaranteeJob facts(const Entry& e) {
-  GuaranteeJob j{e.job->queue, e.milli, e.running ? &e.held : nullptr, {}, e.classes, e.pc->value, e.pc->preemptible};
-  if (!e.running) j.asked = amounts_of(e.cls, e.milli);
-  return j;
+  return {e.job->queue, e.milli, e.running ? &e.held : nullptr, e.running ? nullptr : &e.asked, e.classes, e.pc->value,
+          e.pc->preemptible};
 }
 inline const FairShare& fs(const CycleState& cs) { return cs.ledger->fair_share(); }
 // Pending e, asking for GPUs (e.milli > 0), would start within its queue's guarantee; the cheap

@@ -51,6 +51,7 @@ struct Entry {
   std::vector<std::string> classes;  // pending: accounted classes it could be placed in (request_classes)
   int64_t milli = 0;     // GPU amount (running: held; pending: requested)
   ClassAmounts held;     // running: per class, from the models of the GPUs it holds (and "any")
+  ClassAmounts asked;    // pending: per class what it asks, amounts_of(cls, milli) (kept, as often read)
   bool running = false;
   bool victim = false;   // chosen as a victim this cycle
   bool started = false;  // started this cycle
@@ -146,6 +147,7 @@ struct NoRoom {
 struct OwedFit {
   bool never = false;  // it did not fit even without the start being checked: not this cycle
   std::vector<std::pair<uint32_t, uint64_t>> generations;  // its last fit's nodes and their generation then
+  std::vector<TaskPlacement> tasks;  // its last fit, probed read-only once a node of it changed
 };
 
 inline EngineOptions engine_options(const SchedulerConfig& cfg, bool explain_failures) {

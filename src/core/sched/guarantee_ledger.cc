@@ -31,7 +31,7 @@ bool GuaranteeLedger::short_of_guarantee(QueueId leaf) const {
 }
 
 void GuaranteeLedger::add_usable(const GuaranteeJob& j) {
-  assert(owed_sum_.empty() && "usable demand is recorded before any question");
+  assert(owed_.empty() && "usable demand is recorded before any question");
   ClassAmounts& u = usable_[j.queue.value];
   for (const auto& [c, v] : j.amounts()) u[c] += v;
   // A request that may be placed in several classes could use each guaranteed one it allows.
@@ -44,9 +44,27 @@ void GuaranteeLedger::add(QueueId leaf, const ClassAmounts& delta, int sign) {
   const Queue& q = tree_.queue(leaf);
   ClassAmounts before;
   for (const auto& [c, v] : delta)
-    if (owed_sum_.count(c)) before[c] = leaf_owed(fs_, q, c);
+    if (owed_.count(c)) before[c] = leaf_owed(fs_, q, c);
   fs_.add(leaf, delta, sign);
-  for (const auto& [c, b] : before) owed_sum_[c] += leaf_owed(fs_, q, c) - b;
+  for (const auto& [c, b] : before) {
+    OwedBook& book = owed_[c];
+    const int64_t after = leaf_owed(fs_, q, c);
+    book.sum += after - b;
+    if (after > 0) book.leaves.insert(leaf.value);
+    else book.leaves.erase(leaf.value);
+  }
+}
+
+const GuaranteeLedger::OwedBook& GuaranteeLedger::owed_book(const std::string& c) const {
+  auto it = owed_.find(c);
+  if (it != owed_.end()) return it->second;
+  OwedBook book;
+  for (const Queue& q : tree_.queues())
+    if (const int64_t o = leaf_owed(fs_, q, c); o > 0) {
+      book.sum += o;
+      book.leaves.insert(q.id.value);
+    }
+  return owed_.emplace(c, std::move(book)).first->second;
 }
 
 std::vector<std::string> GuaranteeLedger::owed_classes(const GuaranteeJob& j) const {
@@ -88,15 +106,7 @@ int64_t GuaranteeLedger::owed_to_others(const FairShare& fs, QueueId leaf, const
   // The only leaf on the path is `leaf` itself. Kept per class for the own fair share, summed afresh
   // for a trial copy.
   const Queue& own = tree_.queue(leaf);
-  if (&fs == &fs_) {
-    auto it = owed_sum_.find(c);
-    if (it == owed_sum_.end()) {
-      int64_t sum = 0;
-      for (const Queue& q : tree_.queues()) sum += leaf_owed(fs, q, c);
-      it = owed_sum_.emplace(c, sum).first;
-    }
-    return it->second - leaf_owed(fs, own, c);
-  }
+  if (&fs == &fs_) return owed_book(c).sum - leaf_owed(fs, own, c);
   int64_t owed = 0;
   for (const Queue& q : tree_.queues())
     if (q.id != own.id) owed += leaf_owed(fs, q, c);
@@ -119,12 +129,20 @@ std::string GuaranteeLedger::takes_owed(const FairShare& fs, QueueId leaf, const
     int64_t used = 0;
     for (QueueId t : tree_.top_level()) used += fs.allocated(t, c);
     if (amount(capacity_, c) - used - owed < x) {
-      std::string owner;
-      for (const Queue& q : tree_.queues())
-        if (q.id != leaf && leaf_owed(fs, q, c) > 0) {
-          owner = q.name;
-          break;
-        }
+      std::string owner;  // the first leaf by id owed something, other than `leaf`
+      if (&fs == &fs_) {
+        for (uint32_t q : owed_book(c).leaves)
+          if (q != leaf.value) {
+            owner = tree_.queue(QueueId(q)).name;
+            break;
+          }
+      } else {
+        for (const Queue& q : tree_.queues())
+          if (q.id != leaf && leaf_owed(fs, q, c) > 0) {
+            owner = q.name;
+            break;
+          }
+      }
       return "guarantee: would borrow " + gpus_text(x) + " of class " + c + " that queue " + owner +
              " is owed (below its guarantee, with jobs waiting)";
     }

@@ -16,12 +16,12 @@
 //
 // Trials: the questions that take a FairShare (`fs`) are asked against the ledger's own
 // (fair_share()) or a trial copy of it (allocations as if some victims were gone). Answers under the
-// own one use the owed-sum cache; under a copy they are summed afresh, so a copy may be changed at will.
+// own one use the owed book; under a copy they are summed afresh, so a copy may be changed at will.
 //
 // Ownership: the ledger refers to the QueueTree (which must outlive it) and owns the fair share, the
 // capacity, the usable pending demand and its caches. Thread-safety: none; even const questions fill
-// caches (one cycle, one thread). Invariants: the owed-sum cache holds, per class asked so far, the
-// sum of leaf_owed over every leaf under fair_share(); add() is the only way the own fair share
+// caches (one cycle, one thread). Invariants: the owed book holds, per class asked so far, the sum
+// of leaf_owed over every leaf under fair_share() and the leaves owed; add() is the only way the own fair share
 // changes, and it keeps the cache current; add_usable() comes before any question. Not copied (a
 // trial copies the fair share, not the ledger). What a GuaranteeJob refers to must outlive it.
 #pragma once
@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -56,12 +57,15 @@ struct GuaranteeJob {
   QueueId queue;                        // its leaf queue
   int64_t milli = 0;                    // GPU amount: held (running) or requested (pending)
   const ClassAmounts* held = nullptr;   // running: per class, "any" included, what it holds
-  ClassAmounts asked;                   // pending (no `held`): per class, "any" included, what it asks
+  const ClassAmounts* asked = nullptr;  // pending (no `held`): per class, "any" included, what it asks
   std::span<const std::string> classes;  // pending: the accounted classes it could be placed in, sorted
   int class_value = 0;                  // its priority class's value
   bool preemptible = false;             // its priority class may be preempted
   // Per class what it holds (running) or asks (pending).
-  const ClassAmounts& amounts() const { return held ? *held : asked; }
+  const ClassAmounts& amounts() const {
+    static const ClassAmounts none;
+    return held ? *held : asked ? *asked : none;
+  }
 };
 
 class GuaranteeLedger {
@@ -164,7 +168,13 @@ class GuaranteeLedger {
   ClassAmounts capacity_;
   bool reclaim_;
   std::vector<ClassAmounts> usable_;  // per queue (leaves only): pending demand that fits the free GPUs
-  mutable std::map<std::string, int64_t> owed_sum_;  // per class asked: sum of leaf_owed under fs_
+  struct OwedBook {
+    int64_t sum = 0;            // sum of leaf_owed under fs_
+    std::set<uint32_t> leaves;  // the leaves owed something (leaf_owed > 0), by id
+  };
+  // The book of class c under fs_, made on first use and kept by add().
+  const OwedBook& owed_book(const std::string& c) const;
+  mutable std::map<std::string, OwedBook> owed_;  // per class asked
   mutable std::vector<std::optional<std::vector<std::string>>> path_guaranteed_;
 };
 

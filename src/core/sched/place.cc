@@ -274,22 +274,41 @@ std::optional<size_t> owed_room_taken(CycleState& cs, const std::vector<size_t>&
   return std::nullopt;
 }
 
+// Whether `tasks` could all be applied to `c` now, without changing it: each task's node must hold it,
+// and tasks sharing a node are not judged one by one (false: the caller asks the engine instead).
+static bool still_applies(const ClusterState& c, const std::vector<TaskPlacement>& tasks) {
+  for (size_t a = 0; a < tasks.size(); ++a) {
+    for (size_t b = 0; b < a; ++b)
+      if (tasks[b].node == tasks[a].node) return false;
+    if (!c.can_apply(tasks[a]).ok()) return false;
+  }
+  return !tasks.empty();
+}
+
 bool owed_fits(CycleState& cs, size_t i) {
   auto valid = [&](const OwedFit& f) {
     for (const auto& [node, gen] : f.generations)
       if (cs.work.node(NodeId(node)).generation != gen) return false;
     return true;
   };
+  auto keep = [&](OwedFit& f) {
+    f.generations.clear();
+    for (const TaskPlacement& p : f.tasks) f.generations.emplace_back(p.node.value, cs.work.node(p.node).generation);
+  };
   auto it = cs.owed_fit.find(i);
   if (it != cs.owed_fit.end() && (it->second.never || valid(it->second))) return !it->second.never;
+  if (it != cs.owed_fit.end() && still_applies(cs.work, it->second.tasks)) {  // a node changed, not the fit
+    keep(it->second);
+    return true;
+  }
   PlacementResult r = cs.trial.place(cs.work, gang_of(cs, cs.entries[i]));
   if (r.outcome != Outcome::kPlaced) {
     cs.owed_fit.erase(i);  // no fit to keep: asked again next time
     return false;
   }
   OwedFit& f = cs.owed_fit[i];
-  f.generations.clear();
-  for (const TaskPlacement& p : r.tasks) f.generations.emplace_back(p.node.value, cs.work.node(p.node).generation);
+  f.tasks = std::move(r.tasks);
+  keep(f);
   return true;
 }
 
