@@ -81,7 +81,7 @@ bool validate(CycleState& cs, Entry& e) {
   e.cls = request_class(cs, j.gang.task);
   if (!e.running) e.classes = request_classes(cs, j.gang.task);
   e.milli = e.running && !j.placement.empty() ? placement_milli(j.placement) : request_milli(cs, j.gang);
-  if (!e.running) e.asked = amounts_of(e.cls, e.milli);
+  if (!e.running) e.asked = &cs.asked.try_emplace({e.cls, e.milli}, amounts_of(e.cls, e.milli)).first->second;
   if (e.running) {
     e.held = placement_amounts(cs, *cs.snap.cluster, j.placement);
     e.holding = settled(j.placement);

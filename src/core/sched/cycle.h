@@ -94,10 +94,13 @@ inline std::vector<std::string> request_classes(const CycleState& cs, const Task
   return {out.begin(), out.end()};
 }
 int64_t request_milli(const CycleState& cs, const Gang& g);
-inline const ClassAmounts& amounts(const Entry& e) { return e.running ? e.held : e.asked; }
+inline const ClassAmounts& amounts(const Entry& e) {
+  static const ClassAmounts none;
+  return e.running ? e.held : e.asked ? *e.asked : none;
+}
 // What the guarantee ledger reads of e (refers to e's held amounts and classes).
 inline GuaranteeJob facts(const Entry& e) {
-  return {e.job->queue, e.milli, e.running ? &e.held : nullptr, e.running ? nullptr : &e.asked, e.classes, e.pc->value,
+  return {e.job->queue, e.milli, e.running ? &e.held : nullptr, e.running ? nullptr : &amounts(e), e.classes, e.pc->value,
           e.pc->preemptible};
 }
 inline const FairShare& fs(const CycleState& cs) { return cs.ledger->fair_share(); }

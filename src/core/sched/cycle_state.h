@@ -51,7 +51,7 @@ struct Entry {
   std::vector<std::string> classes;  // pending: accounted classes it could be placed in (request_classes)
   int64_t milli = 0;     // GPU amount (running: held; pending: requested)
   ClassAmounts held;     // running: per class, from the models of the GPUs it holds (and "any")
-  ClassAmounts asked;    // pending: per class what it asks, amounts_of(cls, milli) (kept, as often read)
+  const ClassAmounts* asked = nullptr;  // pending: per class what it asks (CycleState::asked)
   bool running = false;
   bool victim = false;   // chosen as a victim this cycle
   bool started = false;  // started this cycle
@@ -216,6 +216,7 @@ struct CycleState {
   // ---- Caches ----
   mutable std::deque<std::pair<const GpuModel*, std::string>> class_cache;  // accounted_class()
   std::map<std::string, NoRoom> no_room;              // by shape_key
+  std::map<std::pair<std::string, int64_t>, ClassAmounts> asked;  // amounts_of(class, milli), shared by entries
   std::set<std::string> no_victims;                   // (shape, class, queue) preemption found nothing for
   std::set<std::string> no_room_off_reservation;      // shapes that found no room off the reserved nodes
   mutable std::map<std::string, bool> fits_free_memo;  // by shape_key
