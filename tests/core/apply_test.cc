@@ -311,6 +311,24 @@ TEST_F(ApplyTest, MoveIsRecordedKeptWhileLeavingAndClearedOnRestart) {
   EXPECT_EQ(v.placement, dest);
 }
 
+TEST_F(ApplyTest, MovedJobAwaitingItsGpusKeepsTheMove) {
+  Job& a = job(1, 1, 2);
+  const std::vector<TaskPlacement> dest{on(1, {6, 7})};
+  a.move_to = dest;
+  Decisions d;
+  PendingInfo p{JobId(1), "moved: waits for its new GPUs", WaitCategory::kPreempting, 1, 1, {}, false, false};
+  p.awaits_move = true;
+  d.pending.push_back(p);
+  ApplyResult r = apply(d);
+  EXPECT_TRUE(r.moves_dropped.empty());
+  EXPECT_EQ(a.move_to, dest);
+  // The next cycle no longer says it awaits the move: the move is given up.
+  d.pending[0].awaits_move = false;
+  r = apply(d);
+  ASSERT_EQ(r.moves_dropped.size(), 1u);
+  EXPECT_TRUE(a.move_to.empty());
+}
+
 TEST_F(ApplyTest, MovedJobStartedElsewhereOrStillPendingGivesTheMoveUp) {
   Job& a = job(1, 1, 2);
   Job& b = job(2, 1, 2);

@@ -212,7 +212,7 @@ ApplyResult apply_decisions(const Decisions& d, ClusterState& cluster, const Job
   for (size_t i = 0; i < d.start.size(); ++i) start_one(d.start[i], i, cluster, jobs, now, options, out);
   for (const PendingInfo& p : d.pending) {
     Job* j = jobs(p.job);
-    if (j && j->state == JobState::kPending && cancel_move(*j)) out.moves_dropped.push_back(p.job);
+    if (j && j->state == JobState::kPending && !p.awaits_move && cancel_move(*j)) out.moves_dropped.push_back(p.job);
   }
   return out;
 }

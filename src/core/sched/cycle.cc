@@ -213,6 +213,7 @@ void explain_waits(CycleState& cs) {
     p.reason = e.reason;
     p.category = e.wait;
     p.short_of_room = e.short_of_room;
+    p.awaits_move = e.awaits_move;
     p.queue_position = ++per_queue[e.job->queue.value];
     p.overall_position = ++overall;
     if (cs.res.active && &cs.entries[cs.res.entry] == &e) {

@@ -180,6 +180,9 @@ HeldReservation held_reservation(const CycleState& cs);
 void try_job(CycleState& cs, Entry& e);
 // Jobs moved out of an owed gang's way restart on their held GPUs first (Job::move_to).
 void start_moved(CycleState& cs);
+// The name of a job leaving (checkpointing) that holds some of `tasks`' GPUs, when every GPU of
+// `tasks` is idle or held by such a job; "" otherwise.
+std::string destination_leaver(const CycleState& cs, const std::vector<TaskPlacement>& tasks);
 // e starts on `tasks`, already applied to the working copy: the decision and the cycle's books.
 void commit_start(CycleState& cs, Entry& e, std::vector<TaskPlacement> tasks);
 std::string pool_note(const CycleState& cs, const Gang& gang);

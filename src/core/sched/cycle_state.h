@@ -58,6 +58,7 @@ struct Entry {
   bool claimed = false;  // checkpointing on its way out, and counted as room by a preemptor this cycle
   bool no_room = false;  // pending: the engine found no room now and no preemption helps
   bool short_of_room = false;  // pending for lack of room (now or on any node), not for a rule or order
+  bool awaits_move = false;  // moved: waits for its new GPUs, still held by jobs leaving (start_moved)
   int64_t prio = 0;      // order and preemption rank: class value (x16), plus the LAS level bonus
   int las = 0;           // attained-service level: 0 below the first threshold, then 1, 2, ...
   uint32_t user = 0;     // dense user index (OrderJob::user)

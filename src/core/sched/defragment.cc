@@ -174,10 +174,28 @@ std::optional<MovePlan> find_moves(CycleState& cs, Entry& e, const Gang& gang, b
   std::sort(plan.moved.begin(), plan.moved.end(), [&](size_t a, size_t b) {
     return cs.entries[a].milli != cs.entries[b].milli ? cs.entries[a].milli > cs.entries[b].milli : cs.entries[a].job->id < cs.entries[b].job->id;
   });
+  // Borrowers the fit does not use are put back first: a mover goes to free GPUs, and to a
+  // borrower's (reclaimed for it) only when it fits nowhere else.
+  std::vector<size_t> put_back;
+  for (const auto& [inside, cost, id, i] : borrowers)
+    if (ok && is_borrower[i] && !overlaps(i, used) && scratch.apply(cs.entries[i].holding)) {
+      out[i] = false;
+      put_back.push_back(i);
+    }
   if (ok) {
     const ReservedBlocked blocked(cs, !off_reservation);  // movers keep off a reservation's nodes
     for (size_t k = 0; ok && k < plan.moved.size(); ++k) {
       PlacementResult r = cs.trial.place(cs.work, mover_gang(cs, cs.entries[plan.moved[k]]));
+      if (r.outcome != Outcome::kPlaced && !put_back.empty()) {  // the borrowers' GPUs too, then
+        for (size_t i : put_back) {
+          const bool off = scratch.release(cs.entries[i].holding);
+          assert(off && "releasing a borrower put back failed");
+          (void)off;
+          out[i] = true;
+        }
+        put_back.clear();
+        r = cs.trial.place(cs.work, mover_gang(cs, cs.entries[plan.moved[k]]));
+      }
       ok = r.outcome == Outcome::kPlaced && scratch.apply(placed.emplace_back(r.tasks));
       if (ok) {
         for (const TaskPlacement& p : r.tasks)
@@ -190,7 +208,7 @@ std::optional<MovePlan> find_moves(CycleState& cs, Entry& e, const Gang& gang, b
   // cheapest first); the others are put back.
   FairShare confirm = fs(cs);
   for (const auto& [inside, cost, id, i] : borrowers) {
-    if (!ok || !is_borrower[i]) continue;
+    if (!ok || !is_borrower[i] || !out[i]) continue;
     if (!overlaps(i, used) && scratch.apply(cs.entries[i].holding)) {
       out[i] = false;
       continue;

@@ -68,7 +68,7 @@ void order_and_place(CycleState& cs) {
   OrderInput in = order_input(cs, users.size());
   std::vector<size_t> entry_of;  // per OrderInput::jobs: its index in cs.entries
   for (size_t i = 0; i < cs.entries.size(); ++i)
-    if (!cs.entries[i].running && !cs.entries[i].started && i != holder) {
+    if (!cs.entries[i].running && !cs.entries[i].started && !cs.entries[i].awaits_move && i != holder) {
       in.jobs.push_back(order_job(cs, i));
       entry_of.push_back(i);
     }
@@ -124,7 +124,8 @@ std::optional<size_t> reservation_holder(const CycleState& cs) {
     return std::nullopt;  // lapsed: the room did not come as promised
   for (size_t i = 0; i < cs.entries.size(); ++i)
     if (cs.entries[i].job->id == cs.snap.reservation->job)
-      return !cs.entries[i].running && !cs.entries[i].started ? std::optional<size_t>(i) : std::nullopt;
+      return !cs.entries[i].running && !cs.entries[i].started && !cs.entries[i].awaits_move ? std::optional<size_t>(i)
+                                                                                               : std::nullopt;
   return std::nullopt;
 }
 

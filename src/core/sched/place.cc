@@ -154,10 +154,41 @@ void start_moved(CycleState& cs) {
     for (const TaskPlacement& p : tasks)
       usable = usable && p.node.value < cs.work.nodes().size() && cs.work.node(p.node).schedulable &&
                (e.job->gang.task.pool_kinds & pool_kind_bit(cs.work.node(p.node).pool_kind));
-    if (!usable || !cs.work.apply_all(tasks).ok()) continue;
+    if (!usable) continue;
+    if (!cs.work.apply_all(tasks).ok()) {
+      // Its GPUs are still held by jobs leaving (a borrower reclaimed for it saves longer than it
+      // did): it waits for them, as planned, rather than restart elsewhere (perhaps in the room
+      // it was moved out of, for the job that room was made for).
+      if (const std::string holder = destination_leaver(cs, tasks); !holder.empty()) {
+        hold_idle(cs, tasks);
+        e.awaits_move = true;
+        e.wait = WaitCategory::kPreempting;
+        e.reason = "moved: waits for its new GPUs, which job " + holder + " frees when it has left";
+        cs.order.push_back(i);
+      }
+      continue;
+    }
     cs.order.push_back(i);
     commit_start(cs, e, std::move(tasks));
   }
+}
+
+std::string destination_leaver(const CycleState& cs, const std::vector<TaskPlacement>& tasks) {
+  std::map<std::pair<uint32_t, uint16_t>, const Entry*> by;  // GPUs of jobs checkpointing on their way out
+  for (const Entry& v : cs.entries)
+    if (v.running && v.job->state == JobState::kCheckpointing)
+      for (const TaskPlacement& p : v.holding)
+        for (const GpuGrant& g : p.gpus) by[{p.node.value, g.gpu}] = &v;
+  std::string first;
+  for (const TaskPlacement& p : tasks)
+    for (const GpuGrant& g : p.gpus) {
+      if (g.gpu >= cs.work.node(p.node).gpus.size()) return "";
+      if (cs.work.node(p.node).gpus[g.gpu].idle()) continue;
+      auto it = by.find({p.node.value, g.gpu});
+      if (it == by.end()) return "";  // held by a job that is not leaving: the plan no longer holds
+      if (first.empty()) first = it->second->job->name;
+    }
+  return first;
 }
 
 // Which pool rule keeps the gang off nodes where it would fit now (or, if none would, off any

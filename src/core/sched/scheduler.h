@@ -203,6 +203,9 @@ struct PendingInfo {
   // Waits because no node has room for it (now, or at all with the nodes up), rather than for a
   // quota, an order or a reservation: the demand autoscaling adds capacity for (core/autoscale.h).
   bool short_of_room = false;
+  // A moved job whose new GPUs are still held by jobs leaving: its move (Job::move_to) stands and it
+  // starts there once they have left; appliers keep the move instead of dropping it.
+  bool awaits_move = false;
 };
 
 struct Decisions {
