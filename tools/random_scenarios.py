@@ -4,15 +4,15 @@ model classes, limits), priority classes, MIG, checkpoints, topology, node failu
 runs each through `tessera sim scenario` with the invariants on (docs/scenarios.md).
 
 Hard failures make the exit status non-zero: a cluster invariant broken, a gang running partially,
-decisions that never settle at one time, a crash or an error. Soft findings (a guarantee not
-restored within the grace, one job preempted for another and back) are counted and listed with
---verbose: the invariant's oracle cannot see every shape, so they are leads to read, not verdicts.
+decisions that never settle at one time, events that never run out (a livelock), a crash or an
+error. Soft findings (a guarantee not restored within the grace, one job preempted for another and
+back) are counted and listed with --verbose: the invariant's oracle cannot see every shape, so they are leads to read, not verdicts.
 
   tools/random_scenarios.py --tessera build/bin/tessera --seeds 1:60 [--keep DIR] [--verbose]
 """
 import argparse, os, random, subprocess, sys, tempfile
 
-HARD = ("invariant broken", "runs partially", "never settle")
+HARD = ("invariant broken", "runs partially", "never settle", "events never run out")
 
 
 def gen(seed):

@@ -126,6 +126,11 @@ void collect_entries(CycleState& cs) {
     for (auto& [c, v] : q.guaranteed) cs.quota_classes.insert(c);
     for (auto& [c, v] : q.limit) cs.quota_classes.insert(c);
   }
+  std::set<const GpuModel*> models;
+  for (const Node& n : cs.snap.cluster->nodes())
+    if (const GpuModel* m = n.gpu_model()) models.insert(m);
+  for (const GpuModel* m : models)
+    if (const std::string* c = accounted_class(cs, m)) cs.present_classes.insert(*c);
   cs.entries.reserve(jobs.size());
   for (const Job* j : jobs) {
     Entry e;

@@ -80,16 +80,15 @@ inline std::string request_class(const CycleState& cs, const TaskRequest& t) {
   return c;
 }
 // The accounted classes (not "any") a request could be placed in, sorted: those of its models, or
-// every accounted class for a request that names none. Guarantees owed in any of them are owed to
+// every accounted class for a request that names none, among the classes the cluster has GPUs of. Guarantees owed in any of them are owed to
 // it, and its demand counts in each (fair share per class).
 inline std::vector<std::string> request_classes(const CycleState& cs, const TaskRequest& t) {
-  std::set<std::string> out;
+  std::set<std::string> out;  // only classes the cluster has GPUs of: no other could hold it
   if (t.gpu_models.empty()) {
-    for (const std::string& c : cs.quota_classes)
-      if (c != kAnyClass) out.insert(c);
+    out = cs.present_classes;
   } else {
     for (const std::string& m : t.gpu_models)
-      if (std::string c = model_class_of(cs, m); c != kAnyClass && cs.quota_classes.count(c)) out.insert(c);
+      if (std::string c = model_class_of(cs, m); cs.present_classes.count(c)) out.insert(c);
   }
   return {out.begin(), out.end()};
 }

@@ -184,6 +184,7 @@ struct CycleState {
   // The cycle's guarantee books and questions, with its fair share (made in compute_books).
   std::optional<GuaranteeLedger> ledger;
   std::set<std::string> quota_classes;  // classes some queue guarantees or limits (plus "any")
+  std::set<std::string> present_classes;  // of those (not "any"), the classes of some node's GPUs
   std::vector<Entry> entries;           // valid jobs, by id
   std::vector<Entry> invalid;           // pending jobs that cannot be scheduled, by id
   std::map<std::string, int64_t> user_milli;  // running GPU usage per user (and this cycle's starts)

@@ -305,6 +305,22 @@ std::optional<size_t> owed_room_taken(CycleState& cs, const std::vector<size_t>&
   return std::nullopt;
 }
 
+// o's gang on the GPU models of the classes it is owed in only (all it allows when owed in "any"):
+// room on other GPUs would not give its queue the guarantee it is owed.
+static Gang owed_gang(const CycleState& cs, const Entry& o) {
+  Gang g = gang_of(cs, o);
+  const std::vector<std::string> owed = cs.ledger->owed_classes(facts(o));
+  if (owed.empty() || std::find(owed.begin(), owed.end(), kAnyClass) != owed.end()) return g;
+  std::vector<std::string> models;
+  for (const std::string& m : g.task.gpu_models.empty() ? cs.work.catalog().names() : g.task.gpu_models) {
+    const std::string c = model_class_of(cs, m);
+    if (std::find(owed.begin(), owed.end(), c) != owed.end()) models.push_back(m);
+  }
+  if (models.empty()) models.push_back("");  // owed in no class it can be placed in: fits nowhere
+  g.task.gpu_models = std::move(models);
+  return g;
+}
+
 // Whether `tasks` could all be applied to `c` now, without changing it: each task's node must hold it,
 // and tasks sharing a node are not judged one by one (false: the caller asks the engine instead).
 static bool still_applies(const ClusterState& c, const std::vector<TaskPlacement>& tasks) {
@@ -332,7 +348,7 @@ bool owed_fits(CycleState& cs, size_t i) {
     keep(it->second);
     return true;
   }
-  PlacementResult r = cs.trial.place(cs.work, gang_of(cs, cs.entries[i]));
+  PlacementResult r = cs.trial.place(cs.work, owed_gang(cs, cs.entries[i]));
   if (r.outcome != Outcome::kPlaced) {
     cs.owed_fit.erase(i);  // no fit to keep: asked again next time
     return false;
