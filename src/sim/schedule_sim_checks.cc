@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <set>
 
+#include "core/placement/engine.h"
 #include "core/placement/fit.h"
+#include "core/sched/job.h"
 #include "sim/schedule_sim_run.h"
 
 namespace tessera::sim::detail {
@@ -87,10 +89,12 @@ void ScenarioRun::check_guarantees(Time t) {
         }
         if (held_back) continue;
         const PriorityClass* jpc = class_of(l.job.priority_class);
-        // Another queue borrowing `cls` (over its guarantee on a path not shared with q) that runs
-        // a job of `cls` this one may reclaim.
+        // Other queues borrowing `cls` (over its guarantee on a path not shared with q) that run jobs
+        // of `cls` this one may reclaim: all of them are candidates.
+        std::string borrower;
+        std::vector<const LiveJob*> victims;
         for (const Queue& r : tree_.queues()) {
-          if (!r.leaf() || r.id == q.id || !why.empty()) continue;
+          if (!r.leaf() || r.id == q.id) continue;
           bool borrows = false;
           for (QueueId a : tree_.path_to_root(r.id)) {
             if (std::find(own_path.begin(), own_path.end(), a) != own_path.end()) break;
@@ -123,11 +127,17 @@ void ScenarioRun::check_guarantees(Time t) {
                 keeps = keeps && amount(alloc[a.value], c) - m >= amount(tree_.queue(a).guaranteed, c);
               }
             if (in_cls && usable_gpu && keeps) {
-              why = spec(l).name + " fits in its unused guarantee while queue " + r.name + " borrows";
-              break;
+              if (borrower.empty()) borrower = r.name;
+              victims.push_back(v);
             }
           }
         }
+        // Shapes, as the core's placement engine judges them: with every candidate gone and every
+        // job already leaving gone, must J fit? If not (a gang larger than the room, one domain or
+        // one GPU model, MIG slices that free no whole GPU, nodes that take no new work), reclaim
+        // cannot restore the guarantee and nothing is owed to J now.
+        if (!victims.empty() && fits_once_gone(l, victims, t))
+          why = spec(l).name + " fits in its unused guarantee while queue " + borrower + " borrows";
         if (!why.empty()) break;
       }
       if (why.empty()) continue;
@@ -147,6 +157,30 @@ void ScenarioRun::check_guarantees(Time t) {
   }
   for (auto& [k, w] : watches_)
     if (!active.count(k)) w = Watch{};
+}
+
+bool ScenarioRun::fits_once_gone(const LiveJob& l, const std::vector<const LiveJob*>& gone, Time t) {
+  if (!oracle_policy_) {
+    auto p = make_policy(cfg_.policy);
+    if (!p.ok()) return true;  // cannot judge shapes: the quota arithmetic alone decides
+    oracle_policy_ = std::move(p.value());
+  }
+  ClusterState c = cluster_;
+  auto release = [&](const LiveJob& v) {
+    for (const TaskPlacement& p : v.job.placement) (void)c.release(p);
+  };
+  for (const LiveJob* v : gone) release(*v);
+  for (const LiveJob& v : jobs_)
+    if (v.job.state == JobState::kCheckpointing && std::find(gone.begin(), gone.end(), &v) == gone.end()) release(v);
+  Gang g = l.job.gang;
+  g.id = l.job.id;
+  g.queue = l.job.queue;
+  apply_job_pool_rules(g, l.job, cfg_.pool_rules, t);
+  EngineOptions o;
+  o.seed = cfg_.seed;
+  o.max_scored_nodes = cfg_.max_scored_nodes;
+  PlacementEngine engine(*oracle_policy_, o);
+  return engine.place(c, g).outcome == Outcome::kPlaced;
 }
 
 // Why l's placement does not have the properties e asks for ("" when it does).

@@ -70,6 +70,8 @@ class ScenarioRun {
   // ---- schedule_sim_checks.cc ----
   void check_invariants(Time t);
   void check_guarantees(Time t);
+  // With the jobs `gone` and every job already leaving released, the placement engine places l.
+  bool fits_once_gone(const LiveJob& l, const std::vector<const LiveJob*>& gone, Time t);
   void check_expectations(const Decisions& d, Time t);
   std::string placement_failure(const Expectation& e, const LiveJob& l) const;
 
@@ -113,6 +115,7 @@ class ScenarioRun {
     bool reported = false;
   };
   std::map<std::pair<uint32_t, std::string>, Watch> watches_;
+  std::unique_ptr<ScoringPolicy> oracle_policy_;  // the scenario's placement policy, for fits_once_gone
 };
 
 }  // namespace tessera::sim::detail

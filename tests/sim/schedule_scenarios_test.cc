@@ -156,6 +156,30 @@ expect:
   EXPECT_TRUE(r.failures.empty()) << r.failures.front();
 }
 
+TEST(ScheduleScenarioRun, GuaranteeInvariantJudgesShapesWithThePlacementEngine) {
+  // The owner's job fits its unused guarantee by quota arithmetic, and each task fits an empty node,
+  // but two 8-GPU tasks need two 8-GPU nodes: even with the borrower's job gone the placement engine
+  // cannot place it, so reclaim could not restore the guarantee and nothing is reported.
+  const std::string shape = R"(
+config: {max_preemptions_per_cycle: 0, reclaim_grace: 100}
+nodes:
+  - {name: big, gpu_model: H100-80GB-SXM, gpus: 8, cpu: 1000, memory: 1000}
+  - {name: small, gpu_model: H100-80GB-SXM, gpus: 4, cpu: 1000, memory: 1000}
+queues:
+  - {name: owner, guaranteed: {any: 16000}}
+  - {name: borrower}
+jobs:
+  - {name: b, at: 0, queue: borrower, gpus: 8, duration: 5000}
+)";
+  const std::string until = "expect:\n  - {at: 1000, running: [b]}\n";
+  ScheduleRunResult r = run_text(shape + "  - {name: o, at: 100, queue: owner, gpus: 8, tasks: 2, duration: 100}\n" + until);
+  EXPECT_TRUE(r.failures.empty()) << r.failures.front();
+  // One 8-GPU task does fit once the borrower's job is gone: the same run without reclaim is caught.
+  r = run_text(shape + "  - {name: o, at: 100, queue: owner, gpus: 8, duration: 100}\n" + until);
+  EXPECT_TRUE(any_contains(r.failures, "guarantee not restored: queue owner has started nothing since t=100 (deadline t=261)"))
+      << (r.failures.empty() ? "no failures" : r.failures.front());
+}
+
 TEST(ScheduleScenarioRun, TimedOutIsNotFinished) {
   ScheduleRunResult r = run_text(R"(
 nodes: [{name: n, gpu_model: H100-80GB-SXM, gpus: 8, cpu: 1000, memory: 1000}]

@@ -238,6 +238,10 @@ bool claim_gpu_for_mig(CycleState& cs, Entry& e, const Gang& gang) {
       auto changed = cs.snap.mig_last_changed.find(GpuRef{n.id, uint16_t(i)});
       if (changed != cs.snap.mig_last_changed.end() && cs.now - changed->second < cs.cfg.mig.min_layout_age) continue;
       TaskPlacement hold{n.id, MilliCpu{0}, MiB{0}, 0, {GpuGrant{uint16_t(i)}}};
+      // What is owed is not borrowed, held idle for slices either: a claim its queue would borrow
+      // may not take a GPU other queues below their guarantee are owed (else an owner, finding the
+      // idle GPU claimed, reclaimed a borrower's job, and the borrowers took turns on the room).
+      if (!cs.ledger->takes_owed(fs(cs), e.job->queue, placement_amounts(cs, cs.work, {hold})).empty()) continue;
       if (!cs.work.apply(hold).ok()) continue;
       cs.mig_claims.push_back(std::move(hold));
       spare += profile->max_instances;
