@@ -122,8 +122,17 @@ bool GuaranteeLedger::defers_to_owed(const GuaranteeJob& j) const {
 
 std::string GuaranteeLedger::takes_owed(const FairShare& fs, QueueId leaf, const ClassAmounts& got) const {
   if (!reclaim_) return "";  // nobody reclaims: nothing is owed
+  // The classes in which the start stays within its leaf's own guarantee. Such a job is never
+  // reclaimed for another class (reclaim_keeps_guarantee: reclaim does not take a leaf below its
+  // guarantee in a class the victim holds), so refusing it where it borrows prevents no reclaim
+  // loop; it would only leave the GPUs idle while two owed queues each wait for the other.
+  const Queue& own = tree_.queue(leaf);
+  std::vector<std::string> within;
+  for (const auto& [d, y] : got)
+    if (y > 0 && fs.allocated(leaf, d) + y <= amount(own.guaranteed, d)) within.push_back(d);
   for (const auto& [c, x] : got) {
     if (x <= 0 || !would_borrow(fs, leaf, c, x)) continue;
+    if (std::any_of(within.begin(), within.end(), [&](const std::string& d) { return d != c; })) continue;
     const int64_t owed = owed_to_others(fs, leaf, c);
     if (owed <= 0) continue;
     int64_t used = 0;

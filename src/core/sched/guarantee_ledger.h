@@ -119,8 +119,11 @@ class GuaranteeLedger {
   bool defers_to_owed(const GuaranteeJob& j) const;
   // A start on leaf whose GPUs come to `got` may, in each class where it would borrow under fs, use
   // only the free GPUs of that class that no other leaf is owed (a queue below its guarantee with
-  // jobs waiting would reclaim them at once: a reclaim loop). Empty when allowed (always, without
-  // reclaim), else the reason, naming the first leaf owed there.
+  // jobs waiting would reclaim them at once: a reclaim loop). A class is not judged when the start
+  // stays within its leaf's own guarantee in another class of `got` (reclaim could not take that job,
+  // so no loop follows; refusing it left two owed queues, one guaranteed "any" and one a model
+  // class, each waiting for the other on idle GPUs). Empty when allowed (always, without reclaim),
+  // else the reason, naming the first leaf owed there.
   std::string takes_owed(const FairShare& fs, QueueId leaf, const ClassAmounts& got) const;
 
   // ---- Questions about a running job ----
