@@ -163,14 +163,17 @@ void compute_books(CycleState& cs) {
     if (e.running) cs.user_milli[e.job->user] += e.milli;
   }
   ClassAmounts capacity;  // healthy milli-GPU per accounted class
+  ClassAmounts open;      // of it, what can be given out: less what is free on nodes taking no work
   for (const Node& n : cs.work.nodes())
     for (const Gpu& g : n.gpus) {
       if (g.health != GpuHealth::kHealthy || !g.model) continue;
+      const int64_t given = n.schedulable ? 1000 : 1000 - g.free_milli();
       capacity[kAnyClass] += 1000;
-      if (const std::string* c = accounted_class(cs, g.model)) capacity[*c] += 1000;
+      open[kAnyClass] += given;
+      if (const std::string* c = accounted_class(cs, g.model)) capacity[*c] += 1000, open[*c] += given;
     }
   FairShare fair = FairShare::compute(cs.tree, capacity, load);
-  cs.ledger.emplace(cs.tree, std::move(capacity), std::move(fair), cs.cfg.reclaim);
+  cs.ledger.emplace(cs.tree, std::move(open), std::move(fair), cs.cfg.reclaim);
   if (cs.cfg.reclaim) {
     cs.leaving_milli.assign(cs.work.nodes().size(), 0);
     for (const Entry& e : cs.entries)

@@ -70,7 +70,8 @@ struct GuaranteeJob {
 
 class GuaranteeLedger {
  public:
-  // `capacity`: healthy milli-GPU per accounted class (and "any"); `fs`: the cycle's fair share,
+  // `capacity`: milli-GPU per accounted class (and "any") that can be given out: healthy, less
+  // what is free on nodes that take no new work (draining, cordoned); `fs`: the cycle's fair share,
   // computed over `tree`; `reclaim`: owners take their guarantee back from borrowers (else nothing
   // is owed).
   GuaranteeLedger(const QueueTree& tree, ClassAmounts capacity, FairShare fs, bool reclaim);
