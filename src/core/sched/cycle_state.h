@@ -147,8 +147,8 @@ struct NoRoom {
 
 struct OwedFit {
   bool never = false;  // it did not fit even without the start being checked: not this cycle
-  std::vector<std::pair<uint32_t, uint64_t>> generations;  // its last fit's nodes and their generation then
   std::vector<TaskPlacement> tasks;  // its last fit, probed read-only once a node of it changed
+  std::vector<uint64_t> generations;  // per task, its node's Node::generation when last known to fit
 };
 
 inline EngineOptions engine_options(const SchedulerConfig& cfg, bool explain_failures) {

@@ -126,18 +126,20 @@ std::string GuaranteeLedger::takes_owed(const FairShare& fs, QueueId leaf, const
   // reclaimed for another class (reclaim_keeps_guarantee: reclaim does not take a leaf below its
   // guarantee in a class the victim holds), so refusing it where it borrows prevents no reclaim
   // loop; it would only leave the GPUs idle while two owed queues each wait for the other.
+  // Asked only of a start about to be refused (this is on every start's path).
   const Queue& own = tree_.queue(leaf);
-  std::vector<std::string> within;
-  for (const auto& [d, y] : got)
-    if (y > 0 && fs.allocated(leaf, d) + y <= amount(own.guaranteed, d)) within.push_back(d);
+  auto within_elsewhere = [&](const std::string& c) {
+    for (const auto& [d, y] : got)
+      if (d != c && y > 0 && fs.allocated(leaf, d) + y <= amount(own.guaranteed, d)) return true;
+    return false;
+  };
   for (const auto& [c, x] : got) {
     if (x <= 0 || !would_borrow(fs, leaf, c, x)) continue;
-    if (std::any_of(within.begin(), within.end(), [&](const std::string& d) { return d != c; })) continue;
     const int64_t owed = owed_to_others(fs, leaf, c);
     if (owed <= 0) continue;
     int64_t used = 0;
     for (QueueId t : tree_.top_level()) used += fs.allocated(t, c);
-    if (amount(capacity_, c) - used - owed < x) {
+    if (amount(capacity_, c) - used - owed < x && !within_elsewhere(c)) {
       std::string owner;  // the first leaf by id owed something, other than `leaf`
       if (&fs == &fs_) {
         for (uint32_t q : owed_book(c).leaves)

@@ -310,8 +310,9 @@ std::optional<size_t> owed_room_taken(CycleState& cs, const std::vector<size_t>&
 }
 
 // o's gang on the GPU models of the classes it is owed in only (all it allows when owed in "any"):
-// room on other GPUs would not give its queue the guarantee it is owed.
-static Gang owed_gang(const CycleState& cs, const Entry& o) {
+// room on other GPUs would not give its queue the guarantee it is owed. nullopt: it allows no model
+// of those classes, so it fits nowhere that counts.
+static std::optional<Gang> owed_gang(const CycleState& cs, const Entry& o) {
   Gang g = gang_of(cs, o);
   const std::vector<std::string> owed = cs.ledger->owed_classes(facts(o));
   if (owed.empty() || std::find(owed.begin(), owed.end(), kAnyClass) != owed.end()) return g;
@@ -320,7 +321,7 @@ static Gang owed_gang(const CycleState& cs, const Entry& o) {
     const std::string c = model_class_of(cs, m);
     if (std::find(owed.begin(), owed.end(), c) != owed.end()) models.push_back(m);
   }
-  if (models.empty()) models.push_back("");  // owed in no class it can be placed in: fits nowhere
+  if (models.empty()) return std::nullopt;
   g.task.gpu_models = std::move(models);
   return g;
 }
@@ -338,13 +339,13 @@ static bool still_applies(const ClusterState& c, const std::vector<TaskPlacement
 
 bool owed_fits(CycleState& cs, size_t i) {
   auto valid = [&](const OwedFit& f) {
-    for (const auto& [node, gen] : f.generations)
-      if (cs.work.node(NodeId(node)).generation != gen) return false;
+    for (size_t k = 0; k < f.tasks.size(); ++k)
+      if (cs.work.node(f.tasks[k].node).generation != f.generations[k]) return false;
     return true;
   };
   auto keep = [&](OwedFit& f) {
     f.generations.clear();
-    for (const TaskPlacement& p : f.tasks) f.generations.emplace_back(p.node.value, cs.work.node(p.node).generation);
+    for (const TaskPlacement& p : f.tasks) f.generations.push_back(cs.work.node(p.node).generation);
   };
   auto it = cs.owed_fit.find(i);
   if (it != cs.owed_fit.end() && (it->second.never || valid(it->second))) return !it->second.never;
@@ -352,7 +353,9 @@ bool owed_fits(CycleState& cs, size_t i) {
     keep(it->second);
     return true;
   }
-  PlacementResult r = cs.trial.place(cs.work, owed_gang(cs, cs.entries[i]));
+  const std::optional<Gang> g = owed_gang(cs, cs.entries[i]);
+  PlacementResult r;
+  if (g) r = cs.trial.place(cs.work, *g);
   if (r.outcome != Outcome::kPlaced) {
     cs.owed_fit.erase(i);  // no fit to keep: asked again next time
     return false;
