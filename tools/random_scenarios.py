@@ -8,15 +8,16 @@ decisions that never settle at one time, events that never run out (a livelock),
 error. Soft findings (a guarantee not restored within the grace, one job preempted for another and
 back) are counted and listed with --verbose: the invariant's oracle cannot see every shape, so they are leads to read, not verdicts.
 
-  tools/random_scenarios.py --tessera build/bin/tessera --seeds 1:60 [--keep DIR] [--verbose]
+  tools/random_scenarios.py --tessera build/bin/tessera --seeds 1:60 [--keep DIR] [--verbose] [--varied 0.3]
 """
 import argparse, os, random, subprocess, sys, tempfile
 
 HARD = ("invariant broken", "runs partially", "never settle", "events never run out")
 
 
-def gen(seed):
+def gen(seed, varied=0.0):
     r=random.Random(seed)
+    rv=random.Random(seed+1000003)
     models=['H100-80GB-SXM','A100-80GB']
     nn=r.randint(2,4)
     nodes=[]
@@ -69,6 +70,10 @@ def gen(seed):
         else:
             parts.append(f'gpus: {r.choice([1,1,2,4,8])}')
             if r.random()<0.3: parts.append(f'tasks: 2')
+            if varied and rv.random()<varied:  # tasks that differ (own stream: other draws unchanged)
+                sizes=[rv.choice([0,1,2,4,8]) for _ in range(rv.randint(2,4))]
+                parts=[p for p in parts if not p.startswith(('gpus:','tasks:'))]
+                parts.append('tasks: ['+', '.join(f'{{gpus: {g}}}' if g else '{gpus: 0, cpu: 1000}' for g in sizes)+']')
             if r.random()<0.3: parts.append('topology: '+r.choice(['required:leaf','preferred:node']))
             if r.random()<0.3: parts.append('models: ['+', '.join(r.sample(models, r.randint(1,2)))+']')
         if r.random()<0.6:
@@ -92,6 +97,8 @@ def main():
     ap.add_argument("--seeds", default="1:60", help="A:B, the seeds A..B-1")
     ap.add_argument("--keep", help="write the scenarios here (else a temporary directory)")
     ap.add_argument("--verbose", action="store_true", help="list soft findings too")
+    ap.add_argument("--varied", type=float, default=0.0,
+                    help="probability that a job's tasks differ (a list of per-task GPU counts); 0 keeps each seed's scenario as before")
     a = ap.parse_args()
     lo, hi = (int(x) for x in a.seeds.split(":"))
     out = a.keep or tempfile.mkdtemp(prefix="tessera-random-")
@@ -100,7 +107,7 @@ def main():
     for seed in range(lo, hi):
         path = os.path.join(out, f"random-{seed}.yaml")
         with open(path, "w") as f:
-            f.write(gen(seed))
+            f.write(gen(seed, a.varied))
         r = subprocess.run([a.tessera, "sim", "scenario", path], capture_output=True, text=True, timeout=300)
         text = r.stdout + r.stderr
         if r.returncode == 0:

@@ -26,6 +26,8 @@ constexpr Duration kMaxGrace = 86400;
 constexpr size_t kMaxNameBytes = 128;
 constexpr size_t kMaxQueueBytes = 256;
 constexpr size_t kMaxPathBytes = 4096;
+constexpr size_t kMaxTaskSizes = 1024;  // tasks listed one by one
+const std::vector<std::string> kTaskSizeKeys = {"gpus", "cpu", "memory"};
 
 const std::vector<std::string> kTopKeys = {"name", "queue", "project", "priority_class", "kind", "tasks",
                                            "min_tasks", "resources", "topology", "checkpoint", "restart",
@@ -429,6 +431,24 @@ Status parse_secret_env(const json& v, JobSpec& s) {
 
 bool present(const json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
 
+// "tasks": [{gpus, cpu, memory}, ...]: one size per task; a field left out is resources' (s.task).
+Status parse_task_sizes(const json& l, JobSpec& s) {
+  if (l.empty() || l.size() > kMaxTaskSizes)
+    return bad("tasks", "a list of task sizes holds 1.." + std::to_string(kMaxTaskSizes) + " entries, got " + std::to_string(l.size()));
+  for (size_t i = 0; i < l.size(); ++i) {
+    const std::string at = idx("tasks", i);
+    TESSERA_TRY(need_object(l[i], at));
+    TESSERA_TRY(known_fields(l[i], at, kTaskSizeKeys));
+    TaskSize z{s.task.cpu, s.task.memory, s.task.gpu_count};
+    if (present(l[i], "gpus")) TESSERA_TRY(int_in(l[i]["gpus"], at + ".gpus", 0, 16, z.gpu_count));
+    if (present(l[i], "cpu")) TESSERA_TRY(cpu_of(l[i]["cpu"], at + ".cpu", z.cpu));
+    if (present(l[i], "memory")) TESSERA_TRY(memory_of(l[i]["memory"], at + ".memory", z.memory));
+    s.task_sizes.push_back(z);
+  }
+  s.tasks = int(s.task_sizes.size());
+  return {};
+}
+
 }  // namespace
 
 Gang JobSpec::gang() const {
@@ -437,6 +457,7 @@ Gang JobSpec::gang() const {
   g.tasks = tasks;
   g.min_tasks = min_tasks;
   g.task = task;
+  if (!task_sizes.empty()) g.set_sizes(task_sizes);
   g.topology = topology;
   g.kind = kind;
   g.checkpointable = checkpoint.interval > 0;
@@ -446,7 +467,7 @@ Gang JobSpec::gang() const {
 
 bool JobSpec::operator==(const JobSpec& o) const {
   return name == o.name && queue == o.queue && project == o.project && priority_class == o.priority_class &&
-         kind == o.kind && tasks == o.tasks && min_tasks == o.min_tasks && task == o.task &&
+         kind == o.kind && tasks == o.tasks && min_tasks == o.min_tasks && task == o.task && task_sizes == o.task_sizes &&
          topology.mode == o.topology.mode && topology.level == o.topology.level && checkpoint == o.checkpoint && restart == o.restart &&
          expected_runtime == o.expected_runtime && max_runtime == o.max_runtime && spot_tolerant == o.spot_tolerant &&
          spot == o.spot &&
@@ -478,13 +499,15 @@ Result<JobSpec> job_spec_from_json(const json& j) {
     }
     if (!found) return bad("kind", "unknown " + in_quotes(k) + "; expected one of " + join(names));
   }
-  if (present(j, "tasks")) TESSERA_TRY(int_in(j["tasks"], "tasks", 1, 100000, s.tasks));
+  const bool listed = present(j, "tasks") && j["tasks"].is_array();  // tasks that differ
+  if (present(j, "tasks") && !listed) TESSERA_TRY(int_in(j["tasks"], "tasks", 1, 100000, s.tasks));
+  if (present(j, "resources")) TESSERA_TRY(parse_resources(j["resources"], s.task));
+  if (listed) TESSERA_TRY(parse_task_sizes(j["tasks"], s));
   if (present(j, "min_tasks")) {
     TESSERA_TRY(int_in(j["min_tasks"], "min_tasks", 0, 100000, s.min_tasks));
     if (s.min_tasks > s.tasks)
       return bad("min_tasks", "must be in 0..tasks (" + std::to_string(s.tasks) + "), got " + std::to_string(s.min_tasks));
   }
-  if (present(j, "resources")) TESSERA_TRY(parse_resources(j["resources"], s.task));
   if (present(j, "topology")) TESSERA_TRY(parse_topology(j["topology"], s.topology));
   if (present(j, "checkpoint")) TESSERA_TRY(parse_checkpoint(j["checkpoint"], s.checkpoint));
   if (present(j, "restart")) {
@@ -550,55 +573,6 @@ Result<JobSpec> parse_job_spec_yaml(std::string_view text) {
                             std::to_string(e.mark.column + 1) + ": " + e.msg);
   }
   return job_spec_from_json(j);
-}
-
-json job_spec_to_json(const JobSpec& s) {
-  json j;
-  j["name"] = s.name;
-  j["queue"] = s.queue;
-  j["project"] = s.project;
-  j["priority_class"] = s.priority_class;
-  j["kind"] = job_kind_name(s.kind);
-  j["tasks"] = s.tasks;
-  j["min_tasks"] = s.min_tasks;
-  json r;
-  r["gpus"] = s.task.gpu_count;
-  r["gpu_models"] = s.task.gpu_models;
-  r["mix_models"] = s.task.mix_models;
-  r["mig"] = s.task.mig_profile;
-  r["gpu_milli"] = s.task.milli_per_gpu.v;
-  r["gpu_memory"] = s.task.gpu_memory.v;
-  r["cpu"] = std::to_string(s.task.cpu.v) + "m";
-  r["memory"] = s.task.memory.v;
-  j["resources"] = std::move(r);
-  if (s.topology.mode == TopologyMode::kNone) {
-    j["topology"] = nullptr;
-  } else {
-    j["topology"] = {{"mode", s.topology.mode == TopologyMode::kRequired ? "required" : "preferred"},
-                     {"level", s.topology.level}};
-  }
-  j["checkpoint"] = {{"interval", s.checkpoint.interval},
-                     {"signal", s.checkpoint.signal},
-                     {"grace", s.checkpoint.grace},
-                     {"dir", s.checkpoint.dir}};
-  j["restart"] = {{"max_restarts", s.restart.max_restarts}, {"backoff", s.restart.backoff}};
-  j["expected_runtime"] = s.expected_runtime;
-  j["max_runtime"] = s.max_runtime;
-  j["spot_tolerant"] = s.spot_tolerant;
-  j["spot"] = s.spot ? json(spot_policy_name(*s.spot)) : json(nullptr);
-  j["command"] = s.command;
-  j["env"] = s.env;
-  if (!s.secret_env.empty()) j["secret_env"] = std::vector<std::string>(s.secret_env.begin(), s.secret_env.end());
-  j["working_dir"] = s.working_dir;
-  return j;
-}
-
-void redact_secrets(json& spec) {
-  if (!spec.is_object() || !spec.contains("secret_env") || !spec["secret_env"].is_array() || !spec.contains("env") ||
-      !spec["env"].is_object())
-    return;
-  for (const json& name : spec["secret_env"])
-    if (name.is_string() && spec["env"].contains(name.get<std::string>())) spec["env"][name.get<std::string>()] = "(secret)";
 }
 
 }  // namespace tessera::config

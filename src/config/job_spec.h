@@ -7,6 +7,8 @@
 //   {"name": "bert-large", "queue": "team-a", "project": "nlp", "priority_class": "research",
 //    "kind": "training",                       // training | inference | interactive | batch
 //    "tasks": 4, "min_tasks": 4,               // gang size; min_tasks 0 or absent = tasks (rigid)
+//    (or tasks that differ: "tasks": [{"gpus": 0, "cpu": 4}, {"gpus": 8}, {"gpus": 8}]: one entry per
+//    task with gpus, cpu, memory; a field left out is resources'; whole GPUs or none, rigid)
 //    "resources": {                            // per task
 //      "gpus": 8, "gpu_models": ["H100-80GB"],  // whole GPUs (models: canonical names or aliases)
 //      "mix_models": false,                     // true: a gang's tasks may run on different models
@@ -66,6 +68,7 @@ struct JobSpec {
   int tasks = 1;                    // 1..100000
   int min_tasks = 0;                // 0 = tasks
   TaskRequest task;                 // validated with TaskRequest::validate()
+  std::vector<TaskSize> task_sizes; // tasks that differ: one per task (then tasks == size()); empty = all `task`
   TopologyConstraint topology;
   CheckpointSpec checkpoint;
   RestartPolicy restart;

@@ -1,5 +1,6 @@
 #include "core/request.h"
 
+#include <algorithm>
 #include <string>
 
 namespace tessera {
@@ -32,7 +33,67 @@ Status Gang::validate() const {
                             std::to_string(min_tasks));
   if (topology.mode != TopologyMode::kNone && topology.level.empty())
     return invalid_argument("gang.topology.level: required when a topology constraint is set");
-  return task.validate();
+  if (Status s = task.validate(); !s.ok()) return s;
+  if (sizes.empty()) return {};
+  if (int64_t(sizes.size()) != tasks)
+    return invalid_argument("gang.tasks: " + std::to_string(sizes.size()) + " task sizes given for " +
+                            std::to_string(tasks) + " tasks");
+  if (min_tasks != 0 && min_tasks != tasks)
+    return invalid_argument("gang.min_tasks: a gang whose tasks differ starts whole (min_tasks must be 0)");
+  if (task.mig() || task.milli_per_gpu.v != 1000 || task.gpu_memory.v != 0)
+    return invalid_argument("gang.tasks: tasks that differ ask whole GPUs or none (no MIG instances or GPU shares)");
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const std::string at = "gang.tasks[" + std::to_string(i) + "]";
+    const TaskSize& z = sizes[i];
+    if (z.cpu.v < 0) return invalid_argument(at + ".cpu: must be >= 0 milli-CPU, got " + std::to_string(z.cpu.v));
+    if (z.memory.v < 0) return invalid_argument(at + ".memory: must be >= 0 MiB, got " + std::to_string(z.memory.v));
+    if (z.gpu_count < 0 || z.gpu_count > 16)
+      return invalid_argument(at + ".gpus: must be in 0..16 (one node), got " + std::to_string(z.gpu_count));
+  }
+  Gang g = *this;
+  g.set_sizes(sizes);
+  if (!(g.task == task)) return invalid_argument("gang.task: must carry the largest task's size (use set_sizes)");
+  return {};
+}
+
+TaskRequest Gang::request(int i) const {
+  TaskRequest t = task;
+  if (sizes.empty() || i < 0 || size_t(i) >= sizes.size()) return t;
+  t.cpu = sizes[size_t(i)].cpu;
+  t.memory = sizes[size_t(i)].memory;
+  t.gpu_count = sizes[size_t(i)].gpu_count;
+  return t;
+}
+
+namespace {
+bool larger(const TaskSize& a, const TaskSize& b) {
+  if (a.gpu_count != b.gpu_count) return a.gpu_count > b.gpu_count;
+  if (a.cpu.v != b.cpu.v) return a.cpu.v > b.cpu.v;
+  return a.memory.v > b.memory.v;
+}
+}  // namespace
+
+void Gang::set_sizes(std::vector<TaskSize> s) {
+  sizes = std::move(s);
+  if (sizes.empty()) return;
+  tasks = int(sizes.size());
+  const TaskSize& big = *std::min_element(sizes.begin(), sizes.end(), larger);
+  task.cpu = big.cpu;
+  task.memory = big.memory;
+  task.gpu_count = big.gpu_count;
+}
+
+int64_t Gang::total_gpus() const {
+  if (sizes.empty()) return int64_t(std::max(tasks, 0)) * task.gpu_count;
+  int64_t n = 0;
+  for (const TaskSize& z : sizes) n += z.gpu_count;
+  return n;
+}
+
+int64_t Gang::total_gpu_milli() const {
+  if (task.mig()) return 0;
+  if (sizes.empty()) return int64_t(std::max(tasks, 0)) * task.gpu_demand_milli();
+  return total_gpus() * 1000;
 }
 
 const char* job_kind_name(JobKind k) {

@@ -56,12 +56,26 @@ struct TopologyConstraint {
   std::string level;  // a network level name, or "node"
 };
 
+// The size of one task of a gang whose tasks differ (Gang::sizes): CPU, memory and whole GPUs (0 =
+// a CPU-only task, e.g. a launcher or parameter server beside GPU workers).
+struct TaskSize {
+  MilliCpu cpu{0};
+  MiB memory{0};
+  int gpu_count = 0;
+  bool operator==(const TaskSize&) const = default;
+};
+
 struct Gang {
   JobId id;
   std::string name;
   int tasks = 1;
   int min_tasks = 0;  // 0 = tasks (rigid gang)
+  // What every task asks. With `sizes` set, the fields every task shares (GPU models, pools) and the
+  // largest task's size (most GPUs, then CPU, memory), which shape-level heuristics read.
   TaskRequest task;
+  // Empty: every task is `task`. Else one size per task (size() == tasks; a rigid gang of whole GPUs
+  // or none, no MIG or shares): task i asks `task` with sizes[i]. Set with set_sizes().
+  std::vector<TaskSize> sizes;
   TopologyConstraint topology;
   JobKind kind = JobKind::kTraining;
   // Filled by later layers (queues, priority, checkpointing).
@@ -76,6 +90,15 @@ struct Gang {
   bool avoid_spot = false;
 
   int required_tasks() const { return min_tasks > 0 ? min_tasks : tasks; }
+  bool varied() const { return !sizes.empty(); }
+  // Task i's request (i in 0..tasks-1).
+  TaskRequest request(int i) const;
+  // Sets per-task sizes, `tasks`, and `task`'s size to the largest (see `task`).
+  void set_sizes(std::vector<TaskSize> s);
+  // GPUs the gang's tasks ask in all (the sum of gpu_count: whole GPUs, or GPUs shared; MIG: 0), and
+  // its GPU demand in milli-GPU for whole and shared GPUs (MIG: 0).
+  int64_t total_gpus() const;
+  int64_t total_gpu_milli() const;
   Status validate() const;
 };
 

@@ -42,7 +42,8 @@ Result<Json> Controller::submit(const Principal& who, config::JobSpec spec, cons
       }
       Gang gang = spec.gang();
       // Can it ever fit (on the configured cluster, empty)?
-      const std::string shape = config::job_spec_to_json(spec)["resources"].dump() + "/" + std::to_string(spec.tasks) + "/" +
+      const nlohmann::json spec_json = config::job_spec_to_json(spec);
+      const std::string shape = spec_json["resources"].dump() + "/" + spec_json["tasks"].dump() + "/" +
                                 std::to_string(spec.min_tasks) + "/" + std::to_string(int(spec.topology.mode)) + spec.topology.level;
       auto cached = s.never_fits_cache.find(shape);
       if (cached == s.never_fits_cache.end()) {

@@ -68,6 +68,7 @@ struct Expectation {
   std::string in_leaf;                  // kPlaced: every task's node has this domain on its network path
   std::string on_model;                 // kPlaced: every GPU it holds is of this model (canonical name)
   int on_nodes = 0;                     // kPlaced: its tasks span exactly this many nodes (0 = not checked)
+  std::vector<int> task_gpus;           // kPlaced: GPUs task i holds, for every task in order (empty = not checked)
   std::optional<Time> since;            // k*AtMost: count only after this time (default: from the start)
   std::string text;                     // as written, for messages
 };

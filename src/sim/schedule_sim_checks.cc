@@ -78,7 +78,7 @@ void ScenarioRun::check_guarantees(Time t) {
           ever = ever || model_allowed(m, tr);
         }
         if (!ever) continue;
-        const int64_t milli = tr.gpu_demand_milli() * l.job.gang.tasks;
+        const int64_t milli = l.job.gang.total_gpu_milli();
         if (amount(alloc[q.id.value], cls) + milli > guaranteed) continue;
         // A job its queue's limits hold back could not start on any GPU: nothing is owed to it.
         bool held_back = false;
@@ -215,6 +215,13 @@ std::string ScenarioRun::placement_failure(const Expectation& e, const LiveJob& 
   }
   if (e.on_nodes > 0 && int(nodes.size()) != e.on_nodes)
     return "spans " + std::to_string(nodes.size()) + " nodes, not " + std::to_string(e.on_nodes);
+  if (!e.task_gpus.empty()) {
+    std::string held;
+    for (size_t i = 0; i < l.job.placement.size(); ++i) held += (i ? ", " : "") + std::to_string(l.job.placement[i].gpus.size());
+    bool same = e.task_gpus.size() == l.job.placement.size();
+    for (size_t i = 0; same && i < e.task_gpus.size(); ++i) same = int(l.job.placement[i].gpus.size()) == e.task_gpus[i];
+    if (!same) return "its tasks hold [" + held + "] GPUs";
+  }
   return "";
 }
 

@@ -28,12 +28,14 @@ const std::vector<std::string> kJobKeys = {"name",  "job_name", "at",      "queu
                                            "tasks", "min_tasks", "gpus",   "gpu_milli", "gpu_memory", "mig",
                                            "models", "mix_models", "cpu", "memory", "topology",  "duration",   "expected_runtime",
                                            "max_runtime", "checkpoint", "kind", "spot"};
+const std::vector<std::string> kTaskSizeKeys = {"gpus", "cpu", "memory"};
 const std::vector<std::string> kCheckpointKeys = {"interval", "save_cost", "restart_cost", "grace", "last_at"};
 
 Result<Gang> parse_gang(const YAML::Node& j, const std::string& at) {
   Gang g;
   int64_t tasks = 1, min_tasks = 0, gpus = 0, milli = 1000, gpu_mem = 0, cpu = 0, mem = 0;
-  TRY(get(j, "tasks", at, tasks));
+  const bool listed = j["tasks"] && j["tasks"].IsSequence();  // per-task sizes
+  if (!listed) TRY(get(j, "tasks", at, tasks));
   TRY(get(j, "min_tasks", at, min_tasks));
   TRY(get(j, "gpus", at, gpus));
   TRY(get(j, "gpu_milli", at, milli));
@@ -50,6 +52,24 @@ Result<Gang> parse_gang(const YAML::Node& j, const std::string& at) {
   g.task.gpu_memory = MiB(gpu_mem);
   g.task.cpu = MilliCpu(cpu);
   g.task.memory = MiB(mem);
+  if (listed) {
+    // tasks: [{gpus, cpu, memory}, ...]: one entry per task; a field an entry leaves out is the job's.
+    const YAML::Node list = j["tasks"];
+    if (list.size() == 0) return invalid_argument(at + ".tasks: an empty list; give one entry per task");
+    std::vector<TaskSize> sizes;
+    for (size_t k = 0; k < list.size(); ++k) {
+      const std::string tat = at + ".tasks[" + std::to_string(k) + "]";
+      if (!list[k].IsMap()) return invalid_argument(tat + ": expected a map with gpus, cpu, memory");
+      TRY(known_keys(list[k], tat, kTaskSizeKeys));
+      int64_t tg = gpus, tc = cpu, tm = mem;
+      TRY(get(list[k], "gpus", tat, tg));
+      TRY(get(list[k], "cpu", tat, tc));
+      TRY(get(list[k], "memory", tat, tm));
+      if (tg < 0 || tg > 16) return invalid_argument(tat + ".gpus: must be in 0..16 (one node), got " + std::to_string(tg));
+      sizes.push_back({MilliCpu(tc), MiB(tm), int(tg)});
+    }
+    g.set_sizes(std::move(sizes));
+  }
   std::string topo;
   TRY(get(j, "topology", at, topo));  // "required:leaf" or "preferred:leaf"
   if (!topo.empty()) {
@@ -214,8 +234,14 @@ Status parse_placed(const YAML::Node& e, const std::string& at, const ScheduleSc
     TRY(get(e, "on_nodes", at, ex.on_nodes));
     if (ex.on_nodes < 1) return invalid_argument(at + ".on_nodes: must be >= 1");
   }
-  if (ex.on_node.empty() && ex.in_leaf.empty() && ex.on_model.empty() && ex.on_nodes == 0)
-    return invalid_argument(at + ": placed needs at least one of on_node, in_leaf, on_model, on_nodes");
+  if (e["task_gpus"]) {
+    TRY(get(e, "task_gpus", at, ex.task_gpus));
+    if (ex.task_gpus.empty()) return invalid_argument(at + ".task_gpus: give the GPUs of every task, in task order");
+    for (int g : ex.task_gpus)
+      if (g < 0 || g > 16) return invalid_argument(at + ".task_gpus: each must be in 0..16, got " + std::to_string(g));
+  }
+  if (ex.on_node.empty() && ex.in_leaf.empty() && ex.on_model.empty() && ex.on_nodes == 0 && ex.task_gpus.empty())
+    return invalid_argument(at + ": placed needs at least one of on_node, in_leaf, on_model, on_nodes, task_gpus");
   return {};
 }
 
@@ -231,7 +257,7 @@ Status parse_expect(const YAML::Node& list, ScheduleScenario& sc) {
       {"placed", K::kPlaced},         {"preemptions_at_most", K::kPreemptionsAtMost},
       {"mig_changes_at_most", K::kMigChangesAtMost}};
   static const std::vector<std::string> pending_keys = {"reason", "queue_position", "estimated_start", "reserved"};
-  static const std::vector<std::string> placed_keys = {"on_node", "in_leaf", "on_model", "on_nodes"};
+  static const std::vector<std::string> placed_keys = {"on_node", "in_leaf", "on_model", "on_nodes", "task_gpus"};
   std::vector<std::string> keys = {"at"}, kind_names;
   for (const auto& [k, kind] : kinds) keys.push_back(k), kind_names.push_back(k);
   keys.insert(keys.end(), pending_keys.begin(), pending_keys.end());

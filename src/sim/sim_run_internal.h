@@ -64,15 +64,19 @@ class K8sDefault {
 
  private:
   // Binds what fits of j's unbound pods on `work`; a pod shape that found no node is not tried again.
+  // Pods bind in task order (task i is pod i; with tasks that differ, each pod asks its own size).
   void bind(const Job& j, ClusterState& work, std::set<std::string>& full, Decisions& d) {
     Gang one = j.gang;
     one.tasks = 1;
     one.min_tasks = 0;
     one.topology = {};
-    const std::string shape = std::to_string(one.task.gpu_count) + "/" + std::to_string(one.task.cpu.v) + "/" +
-                              std::to_string(one.task.memory.v);
+    one.sizes.clear();
     StartDecision s{j.id, {}};
-    for (int k = int(j.placement.size()); k < j.gang.tasks && !full.count(shape); ++k) {
+    for (int k = int(j.placement.size()); k < j.gang.tasks; ++k) {
+      one.task = j.gang.request(k);
+      const std::string shape = std::to_string(one.task.gpu_count) + "/" + std::to_string(one.task.cpu.v) + "/" +
+                                std::to_string(one.task.memory.v);
+      if (full.count(shape)) break;
       PlacementResult r = engine_.place(work, one);
       if (r.outcome != Outcome::kPlaced || !work.apply_all(r.tasks).ok()) {
         full.insert(shape);
@@ -128,6 +132,7 @@ struct Event {
 
 // GPU milli a pending job asks for (a MIG slice counts as 1/7).
 inline int64_t need_milli(const Job& job) {
+  if (job.gang.varied()) return job.gang.total_gpu_milli();
   const TaskRequest& tr = job.gang.task;
   const int64_t per = tr.mig() ? 1000 / 7 : (tr.gpu_count > 0 ? int64_t(tr.gpu_count) * tr.milli_per_gpu.v : 0);
   return per * job.gang.tasks;

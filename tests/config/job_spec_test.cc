@@ -394,3 +394,61 @@ TEST(JobSpec, SecretEnvIsMergedMarkedAndRedactedForPeople) {
 
 }  // namespace
 }  // namespace tessera::config
+
+namespace tessera::config {
+namespace {
+
+// Tasks that differ: "tasks" as a list of per-task sizes (a launcher without GPUs beside workers).
+TEST(JobSpecTaskSizes, ListedTasksTakeResourcesAsDefaultsAndReachTheGang) {
+  auto s = parse_job_spec_yaml(
+      "name: mpi\nqueue: q\ncommand: [x]\nresources: {gpus: 8, cpu: 32, memory: 256Gi}\n"
+      "tasks: [{gpus: 0, cpu: 2, memory: 4Gi}, {}, {gpus: 4}]\ntopology: {mode: required, level: leaf}\n");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->tasks, 3);
+  ASSERT_EQ(s->task_sizes.size(), 3u);
+  EXPECT_EQ(s->task_sizes[0], (TaskSize{MilliCpu(2000), MiB(4096), 0}));
+  EXPECT_EQ(s->task_sizes[1], (TaskSize{MilliCpu(32000), MiB(262144), 8}));
+  EXPECT_EQ(s->task_sizes[2], (TaskSize{MilliCpu(32000), MiB(262144), 4}));
+  const Gang g = s->gang();
+  EXPECT_TRUE(g.varied());
+  EXPECT_EQ(g.total_gpus(), 12);
+  EXPECT_EQ(g.request(0).gpu_count, 0);
+  EXPECT_EQ(g.request(0).cpu.v, 2000);
+  EXPECT_TRUE(g.validate().ok()) << g.validate().message();
+  // Canonical round trip keeps every size.
+  const nlohmann::json j = job_spec_to_json(*s);
+  ASSERT_TRUE(j["tasks"].is_array());
+  EXPECT_EQ(j["tasks"][0]["cpu"], "2000m");
+  auto back = job_spec_from_json(j);
+  ASSERT_TRUE(back.ok()) << back.error().message << "\n" << j.dump();
+  EXPECT_TRUE(*back == *s) << j.dump();
+  EXPECT_EQ(job_spec_to_json(*back), j);
+  // A uniform spec still writes an integer.
+  EXPECT_TRUE(job_spec_to_json(*parse_job_spec_json(R"({"name": "u", "queue": "q", "command": ["x"], "tasks": 2})"))["tasks"].is_number());
+}
+
+TEST(JobSpecTaskSizes, BadListsNameTheField) {
+  auto with = [](const std::string& extra) {
+    return std::string(R"({"name": "j", "queue": "q", "command": ["x"], )") + extra + "}";
+  };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {with(R"("tasks": [])"), "tasks: a list of task sizes holds 1..1024 entries, got 0"},
+      {with(R"("tasks": [{"gpus": 1}, 3])"), "tasks[1]: must be"},
+      {with(R"("tasks": [{"gpu": 1}])"), "tasks[0].gpu: unknown field; expected one of gpus, cpu, memory"},
+      {with(R"("tasks": [{"gpus": 17}])"), "tasks[0].gpus: must be in 0..16, got 17"},
+      {with(R"("tasks": [{"gpus": -1}])"), "tasks[0].gpus: must be in 0..16, got -1"},
+      {with(R"("tasks": [{"cpu": "lots"}])"), "tasks[0].cpu"},
+      {with(R"("tasks": [{"memory": -4}])"), "tasks[0].memory"},
+      {with(R"("tasks": [{"gpus": 1}, {"gpus": 2}], "min_tasks": 1)"), "min_tasks: a gang whose tasks differ starts whole"},
+      {with(R"("tasks": [{}, {}], "resources": {"mig": "1g.10gb"})"), "tasks: tasks that differ ask whole GPUs or none"},
+      {with(R"("tasks": [{"gpus": 1}], "resources": {"gpu_milli": 500})"), "tasks: tasks that differ ask whole GPUs or none"},
+  };
+  for (const auto& [text, want] : cases) {
+    auto r = parse_job_spec_json(text);
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_NE(r.error().message.find(want), std::string::npos) << text << "\n  got: " << r.error().message;
+  }
+}
+
+}  // namespace
+}  // namespace tessera::config

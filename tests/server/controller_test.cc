@@ -98,5 +98,36 @@ TEST_F(DefragController, AMovedJobRestartsOnItsHeldGpusAndTheOwedGangGetsTheNode
   EXPECT_EQ(job(moved)["resume_from"], "/ck/1");
 }
 
+
+// A job whose tasks differ (a CPU-only launcher and a 3-GPU worker) through the controller: each task
+// is placed with its own request, the API counts the GPUs its tasks ask, the spec survives a restart
+// from the store, and a worker larger than any node is refused at submission naming the task.
+TEST_F(DefragController, TasksThatDifferArePlacedEachWithItsOwnRequest) {
+  const int64_t id = submit_json(R"({"name": "mpi", "queue": "team-a", "command": ["x"],
+      "resources": {"gpus": 3, "cpu": 8, "memory": "16Gi"}, "tasks": [{"gpus": 0, "cpu": 1, "memory": "1Gi"}, {}]})");
+  wait_running(id);
+  const Json j = job(id);
+  EXPECT_EQ(j["tasks"], 2);
+  EXPECT_EQ(j["gpus"], 3);
+  ASSERT_EQ(j["placement"].size(), 2u) << j.dump();
+  EXPECT_EQ(j["placement"][0]["gpus"].size(), 0u);
+  EXPECT_EQ(j["placement"][0]["cpu_milli"], 1000);
+  EXPECT_EQ(j["placement"][0]["memory_mib"], 1024);
+  EXPECT_EQ(j["placement"][1]["gpus"].size(), 3u);
+  EXPECT_EQ(j["placement"][1]["cpu_milli"], 8000);
+  ASSERT_TRUE(j["spec"]["tasks"].is_array()) << j.dump();
+  restart(TESSERA_SOURCE_DIR "/tests/server/data/defrag_cluster.yaml");
+  const Json again = job(id);
+  EXPECT_EQ(again["state"], "running");
+  EXPECT_EQ(again["spec"]["tasks"], j["spec"]["tasks"]) << again.dump();
+  EXPECT_EQ(again["placement"], j["placement"]);
+  auto spec = config::parse_job_spec_json(R"({"name": "big", "queue": "team-a", "command": ["x"],
+      "tasks": [{"gpus": 1}, {"gpus": 6}]})");
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  auto r = ctl->submit(admin, *spec, "", nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("can never fit the cluster: task 1 (6 GPUs"), std::string::npos) << r.error().message;
+}
+
 }  // namespace
 }  // namespace tessera::server

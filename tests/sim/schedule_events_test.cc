@@ -61,7 +61,7 @@ TEST(ScheduleScenarioStrict, EventAndExpectationErrorsNameTheField) {
             "events[0]: needs exactly one of node_down, node_up, cordon, uncordon, drain, gpu_unhealthy, gpu_healthy");
   EXPECT_EQ(parse_error(kNode + job + "events: [{node_up: n}]\n"), "events[0].at: required");
   EXPECT_EQ(parse_error(kNode + job + "expect: [{at: 5, placed: a}]\n"),
-            "expect[0]: placed needs at least one of on_node, in_leaf, on_model, on_nodes");
+            "expect[0]: placed needs at least one of on_node, in_leaf, on_model, on_nodes, task_gpus");
   EXPECT_EQ(parse_error(kNode + job + "expect: [{at: 5, running: a, on_node: n}]\n"), "expect[0].on_node: only with placed");
   EXPECT_EQ(parse_error(kNode + job + "expect: [{at: 5, placed: a, in_leaf: l9}]\n"),
             "expect[0].in_leaf: \"l9\" is on no node's path");
@@ -382,6 +382,49 @@ TEST(ScheduleScenarioCheckpoint, LastAtIsTheCheckpointTheSchedulerAndTheRunUse) 
   ASSERT_EQ(r.failures.size(), 2u) << all(r);
   EXPECT_EQ(r.failures[0], "expect[0] (t=7200): a was not preempted");
   EXPECT_TRUE(any_contains(r.log, "t=7200 preempted b left without a new checkpoint, resumes from 7000s of work")) << all(r);
+}
+
+
+// Per-task requests that differ: `tasks` as a list of sizes, and `task_gpus` on a placed expectation.
+TEST(ScheduleScenarioTasks, ListedTaskSizesParseStrictlyAndReachTheGang) {
+  const std::string node2 = "nodes: [{name: n, count: 2, gpu_model: H100-80GB-SXM, gpus: 8, cpu: 64000, memory: 65536}]\n";
+  auto sc = parse_schedule_scenario(node2 + "jobs: [{name: a, duration: 5, gpus: 8, cpu: 1000, tasks: [{gpus: 0, cpu: 500}, {}, {gpus: 2}]}]\n");
+  ASSERT_TRUE(sc.ok()) << sc.error().message;
+  const Gang& g = sc->jobs[0].gang;
+  EXPECT_EQ(g.tasks, 3);
+  EXPECT_EQ(g.request(0).gpu_count, 0);
+  EXPECT_EQ(g.request(0).cpu.v, 500);
+  EXPECT_EQ(g.request(1).gpu_count, 8);
+  EXPECT_EQ(g.request(1).cpu.v, 1000);
+  EXPECT_EQ(g.request(2).gpu_count, 2);
+  EXPECT_EQ(parse_error(node2 + "jobs: [{name: a, duration: 5, tasks: []}]\n"),
+            "jobs[0].tasks: an empty list; give one entry per task");
+  EXPECT_EQ(parse_error(node2 + "jobs: [{name: a, duration: 5, tasks: [{gpu: 1}]}]\n"),
+            "jobs[0].tasks[0].gpu: unknown field; expected one of gpus, cpu, memory");
+  EXPECT_EQ(parse_error(node2 + "jobs: [{name: a, duration: 5, tasks: [{gpus: 4294967297}]}]\n"),
+            "jobs[0].tasks[0].gpus: must be in 0..16 (one node), got 4294967297");
+  EXPECT_EQ(parse_error(node2 + "jobs: [{name: a, duration: 5, tasks: [3]}]\n"),
+            "jobs[0].tasks[0]: expected a map with gpus, cpu, memory");
+  EXPECT_NE(parse_error(node2 + "jobs: [{name: a, duration: 5, mig: 1g.10gb, tasks: [{}, {}]}]\n").find("whole GPUs or none"),
+            std::string::npos);
+  EXPECT_NE(parse_error(node2 + "jobs: [{name: a, duration: 5, min_tasks: 1, tasks: [{gpus: 1}, {gpus: 2}]}]\n").find("min_tasks"),
+            std::string::npos);
+  const std::string job = "jobs: [{name: a, duration: 5, tasks: [{gpus: 1}, {gpus: 2}]}]\n";
+  EXPECT_EQ(parse_error(node2 + job + "expect: [{at: 0, placed: a, task_gpus: []}]\n"),
+            "expect[0].task_gpus: give the GPUs of every task, in task order");
+  EXPECT_EQ(parse_error(node2 + job + "expect: [{at: 0, placed: a, task_gpus: [1, 17]}]\n"),
+            "expect[0].task_gpus: each must be in 0..16, got 17");
+  EXPECT_EQ(parse_error(node2 + job + "expect: [{at: 0, running: a, task_gpus: [1, 2]}]\n"), "expect[0].task_gpus: only with placed");
+}
+
+TEST(ScheduleScenarioTasks, TaskGpusExpectationChecksEachTaskInOrder) {
+  const std::string text =
+      "nodes: [{name: n, count: 2, gpu_model: H100-80GB-SXM, gpus: 8, cpu: 64000, memory: 65536}]\n"
+      "jobs: [{name: a, duration: 50, tasks: [{gpus: 1}, {gpus: 8}]}]\n";
+  ScheduleRunResult ok = run_text(text + "expect: [{at: 0, placed: a, task_gpus: [1, 8], on_nodes: 2}]\n");
+  EXPECT_TRUE(ok.failures.empty()) << all(ok);
+  ScheduleRunResult bad = run_text(text + "expect: [{at: 0, placed: a, task_gpus: [8, 1]}]\n");
+  EXPECT_TRUE(any_contains(bad.failures, "its tasks hold [1, 8] GPUs")) << all(bad);
 }
 
 }  // namespace

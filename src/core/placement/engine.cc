@@ -1,5 +1,7 @@
 #include "core/placement/engine.h"
 
+#include "core/placement/engine_internal.h"
+
 #include <algorithm>
 #include <array>
 #include <cassert>
@@ -19,65 +21,7 @@ const char* outcome_name(Outcome o) {
   return "?";
 }
 
-namespace {
-
-// Nodes changed by the gang being placed; everything else is read from the cluster.
-class ScratchView {
- public:
-  explicit ScratchView(const ClusterState& c) : cluster_(&c) {}
-  void reset() { changed_.clear(); }
-  const Node& node(NodeId id) const {
-    for (const auto& n : changed_)
-      if (n.id == id) return n;
-    return cluster_->node(id);
-  }
-  bool changed(NodeId id) const {
-    return std::any_of(changed_.begin(), changed_.end(), [&](const Node& n) { return n.id == id; });
-  }
-  void apply(const TaskPlacement& p) {
-    Node* n = nullptr;
-    for (auto& c : changed_)
-      if (c.id == p.node) n = &c;
-    if (!n) {
-      changed_.push_back(cluster_->node(p.node));
-      n = &changed_.back();
-    }
-    ClusterState::apply_on(*n, p);
-    n->generation = 0;  // scratch nodes are never cached
-  }
-
- private:
-  const ClusterState* cluster_;
-  std::vector<Node> changed_;
-};
-
-struct MisfitCounts {
-  std::array<int, kMisfitKinds> n{};
-  int declined = 0;  // fit, but the policy found no acceptable GPU choice
-  void add(Misfit m) { ++n[int(m)]; }
-  bool all_permanent(int total) const {
-    int perm = 0;
-    for (int i = 0; i < kMisfitKinds; ++i) perm += misfit_is_permanent(Misfit(i)) ? n[i] : 0;
-    return perm == total;
-  }
-  std::string describe() const {
-    std::vector<std::pair<int, int>> v;  // (count, kind), largest first, then kind
-    for (int i = 1; i < kMisfitKinds; ++i)
-      if (n[i] > 0) v.push_back({n[i], i});
-    std::sort(v.begin(), v.end(), [](auto a, auto b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
-    std::string s;
-    for (auto [c, k] : v) {
-      if (!s.empty()) s += ", ";
-      s += std::to_string(c) + (c == 1 ? " node: " : " nodes: ") + misfit_name(Misfit(k)) +
-           (misfit_is_permanent(Misfit(k)) ? " (never)" : "");
-    }
-    if (declined > 0) s += (s.empty() ? "" : ", ") + std::to_string(declined) + " nodes: no suitable GPU choice";
-    return s;
-  }
-};
-
-// The task may never use the node (its GPU model or pool kind is not allowed).
-bool misfit_excludes_node(Misfit m) { return m == Misfit::kGpuModel || m == Misfit::kPool; }
+namespace engine_detail {
 
 std::string describe_task(const TaskRequest& t) {
   std::string s;
@@ -148,30 +92,8 @@ int64_t room_for(const Node& n, const TaskRequest& t) {
   return k;
 }
 
-}  // namespace
-
-struct PlacementEngine::Impl {
-  const ClusterState* cluster = nullptr;
-  struct Entry {
-    uint64_t generation = 0;  // 0 = empty
-    bool ok = false;
-    NodeChoice choice;
-  };
-  std::map<std::tuple<int64_t, int64_t, int, int64_t, int64_t, std::string, std::vector<std::string>, int>, size_t>
-      shape_ids;
-  std::vector<std::vector<Entry>> cache;  // [shape][node]
-  std::vector<std::vector<int>> mig_shapes;  // [shape] -> MIG profile shapes it resolves to
-  // (shape, required level) -> (capacity generation + 1, tasks an empty cluster holds).
-  std::map<std::pair<size_t, int>, std::pair<uint64_t, int64_t>> never_fits_memo;
-
-  size_t shape_id(const TaskRequest& t) {
-    auto key = std::make_tuple(t.cpu.v, t.memory.v, t.gpu_count, t.milli_per_gpu.v, t.gpu_memory.v, t.mig_profile,
-                               t.gpu_models, int(t.pool_kinds) * 4 + int(t.prefer_spot) + 2 * int(t.avoid_spot));
-    auto [it, inserted] = shape_ids.emplace(std::move(key), cache.size());
-    if (inserted) cache.emplace_back();
-    return it->second;
-  }
-};
+}  // namespace engine_detail
+using namespace engine_detail;
 
 PlacementEngine::PlacementEngine(const ScoringPolicy& policy, EngineOptions options)
     : policy_(&policy), rng_(options.seed), impl_(std::make_unique<Impl>()) {
@@ -184,39 +106,6 @@ PlacementEngine::~PlacementEngine() = default;
 
 void PlacementEngine::set_node_rank(std::vector<uint32_t> rank) { node_rank_ = std::move(rank); }
 
-namespace {
-struct Candidate {
-  bool valid = false;
-  bool gang_node = false;  // already holds a task of this gang
-  int pool_rank = 0;       // pool_rank(): cheaper-to-use pools first
-  int64_t score = 0;
-  uint32_t rank = 0;
-  NodeId node;
-  GpuPick pick;
-};
-// Lower is better. Capacity already paid for (owned, reserved) first, then spot, then on-demand;
-// spot first for a task preferring it, last for one avoiding it. Without pools every node ranks 0.
-int pool_rank(PoolKind k, const TaskRequest& t) {
-  switch (k) {
-    case PoolKind::kOwned:
-    case PoolKind::kReserved: return t.prefer_spot ? 1 : 0;
-    case PoolKind::kSpot: return t.prefer_spot ? 0 : t.avoid_spot ? 3 : 1;
-    case PoolKind::kOnDemand: return 2;
-  }
-  return 0;
-}
-// Total order: gang node first (if the policy packs gangs), cheaper pool first (pool_rank),
-// higher score, lower rank, lower id.
-bool better(const Candidate& a, const Candidate& b, bool packs) {
-  if (!b.valid) return a.valid;
-  if (!a.valid) return false;
-  if (packs && a.gang_node != b.gang_node) return a.gang_node;
-  if (a.pool_rank != b.pool_rank) return a.pool_rank < b.pool_rank;
-  if (a.score != b.score) return a.score > b.score;
-  if (a.rank != b.rank) return a.rank < b.rank;
-  return a.node < b.node;
-}
-}  // namespace
 
 // Scores one node (cached when the node is unchanged and the policy allows).
 bool PlacementEngine::score_node(const Node& n, const TaskRequest& t, size_t shape, bool from_cluster,
@@ -322,6 +211,7 @@ PlacementResult PlacementEngine::place_one(const ClusterState& cluster, const Ga
     impl_->never_fits_memo.clear();
   }
   if (!node_rank_.empty() && node_rank_.size() != cluster.node_count()) node_rank_.clear();
+  if (gang.varied()) return place_varied(cluster, gang);
   const TaskRequest& t = gang.task;
   const size_t shape = impl_->shape_id(t);
   const int required = gang.required_tasks();

@@ -58,6 +58,7 @@ class PlacementEngine {
  private:
   struct Impl;
   PlacementResult place_one(const ClusterState& cluster, const Gang& gang);  // the models mixed as allowed
+  PlacementResult place_varied(const ClusterState& cluster, const Gang& gang);  // tasks that differ (engine_varied.cc)
   bool score_node(const Node& n, const TaskRequest& t, size_t shape, bool from_cluster, NodeChoice& out);
   uint32_t rank(NodeId id) const;
   // Calls fn(node id) for every node that may fit t now (a superset: check_fit decides), tightest

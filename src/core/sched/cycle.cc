@@ -17,6 +17,7 @@
 namespace tessera::sched {
 
 int64_t request_milli(const CycleState& cs, const Gang& g) {
+  if (g.varied()) return g.total_gpu_milli();
   const TaskRequest& t = g.task;
   int64_t per_task = t.gpu_demand_milli();
   if (t.mig()) {
@@ -44,7 +45,7 @@ Gang gang_of(const CycleState& cs, const Entry& e) {
   g.priority = e.pc->value;
   apply_job_pool_rules(g, *e.job, cs.cfg.pool_rules, cs.now);
   if (g.topology.mode == TopologyMode::kPreferred && g.topology.level == "node" &&
-      int64_t(g.tasks) * g.task.gpu_count <= cs.max_node_gpus) {
+      g.total_gpus() <= cs.max_node_gpus) {
     // Waiting since its submission or its last stop (a preempted job waits afresh).
     const Time since = std::max(e.job->submitted, e.job->last_preempted);
     if (cs.cfg.elastic_capacity || cs.now - since < cs.cfg.topology_wait) g.topology.mode = TopologyMode::kRequired;

@@ -137,6 +137,8 @@ inline std::string shape_key(const Gang& g) {
                   std::to_string(t.milli_per_gpu.v) + "/" + std::to_string(t.gpu_memory.v) + "/" + t.mig_profile +
                   "/" + std::to_string(int(g.topology.mode)) + g.topology.level;
   for (const std::string& m : t.gpu_models) k += "/" + m;
+  for (const TaskSize& z : g.sizes)
+    k += "/t" + std::to_string(z.gpu_count) + "," + std::to_string(z.cpu.v) + "," + std::to_string(z.memory.v);
   k += "/p" + std::to_string(int(t.pool_kinds)) + (t.prefer_spot ? "s" : "") + (t.mix_models ? "x" : "");
   return k;
 }

@@ -37,7 +37,7 @@ void plan_mig(CycleState& cs) {
     if (t.mig())
       wants[{t.mig_profile, t.gpu_models.empty() ? "" : t.gpu_models.front(), gang_of(cs, e).task.pool_kinds}] += e.job->gang.tasks;
     else if (t.whole_gpus() && (!owed_mig || cs.ledger->owed(facts(e))) && e.pc->value >= cs.mig_claim_class)
-      in.whole_gpu_demand += t.gpu_count * e.job->gang.tasks;
+      in.whole_gpu_demand += e.job->gang.total_gpus();
   }
   if (wants.empty() && in.whole_gpu_demand == 0) return;
   for (const auto& [k, n] : wants) in.mig_demand.push_back({std::get<0>(k), n, std::get<1>(k), std::get<2>(k)});

@@ -270,7 +270,7 @@ void gather_spread(CycleState& cs) {
     const Job& j = *v.job;
     if (!v.running || v.victim || v.claimed || j.state != JobState::kRunning || v.holding.empty()) continue;
     if (int(v.holding.size()) != j.gang.tasks || !runs_spread_wanting_one_node(j)) continue;
-    if (!j.gang.task.whole_gpus() || int64_t(j.gang.tasks) * j.gang.task.gpu_count > cs.max_node_gpus) continue;
+    if (!j.gang.task.whole_gpus() || j.gang.total_gpus() > cs.max_node_gpus) continue;
     const Time since = std::max(j.started, j.last_preempted);
     if (since < 0 || cs.now - since >= cs.cfg.preemption_protection) cands.push_back(i);
   }

@@ -42,6 +42,16 @@ bool fits_free_now(const CycleState& cs, const Entry& e) {
 
 bool fits_free_scan(const CycleState& cs, const Gang& g) {
   const TaskRequest& t = g.task;
+  if (g.varied()) {  // tasks that differ: the free whole GPUs of the models it may use cover all of them
+    int64_t milli = 0;
+    for (const Node& n : cs.work.nodes()) {
+      const int64_t leaving = n.id.value < cs.leaving_milli.size() ? cs.leaving_milli[n.id.value] : 0;
+      if (!n.schedulable || !model_allowed(n.gpu_model(), t) || (t.pool_kinds & pool_kind_bit(n.pool_kind)) == 0) continue;
+      milli += n.free_gpu_milli + leaving;
+      if (milli >= g.total_gpu_milli()) return true;
+    }
+    return g.total_gpu_milli() == 0;
+  }
   int64_t tasks = 0;
   for (const Node& n : cs.work.nodes()) {
     // GPUs of jobs checkpointing on their way out count as free: they are the room a reclaim or a

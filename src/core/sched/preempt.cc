@@ -361,7 +361,7 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
       }
     }
     std::sort(at.begin(), at.end());  // by group, then candidate position (cheapest first)
-    const int64_t need = int64_t(gang.task.gpu_count) * (one_node || by_domain ? gang.tasks : 1) * 1000;
+    const int64_t need = (one_node || by_domain ? gang.total_gpus() : int64_t(gang.task.gpu_count)) * 1000;
     // (too small, candidates inside their own guarantee, highest victim class, cost, group, first pair
     // of the group in `at`): a group whose victims are all of a lower class comes first.
     std::vector<std::tuple<bool, int64_t, int, int64_t, uint32_t, size_t>> groups;

@@ -1,0 +1,137 @@
+// Internals shared by the placement engine's files (engine.cc: uniform gangs; engine_varied.cc:
+// gangs whose tasks differ). Not part of the engine's interface; owned by one engine, one thread.
+#pragma once
+
+#include <array>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/placement/engine.h"
+#include "core/placement/fit.h"
+
+namespace tessera {
+namespace engine_detail {
+
+// Nodes changed by the gang being placed; everything else is read from the cluster.
+class ScratchView {
+ public:
+  explicit ScratchView(const ClusterState& c) : cluster_(&c) {}
+  void reset() { changed_.clear(); }
+  const Node& node(NodeId id) const {
+    for (const auto& n : changed_)
+      if (n.id == id) return n;
+    return cluster_->node(id);
+  }
+  bool changed(NodeId id) const {
+    return std::any_of(changed_.begin(), changed_.end(), [&](const Node& n) { return n.id == id; });
+  }
+  void apply(const TaskPlacement& p) {
+    Node* n = nullptr;
+    for (auto& c : changed_)
+      if (c.id == p.node) n = &c;
+    if (!n) {
+      changed_.push_back(cluster_->node(p.node));
+      n = &changed_.back();
+    }
+    ClusterState::apply_on(*n, p);
+    n->generation = 0;  // scratch nodes are never cached
+  }
+
+ private:
+  const ClusterState* cluster_;
+  std::vector<Node> changed_;
+};
+
+struct MisfitCounts {
+  std::array<int, kMisfitKinds> n{};
+  int declined = 0;  // fit, but the policy found no acceptable GPU choice
+  void add(Misfit m) { ++n[int(m)]; }
+  bool all_permanent(int total) const {
+    int perm = 0;
+    for (int i = 0; i < kMisfitKinds; ++i) perm += misfit_is_permanent(Misfit(i)) ? n[i] : 0;
+    return perm == total;
+  }
+  std::string describe() const {
+    std::vector<std::pair<int, int>> v;  // (count, kind), largest first, then kind
+    for (int i = 1; i < kMisfitKinds; ++i)
+      if (n[i] > 0) v.push_back({n[i], i});
+    std::sort(v.begin(), v.end(), [](auto a, auto b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+    std::string s;
+    for (auto [c, k] : v) {
+      if (!s.empty()) s += ", ";
+      s += std::to_string(c) + (c == 1 ? " node: " : " nodes: ") + misfit_name(Misfit(k)) +
+           (misfit_is_permanent(Misfit(k)) ? " (never)" : "");
+    }
+    if (declined > 0) s += (s.empty() ? "" : ", ") + std::to_string(declined) + " nodes: no suitable GPU choice";
+    return s;
+  }
+};
+
+// The task may never use the node (its GPU model or pool kind is not allowed).
+inline bool misfit_excludes_node(Misfit m) { return m == Misfit::kGpuModel || m == Misfit::kPool; }
+std::string describe_task(const TaskRequest& t);
+// How many tasks like t an EMPTY node of this shape could hold (for never-fits decisions).
+int64_t empty_capacity(const Node& n, const TaskRequest& t);
+// How many tasks like t fit on n now (exact for whole GPUs and CPU-only, an upper bound for shares
+// and MIG; the greedy fill finds the exact number).
+int64_t room_for(const Node& n, const TaskRequest& t);
+
+struct Candidate {
+  bool valid = false;
+  bool gang_node = false;  // already holds a task of this gang
+  int pool_rank = 0;       // pool_rank(): cheaper-to-use pools first
+  int64_t score = 0;
+  uint32_t rank = 0;
+  NodeId node;
+  GpuPick pick;
+};
+// Lower is better. Capacity already paid for (owned, reserved) first, then spot, then on-demand;
+// spot first for a task preferring it, last for one avoiding it. Without pools every node ranks 0.
+inline int pool_rank(PoolKind k, const TaskRequest& t) {
+  switch (k) {
+    case PoolKind::kOwned:
+    case PoolKind::kReserved: return t.prefer_spot ? 1 : 0;
+    case PoolKind::kSpot: return t.prefer_spot ? 0 : t.avoid_spot ? 3 : 1;
+    case PoolKind::kOnDemand: return 2;
+  }
+  return 0;
+}
+// Total order: gang node first (if the policy packs gangs), cheaper pool first (pool_rank),
+// higher score, lower rank, lower id.
+inline bool better(const Candidate& a, const Candidate& b, bool packs) {
+  if (!b.valid) return a.valid;
+  if (!a.valid) return false;
+  if (packs && a.gang_node != b.gang_node) return a.gang_node;
+  if (a.pool_rank != b.pool_rank) return a.pool_rank < b.pool_rank;
+  if (a.score != b.score) return a.score > b.score;
+  if (a.rank != b.rank) return a.rank < b.rank;
+  return a.node < b.node;
+}
+}  // namespace engine_detail
+
+struct PlacementEngine::Impl {
+  const ClusterState* cluster = nullptr;
+  struct Entry {
+    uint64_t generation = 0;  // 0 = empty
+    bool ok = false;
+    NodeChoice choice;
+  };
+  std::map<std::tuple<int64_t, int64_t, int, int64_t, int64_t, std::string, std::vector<std::string>, int>, size_t>
+      shape_ids;
+  std::vector<std::vector<Entry>> cache;  // [shape][node]
+  std::vector<std::vector<int>> mig_shapes;  // [shape] -> MIG profile shapes it resolves to
+  // (shape, required level) -> (capacity generation + 1, tasks an empty cluster holds).
+  std::map<std::pair<size_t, int>, std::pair<uint64_t, int64_t>> never_fits_memo;
+
+  size_t shape_id(const TaskRequest& t) {
+    auto key = std::make_tuple(t.cpu.v, t.memory.v, t.gpu_count, t.milli_per_gpu.v, t.gpu_memory.v, t.mig_profile,
+                               t.gpu_models, int(t.pool_kinds) * 4 + int(t.prefer_spot) + 2 * int(t.avoid_spot));
+    auto [it, inserted] = shape_ids.emplace(std::move(key), cache.size());
+    if (inserted) cache.emplace_back();
+    return it->second;
+  }
+};
+
+}  // namespace tessera
