@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 namespace tessera::sched {
@@ -42,28 +43,40 @@ bool fits_free_now(const CycleState& cs, const Entry& e) {
 
 bool fits_free_scan(const CycleState& cs, const Gang& g) {
   const TaskRequest& t = g.task;
+  // A gang bound to one domain (a node, a leaf) counts the room of one domain at a time.
+  const NetworkLevels& net = cs.work.network();
+  int level = -1;
+  if (g.topology.mode == TopologyMode::kRequired && g.tasks > 1) {
+    auto li = net.level_index(g.topology.level);
+    if (!li.ok()) return false;
+    level = *li;
+  }
+  auto domain = [&](const Node& n) -> uint32_t {
+    if (level < 0) return 0;
+    return level == net.count() || size_t(level) >= n.path.size() ? n.id.value : n.path[size_t(level)];
+  };
+  std::unordered_map<uint32_t, int64_t> room;  // per domain: tasks (milli-GPU for tasks that differ)
   if (g.varied()) {  // tasks that differ: the free whole GPUs of the models it may use cover all of them
-    int64_t milli = 0;
+    if (g.total_gpu_milli() == 0) return true;
     for (const Node& n : cs.work.nodes()) {
       const int64_t leaving = n.id.value < cs.leaving_milli.size() ? cs.leaving_milli[n.id.value] : 0;
       if (!n.schedulable || !model_allowed(n.gpu_model(), t) || (t.pool_kinds & pool_kind_bit(n.pool_kind)) == 0) continue;
-      milli += n.free_gpu_milli + leaving;
-      if (milli >= g.total_gpu_milli()) return true;
+      if ((room[domain(n)] += n.free_gpu_milli + leaving) >= g.total_gpu_milli()) return true;
     }
-    return g.total_gpu_milli() == 0;
+    return false;
   }
-  int64_t tasks = 0;
   for (const Node& n : cs.work.nodes()) {
     // GPUs of jobs checkpointing on their way out count as free: they are the room a reclaim or a
     // preemption freed, and a job waiting for them is owed them (else a borrower retakes them).
     const int64_t leaving = n.id.value < cs.leaving_milli.size() ? cs.leaving_milli[n.id.value] : 0;
+    int64_t tasks = 0;
     if (check_fit(n, t) != Misfit::kFits) {
       if (leaving == 0 || !t.whole_gpus() || !n.schedulable) continue;
-      tasks += (n.free_gpu_milli + leaving) / (int64_t(t.gpu_count) * 1000);
+      tasks = (n.free_gpu_milli + leaving) / (int64_t(t.gpu_count) * 1000);
     } else {
-      tasks += t.whole_gpus() ? std::max<int64_t>(1, (n.free_gpu_milli + leaving) / (int64_t(t.gpu_count) * 1000)) : 1;
+      tasks = t.whole_gpus() ? std::max<int64_t>(1, (n.free_gpu_milli + leaving) / (int64_t(t.gpu_count) * 1000)) : 1;
     }
-    if (tasks >= g.required_tasks()) return true;
+    if ((room[domain(n)] += tasks) >= g.required_tasks()) return true;
   }
   return false;
 }
