@@ -55,13 +55,16 @@ bool fits_free_scan(const CycleState& cs, const Gang& g) {
     if (level < 0) return 0;
     return level == net.count() || size_t(level) >= n.path.size() ? n.id.value : n.path[size_t(level)];
   };
-  std::unordered_map<uint32_t, int64_t> room;  // per domain: tasks (milli-GPU for tasks that differ)
+  // Room per domain: tasks (milli-GPU for tasks that differ); one counter without a domain.
+  std::unordered_map<uint32_t, int64_t> by_domain;
+  int64_t anywhere = 0;
+  auto room = [&](const Node& n) -> int64_t& { return level < 0 ? anywhere : by_domain[domain(n)]; };
   if (g.varied()) {  // tasks that differ: the free whole GPUs of the models it may use cover all of them
     if (g.total_gpu_milli() == 0) return true;
     for (const Node& n : cs.work.nodes()) {
       const int64_t leaving = n.id.value < cs.leaving_milli.size() ? cs.leaving_milli[n.id.value] : 0;
       if (!n.schedulable || !model_allowed(n.gpu_model(), t) || (t.pool_kinds & pool_kind_bit(n.pool_kind)) == 0) continue;
-      if ((room[domain(n)] += n.free_gpu_milli + leaving) >= g.total_gpu_milli()) return true;
+      if ((room(n) += n.free_gpu_milli + leaving) >= g.total_gpu_milli()) return true;
     }
     return false;
   }
@@ -76,7 +79,7 @@ bool fits_free_scan(const CycleState& cs, const Gang& g) {
     } else {
       tasks = t.whole_gpus() ? std::max<int64_t>(1, (n.free_gpu_milli + leaving) / (int64_t(t.gpu_count) * 1000)) : 1;
     }
-    if ((room[domain(n)] += tasks) >= g.required_tasks()) return true;
+    if ((room(n) += tasks) >= g.required_tasks()) return true;
   }
   return false;
 }
