@@ -26,6 +26,17 @@ Status TaskRequest::validate() const {
   return {};
 }
 
+namespace {
+// The first of the largest sizes: most GPUs, then CPU, then memory. `s` is not empty.
+const TaskSize& largest_size(const std::vector<TaskSize>& s) {
+  return *std::min_element(s.begin(), s.end(), [](const TaskSize& a, const TaskSize& b) {
+    if (a.gpu_count != b.gpu_count) return a.gpu_count > b.gpu_count;
+    if (a.cpu.v != b.cpu.v) return a.cpu.v > b.cpu.v;
+    return a.memory.v > b.memory.v;
+  });
+}
+}  // namespace
+
 Status Gang::validate() const {
   if (tasks < 1) return invalid_argument("gang.tasks: must be >= 1, got " + std::to_string(tasks));
   if (min_tasks < 0 || min_tasks > tasks)
@@ -50,9 +61,9 @@ Status Gang::validate() const {
     if (z.gpu_count < 0 || z.gpu_count > 16)
       return invalid_argument(at + ".gpus: must be in 0..16 (one node), got " + std::to_string(z.gpu_count));
   }
-  Gang g = *this;
-  g.set_sizes(sizes);
-  if (!(g.task == task)) return invalid_argument("gang.task: must carry the largest task's size (use set_sizes)");
+  const TaskSize& big = largest_size(sizes);
+  if (task.cpu != big.cpu || task.memory != big.memory || task.gpu_count != big.gpu_count)
+    return invalid_argument("gang.task: must carry the largest task's size (use set_sizes)");
   return {};
 }
 
@@ -65,19 +76,11 @@ TaskRequest Gang::request(int i) const {
   return t;
 }
 
-namespace {
-bool larger(const TaskSize& a, const TaskSize& b) {
-  if (a.gpu_count != b.gpu_count) return a.gpu_count > b.gpu_count;
-  if (a.cpu.v != b.cpu.v) return a.cpu.v > b.cpu.v;
-  return a.memory.v > b.memory.v;
-}
-}  // namespace
-
 void Gang::set_sizes(std::vector<TaskSize> s) {
   sizes = std::move(s);
   if (sizes.empty()) return;
   tasks = int(sizes.size());
-  const TaskSize& big = *std::min_element(sizes.begin(), sizes.end(), larger);
+  const TaskSize& big = largest_size(sizes);
   task.cpu = big.cpu;
   task.memory = big.memory;
   task.gpu_count = big.gpu_count;

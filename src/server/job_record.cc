@@ -178,7 +178,7 @@ Json record_to_api(const JobRecord& r, const ClusterState& cluster, const Pendin
          {"priority_class", r.job.priority_class},
          {"state", job_state_name(r.job.state)},
          {"tasks", r.spec.tasks},
-         {"gpus", t.mig() ? int64_t(r.spec.tasks) : r.spec.gang().total_gpus()},
+         {"gpus", t.mig() ? int64_t(r.spec.tasks) : r.job.gang.total_gpus()},
          {"submitted", r.job.submitted},
          {"started", nullable(r.job.started)},
          {"finished", nullable(r.finished)},

@@ -72,10 +72,13 @@ class K8sDefault {
     one.topology = {};
     one.sizes.clear();
     StartDecision s{j.id, {}};
+    std::string shape;
     for (int k = int(j.placement.size()); k < j.gang.tasks; ++k) {
-      one.task = j.gang.request(k);
-      const std::string shape = std::to_string(one.task.gpu_count) + "/" + std::to_string(one.task.cpu.v) + "/" +
-                                std::to_string(one.task.memory.v);
+      if (shape.empty() || j.gang.varied()) {  // a uniform gang's pods all ask the same
+        one.task = j.gang.request(k);
+        shape = std::to_string(one.task.gpu_count) + "/" + std::to_string(one.task.cpu.v) + "/" +
+                std::to_string(one.task.memory.v);
+      }
       if (full.count(shape)) break;
       PlacementResult r = engine_.place(work, one);
       if (r.outcome != Outcome::kPlaced || !work.apply_all(r.tasks).ok()) {

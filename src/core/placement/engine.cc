@@ -274,16 +274,9 @@ PlacementResult PlacementEngine::place_one(const ClusterState& cluster, const Ga
 
   // The topology levels to try, innermost (node) first; -1 = the whole cluster.
   const NetworkLevels& net = cluster.network();
-  int outermost = -1;
-  if (gang.topology.mode == TopologyMode::kRequired) {
-    auto li = net.level_index(gang.topology.level);
-    if (!li.ok()) {
-      r.outcome = Outcome::kNeverFits;
-      r.reason = "invalid request: gang.topology.level: " + li.error().message;
-      return r;
-    }
-    outermost = *li;
-  }
+  const std::optional<int> level = required_level(net, gang, r);
+  if (!level) return r;
+  const int outermost = *level;
 
   // How many tasks an empty cluster could hold (in its best domain, for a required level).
   auto empty_cluster_room = [&]() -> int64_t {
@@ -294,7 +287,7 @@ PlacementResult PlacementEngine::place_one(const ClusterState& cluster, const Ga
       if (misfit_is_permanent(m) && m != Misfit::kUnschedulable) continue;
       const int64_t c = empty_capacity(n, t);
       total_cap += c;
-      if (outermost >= 0) cap_by_domain[outermost == net.count() ? n.id.value : n.path[outermost]] += c;
+      if (outermost >= 0) cap_by_domain[domain_at(net, n, outermost)] += c;
     }
     if (outermost < 0) return total_cap;
     int64_t best_domain = 0;

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -108,6 +109,20 @@ inline bool better(const Candidate& a, const Candidate& b, bool packs) {
   if (a.score != b.score) return a.score > b.score;
   if (a.rank != b.rank) return a.rank < b.rank;
   return a.node < b.node;
+}
+// The network level the gang must stay within (NetworkLevels::count() is "node"), or -1 when it need
+// not; nullopt, with r set to never-fits, when the gang names an unknown level.
+inline std::optional<int> required_level(const NetworkLevels& net, const Gang& gang, PlacementResult& r) {
+  if (gang.topology.mode != TopologyMode::kRequired) return -1;
+  auto li = net.level_index(gang.topology.level);
+  if (li.ok()) return *li;
+  r.outcome = Outcome::kNeverFits;
+  r.reason = "invalid request: gang.topology.level: " + li.error().message;
+  return std::nullopt;
+}
+// The domain of n at `level` (its own id at the node level; 0, the whole cluster, at -1).
+inline uint32_t domain_at(const NetworkLevels& net, const Node& n, int level) {
+  return level < 0 ? 0 : level == net.count() ? n.id.value : n.path[size_t(level)];
 }
 }  // namespace engine_detail
 

@@ -102,18 +102,10 @@ PlacementResult PlacementEngine::place_varied(const ClusterState& cluster, const
   };
 
   const NetworkLevels& net = cluster.network();
-  int outermost = -1;
-  if (gang.topology.mode == TopologyMode::kRequired) {
-    auto li = net.level_index(gang.topology.level);
-    if (!li.ok()) {
-      r.outcome = Outcome::kNeverFits;
-      r.reason = "invalid request: gang.topology.level: " + li.error().message;
-      return r;
-    }
-    outermost = *li;
-  }
+  const std::optional<int> required = required_level(net, gang, r);
+  if (!required) return r;
   const int innermost = net.count();  // "node"
-  const int last = outermost >= 0 ? outermost : -1;
+  const int last = *required;
   // A node's GPUs count for the gang when its largest task may use them (model, pool).
   std::vector<char> usable(cluster.node_count(), 0);
   for (const Node& nd : cluster.nodes()) usable[nd.id.value] = !misfit_excludes_node(check_fit(nd, gang.task));
@@ -122,7 +114,7 @@ PlacementResult PlacementEngine::place_varied(const ClusterState& cluster, const
   for (int level = innermost; level >= last; --level) {
     std::map<uint32_t, std::pair<Room, std::vector<NodeId>>> domains;
     for (const Node& nd : cluster.nodes()) {
-      auto& d = domains[level < 0 ? 0 : level == innermost ? nd.id.value : nd.path[size_t(level)]];
+      auto& d = domains[domain_at(net, nd, level)];
       d.first.add(nd, usable[nd.id.value]);
       d.second.push_back(nd.id);
     }
@@ -169,7 +161,7 @@ PlacementResult PlacementEngine::place_varied(const ClusterState& cluster, const
   for (const Node& nd : cluster.nodes()) {
     const Misfit m = check_fit(nd, unit);
     if (misfit_is_permanent(m) && m != Misfit::kUnschedulable) continue;
-    empty_gpus[last < 0 ? 0 : last == innermost ? nd.id.value : nd.path[size_t(last)]] += empty_capacity(nd, unit);
+    empty_gpus[domain_at(net, nd, last)] += empty_capacity(nd, unit);
   }
   int64_t most = 0;
   for (auto& [d, g] : empty_gpus) most = std::max(most, g);
