@@ -13,6 +13,8 @@ packages=(
   libmicrohttpd-dev  # the controller's HTTP server (event-driven: slow clients hold no thread)
   python3-torch  # the distributed-training tests (PyTorch, CPU, gloo)
   chromium       # the portal's browser tests (tests/web)
+  podman runc    # jobs in containers (docs/containers.md): podman with runc as its OCI runtime
+  busybox-static # the container tests build a small image from it, offline
 )
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   packages+=(npm)

@@ -2,8 +2,9 @@
 // heartbeats: it reports its tasks (state, exit code, checkpoint acknowledgements, the rendezvous
 // port of task 0), GPU utilisation and MIG layouts, and converges to the desired set the controller
 // answers with (level-triggered: a lost message or a restart of either side heals on the next beat).
-// It starts tasks as real processes (task_process.h) as unprivileged users (task_user.h), each with a
-// scratch directory of its own, and the torchrun/NCCL environment (task_env.h), stops the
+// It starts tasks in containers (container_runtime.h) or as real processes (task_process.h), always
+// as unprivileged users (task_user.h), each with a scratch directory of its own, and the
+// torchrun/NCCL environment (task_env.h), stops the
 // ones no longer wanted (TERM, grace, KILL), runs the checkpoint protocol (docs/checkpointing.md),
 // applies MIG layouts through the GpuBackend, and serves task logs to the controller.
 //
@@ -41,11 +42,18 @@ struct AgentOptions {
   std::string topology;              // "zone=a,spine=s1,leaf=l3" (reported; informational)
   int64_t heartbeat_interval_ms = 0; // 0 = what the controller says (default 5000)
   int64_t stop_grace_s = 30;         // TERM-to-KILL grace when a task is no longer wanted
-  bool stop_tasks_on_exit = false;   // stop(): also stop running tasks (tessera up); else leave them
+  bool stop_tasks_on_exit = false;   // stop(): stop running tasks gracefully (tessera up); else the watchdog kills them
   // Spot: while this file exists, heartbeats carry an interruption notice (docs/agent.md). Its first
   // line may hold the reclaim time in unix seconds; else the controller adds the pool's notice.
   std::string interruption_notice_file;
   std::string version = "tessera-agent";
+  // Containers (container_runtime.h, docs/containers.md): "auto" uses podman when its client runs
+  // here, "podman" requires it, "none" refuses jobs that ask for a container.
+  std::string runtime = "auto";
+  std::string podman = "podman";
+  std::string pull = "missing";       // podman run --pull: missing | never | always
+  std::string cdi_dir = "/var/run/cdi";  // where the CDI spec of fake GPUs is written
+  int64_t pids_limit = 16384;         // per task (containers, and bare tasks where cgroups allow); 0 = none
 };
 
 // Splits "k=v,k=v" and checks names and values ([A-Za-z0-9._-]); error names the bad part.
@@ -53,8 +61,10 @@ Result<std::vector<std::pair<std::string, std::string>>> parse_topology_flag(con
 
 class Agent {
  public:
-  // Checks the options and the task users, creates the state and task directories, kills task
-  // processes a previous agent on this node left behind (pid files), and starts the log server.
+  // Checks the options and the task users, creates the state and task directories, removes the
+  // tasks and containers a previous agent on this node left behind, starts the watchdog (a child
+  // process that removes this agent's tasks the moment the agent dies, even by kill -9) and the log
+  // server.
   static Result<std::unique_ptr<Agent>> create(AgentOptions options, std::unique_ptr<GpuBackend> gpus);
   ~Agent();
 

@@ -18,12 +18,17 @@ const char* const kInherited[] = {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC
 std::map<std::string, std::string> task_environment(const TaskEnvInput& in) {
   const Json& a = *in.assignment;
   std::map<std::string, std::string> env;
-  for (const char* name : kInherited)
-    if (const char* v = std::getenv(name)) env[name] = v;
-  if (!env.count("PATH")) env["PATH"] = "/usr/local/bin:/usr/bin:/bin";
-  // Places the task can write: its scratch directory (TMPDIR; HOME too when it runs as another user).
-  if (!in.scratch.empty()) env["TMPDIR"] = in.scratch + "/tmp";
-  if (in.user) {
+  if (in.container) {
+    env["HOME"] = in.scratch;
+    env["TMPDIR"] = in.scratch + "/tmp";
+  } else {
+    for (const char* name : kInherited)
+      if (const char* v = std::getenv(name)) env[name] = v;
+    if (!env.count("PATH")) env["PATH"] = "/usr/local/bin:/usr/bin:/bin";
+    // Places the task can write: its scratch directory (TMPDIR; HOME too when it runs as another user).
+    if (!in.scratch.empty()) env["TMPDIR"] = in.scratch + "/tmp";
+  }
+  if (in.user && !in.container) {
     env["HOME"] = in.user->home.empty() ? in.scratch : in.user->home;
     env.erase("USER"), env.erase("LOGNAME");
     if (in.user->name.find(':') == std::string::npos) env["USER"] = env["LOGNAME"] = in.user->name;

@@ -25,6 +25,9 @@ struct TaskEnvInput {
   const Inventory* inventory = nullptr;
   std::string ckpt_dir, scratch;
   std::optional<TaskUser> user;  // nullopt: the task runs as the agent (HOME etc. inherited)
+  // In a container: nothing is inherited from the agent (the image gives PATH and the rest), and
+  // HOME and TMPDIR are under `scratch`, the path inside the container.
+  bool container = false;
 };
 
 std::map<std::string, std::string> task_environment(const TaskEnvInput& in);

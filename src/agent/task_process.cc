@@ -1,5 +1,6 @@
 // TaskProcess: fork/exec of one task with its own process group, its user, exact environment, log
-// file and (where cgroup v2 is delegated to us) memory/CPU limits. See task_process.h.
+// file and (where cgroups are usable, task_cgroup.h) its own cgroup with memory/CPU/pids limits,
+// killed as a whole. See task_process.h.
 #include "agent/task_process.h"
 
 #include <fcntl.h>
@@ -12,7 +13,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -20,8 +20,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 namespace tessera::agent {
@@ -29,77 +27,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kCgroupMount = "/sys/fs/cgroup";
-constexpr const char* kTasksGroup = "tessera-tasks";
-
 std::string errno_text(int err) { return std::strerror(err); }
 
 int64_t monotonic_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-// Whole file as a string; nullopt when it cannot be read.
-std::optional<std::string> read_text(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Writes `text` to an existing (kernel) file such as a cgroup control file; returns errno or 0.
-int write_control(const std::string& path, const std::string& text) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return errno;
-  ssize_t n = ::write(fd, text.data(), text.size());
-  int err = n < 0 ? errno : (static_cast<size_t>(n) == text.size() ? 0 : EIO);
-  ::close(fd);
-  return err;
-}
-
-// Whether a whitespace-separated list (cgroup.controllers, cgroup.subtree_control) has `word`.
-bool has_word(const std::string& list, const std::string& word) {
-  std::istringstream in(list);
-  std::string w;
-  while (in >> w)
-    if (w == word) return true;
-  return false;
-}
-
-// Makes sure memory and cpu are enabled for the children of `dir`; returns an empty string or why not.
-std::string enable_controllers(const std::string& dir) {
-  auto sub = read_text(dir + "/cgroup.subtree_control");
-  if (!sub) return "cannot read " + dir + "/cgroup.subtree_control";
-  if (has_word(*sub, "memory") && has_word(*sub, "cpu")) return "";
-  int err = write_control(dir + "/cgroup.subtree_control", "+memory +cpu");
-  if (err == 0) return "";
-  std::string why = "cannot enable memory and cpu in " + dir + "/cgroup.subtree_control: " + errno_text(err);
-  if (err == EBUSY)
-    why += " (the group holds processes itself; run the agent in a delegated group, e.g. "
-           "systemd-run --property=Delegate=yes)";
-  return why;
-}
-
-// Path of this process's cgroup v2 group relative to the mount ("0::/path" in /proc/self/cgroup).
-std::optional<std::string> own_cgroup() {
-  std::ifstream in("/proc/self/cgroup");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("0::", 0) == 0) return line.substr(3);
-  return std::nullopt;
-}
-
-// A cgroup name safe to use as one directory name.
-std::string sanitize_group_name(const std::string& name) {
-  std::string out;
-  for (char c : name) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
-  if (out.empty() || out == "." || out == "..") {
-    static std::atomic<int> counter{0};
-    out = "task-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-  }
-  return out;
 }
 
 // Resolves argv[0] like execvp, but against the PATH of the task's environment (else the agent's).
@@ -147,6 +80,7 @@ enum ChildStep : int32_t { kStepCgroup = 1, kStepUser, kStepChdir, kStepStdio, k
 struct ChildReport {
   int32_t step;
   int32_t err;
+  int32_t index;  // kStepCgroup: which of the group's directories could not be joined
 };
 
 const char* step_text(int32_t step) {
@@ -172,17 +106,20 @@ struct ChildUser {
 // Child side between fork and exec: async-signal-safe calls only, no allocation. Order: process
 // group, cgroup (as root), signals, then the user (groups, gid, uid: raw system calls, the child has
 // one thread), then the working directory and stdio as that user, then exec.
-[[noreturn]] void child_exec(int report_fd, int log_fd, int cgroup_procs_fd, const ChildUser& user, const char* dir,
-                             const char* exe, char* const* argv, char* const* envp, int max_fd) {
-  auto report = [&](int32_t step, int err) {
-    ChildReport r{step, static_cast<int32_t>(err)};
+[[noreturn]] void child_exec(int report_fd, int log_fd, const int* cgroup_procs_fds, size_t n_cgroup_fds,
+                             const ChildUser& user, const char* dir, const char* exe, char* const* argv,
+                             char* const* envp, int max_fd) {
+  auto report = [&](int32_t step, int err, int32_t index = 0) {
+    ChildReport r{step, static_cast<int32_t>(err), index};
     ssize_t ignored = ::write(report_fd, &r, sizeof r);
     (void)ignored;
   };
   ::setpgid(0, 0);
-  // Into the task's cgroup before exec, so everything the task runs is inside its limits.
-  if (cgroup_procs_fd >= 0) {
-    if (::write(cgroup_procs_fd, "0", 1) != 1) report(kStepCgroup, errno);  // not fatal
+  // Into the task's cgroup (each hierarchy's directory) before exec, so everything the task runs,
+  // whatever it forks, is inside its limits and found when it is killed.
+  for (size_t i = 0; i < n_cgroup_fds; ++i) {
+    if (cgroup_procs_fds[i] < 0 || ::write(cgroup_procs_fds[i], "0", 1) != 1)
+      report(kStepCgroup, cgroup_procs_fds[i] < 0 ? EBADF : errno, static_cast<int32_t>(i));  // not fatal
   }
   // Default signal dispositions and an empty mask (the agent may ignore or block some).
   struct sigaction dfl{};
@@ -227,46 +164,6 @@ struct ChildUser {
 
 }  // namespace
 
-CgroupSupport cgroup_support() {
-  CgroupSupport s;
-  const std::string mount = kCgroupMount;
-  if (!fs::exists(mount + "/cgroup.controllers")) {
-    s.reason = "no cgroup v2 mounted at " + mount + " (cgroup.controllers missing; cgroup v1 or hybrid)";
-    return s;
-  }
-  auto own = own_cgroup();
-  if (!own) {
-    s.reason = "no cgroup v2 entry (\"0::\") in /proc/self/cgroup";
-    return s;
-  }
-  std::string dir = mount + (*own == "/" ? "" : *own);
-  if (::access(dir.c_str(), W_OK) != 0) {
-    s.reason = "no write access to " + dir + " (the agent's cgroup is not delegated to it)";
-    return s;
-  }
-  auto ctl = read_text(dir + "/cgroup.controllers");
-  if (!ctl || !has_word(*ctl, "memory") || !has_word(*ctl, "cpu")) {
-    s.reason = "memory and cpu controllers not available in " + dir + "/cgroup.controllers";
-    return s;
-  }
-  if (std::string why = enable_controllers(dir); !why.empty()) {
-    s.reason = why;
-    return s;
-  }
-  std::string tasks = dir + "/" + kTasksGroup;
-  if (::mkdir(tasks.c_str(), 0755) != 0 && errno != EEXIST) {
-    s.reason = "cannot create " + tasks + ": " + errno_text(errno);
-    return s;
-  }
-  if (std::string why = enable_controllers(tasks); !why.empty()) {
-    s.reason = why;
-    return s;
-  }
-  s.available = true;
-  s.root = tasks;
-  return s;
-}
-
 Result<TaskProcess> TaskProcess::start(const TaskLaunch& launch) {
   if (launch.argv.empty() || launch.argv[0].empty())
     return invalid_argument("command is empty: give at least the program to run");
@@ -305,31 +202,21 @@ Result<TaskProcess> TaskProcess::start(const TaskLaunch& launch) {
   if (log_fd < 0)
     return failed_precondition("cannot open the log file " + launch.log_path + ": " + errno_text(errno));
 
-  // Cgroup with the limits, when limits are asked for and cgroup v2 is delegated to us.
-  std::string cgroup_path;
-  int procs_fd = -1;
-  if (launch.memory_limit_mib > 0 || launch.cpu_limit_milli > 0) {
+  // The task's own cgroup (every hierarchy used) with its limits, when it has a group name or a
+  // limit and cgroups are usable; the child joins it before exec. Without one the task still runs,
+  // without limits or a group kill.
+  TaskCgroup cgroup;
+  const bool limited = launch.memory_limit_mib > 0 || launch.cpu_limit_milli > 0 || launch.pids_limit > 0;
+  if (limited || !launch.cgroup_name.empty()) {
     CgroupSupport cg = cgroup_support();
     if (cg.available) {
-      std::string path = cg.root + "/" + sanitize_group_name(launch.cgroup_name);
-      ::rmdir(path.c_str());  // a stale, empty group of an earlier run
-      bool ok = ::mkdir(path.c_str(), 0755) == 0 || errno == EEXIST;
-      if (ok && launch.memory_limit_mib > 0)
-        ok = write_control(path + "/memory.max", std::to_string(launch.memory_limit_mib * 1048576)) == 0;
-      if (ok && launch.cpu_limit_milli > 0)
-        ok = write_control(path + "/cpu.max", std::to_string(launch.cpu_limit_milli * 100) + " 100000") == 0;
-      if (ok) procs_fd = ::open((path + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
-      if (procs_fd >= 0) {
-        cgroup_path = path;
-      } else {
-        spdlog::warn("event=cgroup_setup_failed group={} error=\"{}\" (limits not enforced)", path,
-                     errno_text(errno));
-        ::rmdir(path.c_str());
-      }
+      cgroup = TaskCgroup::create(cg, launch.cgroup_name,
+                                  CgroupLimits{launch.memory_limit_mib, launch.cpu_limit_milli, launch.pids_limit});
     } else {
       spdlog::debug("event=cgroup_unavailable reason=\"{}\"", cg.reason);
     }
   }
+  std::vector<int> procs_fds = cgroup.open_procs_for_child();
 
   // Everything the child needs, prepared before fork (no allocation after it).
   std::vector<std::string> env_strings;
@@ -350,13 +237,14 @@ Result<TaskProcess> TaskProcess::start(const TaskLaunch& launch) {
 
   auto cleanup = [&] {
     ::close(log_fd);
-    if (procs_fd >= 0) ::close(procs_fd);
+    for (int fd : procs_fds)
+      if (fd >= 0) ::close(fd);
   };
   int pipefd[2];
   if (::pipe2(pipefd, O_CLOEXEC) != 0) {
     int err = errno;
     cleanup();
-    if (!cgroup_path.empty()) ::rmdir(cgroup_path.c_str());
+    cgroup.remove();
     return internal_error("pipe: " + errno_text(err));
   }
   pid_t pid = ::fork();
@@ -365,12 +253,13 @@ Result<TaskProcess> TaskProcess::start(const TaskLaunch& launch) {
     cleanup();
     ::close(pipefd[0]);
     ::close(pipefd[1]);
-    if (!cgroup_path.empty()) ::rmdir(cgroup_path.c_str());
+    cgroup.remove();
     return internal_error("fork: " + errno_text(err));
   }
   if (pid == 0) {
     ::close(pipefd[0]);
-    child_exec(pipefd[1], log_fd, procs_fd, child_user, dir, exe->c_str(), argv.data(), envp.data(), max_fd);
+    child_exec(pipefd[1], log_fd, procs_fds.data(), procs_fds.size(), child_user, dir, exe->c_str(), argv.data(),
+               envp.data(), max_fd);
   }
   ::close(pipefd[1]);
   ::setpgid(pid, pid);  // also in the child; whichever runs first (EACCES after exec is fine)
@@ -378,14 +267,15 @@ Result<TaskProcess> TaskProcess::start(const TaskLaunch& launch) {
 
   // Reports until EOF (the pipe closes on exec or exit).
   std::optional<ChildReport> fatal;
-  bool cgroup_failed = false;
+  std::vector<size_t> not_joined;
   while (true) {
     ChildReport r{};
     ssize_t n = ::read(pipefd[0], &r, sizeof r);
     if (n < 0 && errno == EINTR) continue;
     if (n != static_cast<ssize_t>(sizeof r)) break;
     if (r.step == kStepCgroup) {
-      cgroup_failed = true;
+      spdlog::warn("event=cgroup_join_failed pid={} error=\"{}\"", pid, errno_text(r.err));
+      not_joined.push_back(static_cast<size_t>(r.index));
     } else {
       fatal = r;
     }
@@ -396,22 +286,21 @@ Result<TaskProcess> TaskProcess::start(const TaskLaunch& launch) {
     int st = 0;
     while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
-    if (!cgroup_path.empty()) ::rmdir(cgroup_path.c_str());
+    cgroup.remove();  // the child is gone and started nothing
     std::string what = "command[0] \"" + launch.argv[0] + "\" (" + *exe + "): " + step_text(fatal->step);
     if (fatal->step == kStepChdir) what += " \"" + launch.working_dir + "\"";
     if (fatal->step == kStepUser) what += " " + launch.user->name;
     what += " failed: " + errno_text(fatal->err);
     return failed_precondition(what);
   }
-  if (cgroup_failed) {
-    spdlog::warn("event=cgroup_join_failed group={} pid={} (limits not enforced)", cgroup_path, pid);
-    ::rmdir(cgroup_path.c_str());  // empty: the child never joined it
-    cgroup_path.clear();
-  }
+  // Directories the child could not join hold nothing of it: dropped (highest index first).
+  std::sort(not_joined.rbegin(), not_joined.rend());
+  for (size_t i : not_joined) cgroup.drop(i);
 
   TaskProcess p;
   p.pid_ = pid;
-  p.cgroup_path_ = cgroup_path;
+  p.memory_limited_ = cgroup.memory_limited();
+  p.cgroup_ = std::move(cgroup);
   return p;
 }
 
@@ -421,7 +310,9 @@ TaskProcess::TaskProcess(TaskProcess&& o) noexcept
       term_sent_(std::exchange(o.term_sent_, false)),
       kill_sent_(std::exchange(o.kill_sent_, false)),
       kill_at_ms_(std::exchange(o.kill_at_ms_, 0)),
-      cgroup_path_(std::exchange(o.cgroup_path_, {})) {}
+      cgroup_(std::move(o.cgroup_)),
+      memory_limited_(std::exchange(o.memory_limited_, false)),
+      oom_killed_(std::exchange(o.oom_killed_, false)) {}
 
 TaskProcess& TaskProcess::operator=(TaskProcess&& o) noexcept {
   if (this != &o) {
@@ -431,7 +322,9 @@ TaskProcess& TaskProcess::operator=(TaskProcess&& o) noexcept {
     term_sent_ = std::exchange(o.term_sent_, false);
     kill_sent_ = std::exchange(o.kill_sent_, false);
     kill_at_ms_ = std::exchange(o.kill_at_ms_, 0);
-    cgroup_path_ = std::exchange(o.cgroup_path_, {});
+    cgroup_ = std::move(o.cgroup_);
+    memory_limited_ = std::exchange(o.memory_limited_, false);
+    oom_killed_ = std::exchange(o.oom_killed_, false);
   }
   return *this;
 }
@@ -440,13 +333,11 @@ TaskProcess::~TaskProcess() { release(); }
 
 void TaskProcess::release() {
   if (pid_ <= 0) return;
-  // Reaps when exited; the group can go only once nothing runs in it (rmdir fails with EBUSY otherwise).
-  if (poll().has_value() && !cgroup_path_.empty()) {
-    if (::rmdir(cgroup_path_.c_str()) != 0 && errno != ENOENT)
-      spdlog::warn("event=cgroup_remove_failed group={} error=\"{}\"", cgroup_path_, errno_text(errno));
-  }
+  // Reaps when exited, which settles the group too (see poll()). A running task keeps its group
+  // (the agent's restart cleanup, kill_cgroup_leftovers, finds it).
+  poll();
   pid_ = -1;
-  cgroup_path_.clear();
+  cgroup_ = TaskCgroup();
 }
 
 std::optional<int> TaskProcess::poll() {
@@ -461,6 +352,14 @@ std::optional<int> TaskProcess::poll() {
     else if (WIFSIGNALED(st)) exit_code_ = 128 + WTERMSIG(st);
   } else if (r < 0 && errno == ECHILD) {
     exit_code_ = 255;  // reaped elsewhere: the status is lost
+  }
+  if (exit_code_ && cgroup_.active()) {
+    // The task is over: its verdict first (the counters go with the group), then whatever it left
+    // running (daemons), then the group itself.
+    oom_killed_ = cgroup_.oom_killed(*exit_code_ == 128 + SIGKILL);
+    if (int left = cgroup_.kill_all(); left > 0)
+      spdlog::info("event=task_leftovers_killed pid={} processes={}", pid_, left);
+    cgroup_.remove();
   }
   return exit_code_;
 }
@@ -481,8 +380,16 @@ void TaskProcess::terminate(int64_t grace_s) {
     // The whole group, even when the leader is gone (its children may remain); CONT wakes stopped ones.
     ::kill(-pid_, SIGTERM);
     ::kill(-pid_, SIGCONT);
+    // Processes of the task that left its process group (setsid daemons) are asked too.
+    if (cgroup_.active() && cgroup_.signal_outside(pid_, SIGTERM) > 0) cgroup_.signal_outside(pid_, SIGCONT);
   }
   tick();
+}
+
+void TaskProcess::kill_everything() {
+  ::kill(-pid_, SIGKILL);
+  // Everything else the task started (setsid, double fork): frozen, killed, until none is left.
+  if (cgroup_.active()) cgroup_.kill_all();
 }
 
 void TaskProcess::kill_now() {
@@ -490,7 +397,7 @@ void TaskProcess::kill_now() {
   term_sent_ = true;
   kill_sent_ = true;
   kill_at_ms_ = monotonic_ms();
-  ::kill(-pid_, SIGKILL);
+  kill_everything();
 }
 
 void TaskProcess::tick() {
@@ -498,8 +405,9 @@ void TaskProcess::tick() {
   poll();
   if (!term_sent_ || kill_sent_ || monotonic_ms() < kill_at_ms_) return;
   kill_sent_ = true;
-  // The leader may be gone; members of its group may not (kill(-pgid, 0) finds them).
-  if (::kill(-pid_, 0) == 0) ::kill(-pid_, SIGKILL);
+  // The leader may be gone; members of its process group may not (kill(-pgid, 0) finds them), nor
+  // members of its cgroup.
+  if (::kill(-pid_, 0) == 0 || cgroup_.active()) kill_everything();
 }
 
 Result<int> signal_number(const std::string& name) {

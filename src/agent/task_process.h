@@ -1,11 +1,19 @@
 // One task of a job as a real process on this node: started with argv (no shell), in its own process
 // group (so signals reach the whole tree), as an unprivileged user when one is given (the agent is
 // root), in a working directory, with exactly the given environment, stdout and stderr appended to
-// one log file (opened by the agent, so the task needs no access to the log directory). Memory and CPU limits go into a cgroup v2 child group
-// when the machine delegates one to us (see cgroup_support()); elsewhere they are not enforced.
+// one log file (opened by the agent, so the task needs no access to the log directory).
 //
-// Ownership: owned by the agent's main loop; not thread-safe. The destructor does not kill the
-// process (the agent decides); call kill_now() first if it must die.
+// Stopped means stopped: where cgroups are usable (cgroup_support(): delegated v2, else the v1 pids
+// and freezer hierarchies) a task with a cgroup_name (or a limit) runs in its own group, joined
+// before exec, so every process it starts, daemons that called setsid or double-forked included, is
+// found and killed with it: by kill_now(), by terminate()'s KILL, and when the main process exits
+// on its own (then the group is removed). Memory, CPU and process-count limits are written into that
+// group (v2: memory.max, cpu.max, pids.max; v1: memory.limit_in_bytes, cpu.cfs_quota_us, pids.max);
+// elsewhere they are not enforced and only the process group is signalled.
+//
+// Ownership: owned by the agent's main loop; not thread-safe. The destructor does not kill a running
+// main process (the agent decides); call kill_now() first if it must die. After an agent restart,
+// kill_cgroup_leftovers() (task_cgroup.h) cleans up the groups of tasks it no longer owns.
 #pragma once
 
 #include <sys/types.h>
@@ -16,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/task_cgroup.h"
 #include "agent/task_user.h"
 #include "core/status.h"
 
@@ -31,17 +40,13 @@ struct TaskLaunch {
   std::optional<TaskUser> user;
   int64_t memory_limit_mib = 0;           // 0 = none
   int64_t cpu_limit_milli = 0;            // 0 = none
-  std::string cgroup_name;                // child group name under the agent's cgroup, e.g. "job-3-a1-t0"
+  int64_t pids_limit = 0;                 // 0 = none; most processes (and threads) the task may have
+  // The task's group under the agent's cgroup (task_cgroup.h), e.g. "job-3-a1-t0" or, with one '/',
+  // "tessera-gpu-0-ab12cd/job-3-a1-t0" (the parent is made as needed and kept). Empty: a unique name
+  // when a limit is asked for; with no limit either, no group of its own (a client such as
+  // `podman run` whose work lives in the runtime's cgroups, and whose helpers must outlive it).
+  std::string cgroup_name;
 };
-
-// Whether cgroup v2 limits can be applied here, and if not why ("no cgroup v2 mounted at
-// /sys/fs/cgroup", "no write access to ..."). Checked once per call; cheap.
-struct CgroupSupport {
-  bool available = false;
-  std::string root;    // the delegated group under which task groups are made
-  std::string reason;  // why not, when not available
-};
-CgroupSupport cgroup_support();
 
 class TaskProcess {
  public:
@@ -52,20 +57,33 @@ class TaskProcess {
   static Result<TaskProcess> start(const TaskLaunch& launch);
   TaskProcess(TaskProcess&&) noexcept;
   TaskProcess& operator=(TaskProcess&&) noexcept;
-  ~TaskProcess();  // reaps if exited; never kills; removes the cgroup if empty
+  ~TaskProcess();  // reaps if exited (which cleans the group up, see poll()); never kills a running main process
 
   pid_t pid() const { return pid_; }
-  // Non-blocking: the exit status once the process has exited (then remembered).
+  // Non-blocking while the main process runs: the exit status once it has exited (then remembered).
   // Exit code: the process's code, or 128 + signal number when a signal killed it (shell convention).
+  // When it sees the exit, the task's cgroup is settled first: the OOM verdict is read, processes
+  // left in it (daemons the task started) are killed, and the group is removed. That kill waits for
+  // them to go (normally milliseconds, at most ~2 s).
   std::optional<int> poll();
   bool exited() { return poll().has_value(); }
-  bool limits_enforced() const { return !cgroup_path_.empty(); }
+  // The memory limit asked for is applied (the task is in a group with memory.max / memory.limit_in_bytes).
+  bool limits_enforced() const { return memory_limited_; }
+  // The task runs in its own cgroup: every process it starts is killed with it.
+  bool grouped() const { return cgroup_.active(); }
+  // After exit: the OOM killer killed a process of the task (see TaskCgroup::oom_killed). False
+  // while running and without a memory group.
+  bool oom_killed() const { return oom_killed_; }
+  // The task's group directories (one per hierarchy); empty when not grouped or once removed.
+  const std::vector<TaskCgroup::Dir>& cgroup_dirs() const { return cgroup_.dirs(); }
 
   // Sends `sig` to the whole process group. No-op once exited.
   void signal(int sig);
-  // TERM to the group now; KILL to the group once `grace_s` seconds have passed (driven by tick()).
+  // TERM to the process group now (and to processes of the task's cgroup outside it: setsid
+  // daemons); KILL to everything once `grace_s` seconds have passed (driven by tick()).
   void terminate(int64_t grace_s);
-  // KILL to the group now.
+  // KILL now to the process group and to every process in the task's cgroup (returns once they are
+  // gone, at most ~2 s).
   void kill_now();
   // Advances a pending terminate(): sends KILL when its grace has run out. Call often (e.g. every
   // 100 ms); cheap.
@@ -74,13 +92,16 @@ class TaskProcess {
 
  private:
   TaskProcess() = default;
-  void release();  // the destructor's work: reap if exited, remove the empty cgroup; then inert
+  void release();  // the destructor's work: reap if exited (poll() cleans the group up); then inert
+  void kill_everything();  // SIGKILL to the process group and the whole cgroup
   pid_t pid_ = -1;
   std::optional<int> exit_code_;
   bool term_sent_ = false;
   bool kill_sent_ = false;
   int64_t kill_at_ms_ = 0;  // monotonic ms
-  std::string cgroup_path_;
+  TaskCgroup cgroup_;        // inert when the task has no group (or once it was removed)
+  bool memory_limited_ = false;
+  bool oom_killed_ = false;
 };
 
 // Parses a signal name ("SIGUSR1", "USR1", "SIGTERM", ...) to its number; error lists accepted names.

@@ -105,7 +105,18 @@ void register_agent(CLI::App& app) {
   cmd->add_option("--interruption-notice-file", o->interruption_notice_file,
                   "Spot: a file a metadata poller writes when the cloud will reclaim this machine (content: the reclaim time "
                   "in unix seconds, or empty for the pool's notice); reported to the controller at each heartbeat");
-  cmd->add_flag("--stop-tasks-on-exit", o->stop_tasks_on_exit, "Stop running tasks when the agent stops (default: leave them)");
+  cmd->add_flag("--stop-tasks-on-exit", o->stop_tasks_on_exit,
+                "Stop running tasks (TERM, grace, KILL) when the agent stops; otherwise its watchdog kills them at once");
+  cmd->add_option("--runtime", o->runtime,
+                  "Container runtime for jobs that ask for a container: auto (podman when it runs here), podman, none")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "podman", "none"}));
+  cmd->add_option("--podman", o->podman, "The podman client to run containers with")->capture_default_str();
+  cmd->add_option("--pull", o->pull, "When podman pulls a job's image: missing, never, always")
+      ->capture_default_str()->check(CLI::IsMember({"missing", "never", "always"}));
+  cmd->add_option("--cdi-dir", o->cdi_dir, "Where the CDI spec of fake GPUs is written (podman reads /etc/cdi and /var/run/cdi)")
+      ->capture_default_str();
+  cmd->add_option("--task-pids-limit", o->pids_limit, "Most processes and threads one task may have (0 = no limit)")
+      ->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(4194304)));
   cmd->add_flag("--discover", *discover, "Print the GPU inventory found (read-only) and exit");
   cmd->add_flag("--json", *json, "With --discover: JSON");
   cmd->add_option("--log-level", *log_level, "trace, debug, info, warn, error")->capture_default_str();

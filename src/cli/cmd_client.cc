@@ -89,8 +89,8 @@ struct SubmitArgs {
   CLI::Option* command_opt = nullptr;
   int gpus = 0, tasks = 0, gpu_milli = 0;
   std::string queue, name, klass, mig, gpu_memory, cpu, memory, models, max_runtime, expected_runtime,
-      project, workdir, idempotency_key;
-  std::vector<std::string> env;
+      project, workdir, idempotency_key, image, container_user, network;
+  std::vector<std::string> env, mounts;
   std::map<std::string, CLI::Option*> opt;  // flag name -> option, to know which were given
   bool given(const std::string& flag) const {
     auto it = opt.find(flag);
@@ -230,6 +230,23 @@ void run_submit(SubmitArgs& a) {
       if (!j["env"].is_object()) j["env"] = json::object();
       j["env"][kv.substr(0, eq)] = kv.substr(eq + 1);
     }
+    if (a.given("--image") || a.given("--container-user") || a.given("--network")) {
+      if (j.contains("container") && !j["container"].is_null() && !j["container"].is_object())
+        fail(verb, where + ": container: must be a mapping {image, user, network}", 2);
+      json& c = j["container"];
+      if (!c.is_object()) c = json::object();
+      if (a.given("--image")) c["image"] = a.image;
+      if (a.given("--container-user")) c["user"] = a.container_user;
+      if (a.given("--network")) c["network"] = a.network;
+    }
+    for (const std::string& m : a.mounts) {
+      auto mount = parse_mount_flag(m);
+      if (!mount.ok()) fail(verb, mount.error().message, 2);
+      if (j.contains("mounts") && !j["mounts"].is_null() && !j["mounts"].is_array())
+        fail(verb, where + ": mounts: must be a list of mounts", 2);
+      if (!j["mounts"].is_array()) j["mounts"] = json::array();
+      j["mounts"].push_back(std::move(*mount));
+    }
     if (!command.empty()) j["command"] = command;
     if ((!j.contains("name") || j["name"] == "") && j.contains("command") && j["command"].is_array() &&
         !j["command"].empty() && j["command"][0].is_string())
@@ -245,7 +262,8 @@ void run_submit(SubmitArgs& a) {
         {"resources.gpu_models", "--models"}, {"resources.mig", "--mig"}, {"resources.cpu", "--cpu"},
         {"resources.memory", "--memory"}, {"tasks", "--tasks"}, {"queue", "--queue"}, {"name", "--name"},
         {"priority_class", "--class"}, {"project", "--project"}, {"env", "--env"}, {"working_dir", "--workdir"},
-        {"max_runtime", "--max-runtime"}, {"expected_runtime", "--expected-runtime"}};
+        {"max_runtime", "--max-runtime"}, {"expected_runtime", "--expected-runtime"}, {"container.image", "--image"},
+        {"container.user", "--container-user"}, {"container.network", "--network"}, {"mounts", "--mount"}};
     for (const auto& [field, flag] : kFieldFlags)
       if (msg.rfind(field, 0) == 0 && msg.size() > field.size() && std::strchr(":[.", msg[field.size()]) &&
           (a.given(flag) || file.empty())) {
@@ -307,6 +325,11 @@ void register_submit(CLI::App& app) {
   o["--project"] = cmd->add_option("--project", a->project, "project for accounting");
   o["--env"] = cmd->add_option("--env", a->env, "environment variable NAME=VALUE (repeatable)")->allow_extra_args(false);
   o["--workdir"] = cmd->add_option("--workdir", a->workdir, "working directory (absolute path)");
+  o["--image"] = cmd->add_option("--image", a->image, "run the tasks in a container of this image");
+  o["--container-user"] = cmd->add_option("--container-user", a->container_user, "the container's user: UID or UID:GID (never 0)");
+  o["--network"] = cmd->add_option("--network", a->network, "the container's network: host (default) or none");
+  o["--mount"] = cmd->add_option("--mount", a->mounts, "mount KIND=SOURCE:PATH[:ro|:rw], KIND dataset, volume or host (repeatable)")
+                     ->allow_extra_args(false);
   cmd->add_option("--idempotency-key", a->idempotency_key, "retry-safe submission key (at most 128 characters)");
   cmd->callback([a] { run_submit(*a); });
 }
@@ -466,6 +489,22 @@ void run_show(const ShowArgs& a) {
   }
   if (!json_text(spec, "working_dir", "").empty()) line("Workdir:", json_text(spec, "working_dir"));
   if (spec.contains("env") && spec["env"].is_object() && !spec["env"].empty()) line("Env:", truncate(compact_detail(spec["env"]), 200));
+  if (spec.contains("container") && spec["container"].is_object()) {
+    const json& c = spec["container"];
+    std::string text = json_text(c, "image");
+    if (!json_text(c, "user").empty()) text += ", user " + json_text(c, "user");
+    if (json_text(c, "network", "host") != "host") text += ", network " + json_text(c, "network");
+    line("Container:", truncate(text, 200));
+  }
+  if (spec.contains("mounts") && spec["mounts"].is_array())
+    for (const json& m : spec["mounts"]) {
+      if (!m.is_object()) continue;
+      std::string kind = "host_path";
+      for (const char* k : {"dataset", "volume"})
+        if (m.contains(k)) kind = k;
+      const bool ro = m.contains("read_only") && m["read_only"].is_boolean() ? m["read_only"].get<bool>() : kind == "dataset";
+      line("Mount:", truncate(kind + " " + json_text(m, kind.c_str()) + " at " + json_text(m, "path") + (ro ? " (read-only)" : ""), 200));
+    }
   {
     std::string rt;
     if (const auto e = json_int(spec, "expected_runtime"); e && *e > 0) rt += "expected " + format_duration_short(*e);

@@ -41,6 +41,10 @@ void register_server(CLI::App& app) {
   cmd->add_option("--agent-timeout-ms", opt->agent_timeout_ms,
                   "A node whose agent is silent this long is NotReady and its jobs are requeued")
       ->capture_default_str()->check(CLI::Range(int64_t(100), int64_t(3600000)));
+  cmd->add_option("--task-lease-ms", opt->task_lease_ms,
+                  "An agent with no heartbeat answered this long kills its tasks, and a job lost with its node "
+                  "restarts no sooner than this after the node's last heartbeat (0 = max(60000, 4 x --agent-timeout-ms))")
+      ->capture_default_str()->check(CLI::Range(int64_t(0), int64_t(86400000)));
   auto missed = std::make_shared<int>(0);
   cmd->add_option("--missed-heartbeats", *missed,
                   "NotReady after this many missed heartbeats (sets --agent-timeout-ms to N x the interval)")

@@ -350,6 +350,33 @@ Result<int64_t> parse_duration_flag(std::string_view text, const std::string& fl
   return v * unit;
 }
 
+Result<nlohmann::json> parse_mount_flag(std::string_view text) {
+  auto bad = [&](const std::string& why) {
+    return invalid_argument("--mount '" + std::string(text) + "': " + why +
+                            "; expected KIND=SOURCE:PATH[:ro|:rw] with KIND dataset, volume or host "
+                            "(e.g. --mount dataset=imagenet:/data, --mount volume=team-scratch:/scratch:rw)");
+  };
+  const size_t eq = text.find('=');
+  if (eq == std::string_view::npos) return bad("no KIND=");
+  const std::string_view kind = text.substr(0, eq);
+  std::string key;
+  if (kind == "dataset" || kind == "volume") key = std::string(kind);
+  else if (kind == "host") key = "host_path";
+  else return bad("unknown KIND '" + std::string(kind) + "'");
+  std::string_view rest = text.substr(eq + 1);
+  nlohmann::json read_only = nullptr;
+  if (rest.size() >= 3 && (rest.substr(rest.size() - 3) == ":ro" || rest.substr(rest.size() - 3) == ":rw")) {
+    read_only = rest.substr(rest.size() - 2) == "ro";
+    rest.remove_suffix(3);
+  }
+  const size_t colon = rest.find(':');
+  if (colon == std::string_view::npos) return bad("no ':' between SOURCE and PATH");
+  const std::string_view source = rest.substr(0, colon), path = rest.substr(colon + 1);
+  if (source.empty()) return bad("SOURCE is empty");
+  if (path.empty()) return bad("PATH is empty");
+  return nlohmann::json{{key, std::string(source)}, {"path", std::string(path)}, {"read_only", read_only}};
+}
+
 std::string json_text(const nlohmann::json& obj, const char* key, const std::string& missing) {
   if (!obj.is_object()) return missing;
   const auto it = obj.find(key);

@@ -1,8 +1,8 @@
 // Pure helpers of the client verbs (tessera jobs, queues, nodes, ...): table rendering with column
 // widths computed from the content, relative times and durations ("in 12m", "3h ago"), GPU amounts
 // and per-class maps ("h100:16"), the per-node GPU/MIG map, quantities (MiB, milli-cores), the
-// server URL and query-string encoding. No I/O, no global state: every function is thread-safe and
-// unit-tested in tests/server/cli_format_test.cc.
+// server URL and query-string encoding, durations and mounts given as flags. No I/O, no global
+// state: every function is thread-safe and unit-tested in tests/server/cli_format_test.cc.
 #pragma once
 
 #include <cstdint>
@@ -99,6 +99,14 @@ std::string format_server_error(int status, std::string_view body);
 
 // Integer seconds or a number with a unit s/m/h/d ("90m", "2h", "1d"); the error names `flag`.
 Result<int64_t> parse_duration_flag(std::string_view text, const std::string& flag);
+
+// ---- Mounts on flags ----
+
+// `tessera submit --mount KIND=SOURCE:PATH[:ro|:rw]` (KIND dataset, volume or host; SOURCE up to the
+// first ':') as a job spec mount: {"dataset"|"volume"|"host_path": SOURCE, "path": PATH, "read_only":
+// true (ro), false (rw) or null (absent)}. The config layer checks names and paths; the error here
+// names --mount and the expected form.
+Result<nlohmann::json> parse_mount_flag(std::string_view text);
 
 // ---- JSON access ----
 

@@ -1,6 +1,7 @@
 // The cluster configuration file (cluster_config.h): the shared sections (yaml_fields.cc) plus the
 // complete validation at load (levels, nodes built into a ClusterState, the queue tree, priority
-// classes per queue, the scheduler configuration). Stateless; thread-safe.
+// classes per queue, the scheduler configuration), then chargeback and storage (storage_config.cc).
+// Stateless; thread-safe.
 #include "config/cluster_config.h"
 
 #include <yaml-cpp/yaml.h>
@@ -19,7 +20,7 @@ namespace {
 
 const std::vector<std::string> kTopKeys = {"name",   "levels",           "nodes",  "queues",
                                            "config", "priority_classes", "policy", "gpu_models",
-                                           "chargeback", "pools", "pool_rules", "autoscaling"};
+                                           "chargeback", "pools", "pool_rules", "autoscaling", "storage"};
 
 // `chargeback: {rates: {MODEL: "2.49", ...}, currency: USD, idle_share: proportional|even|none}`.
 Status parse_chargeback(const YAML::Node& n, const GpuCatalog& catalog, ChargebackConfig& out) {
@@ -164,6 +165,13 @@ Result<ClusterConfig> parse_cluster_config_yaml(std::string_view text) {
     TESSERA_TRY(validate(c, node_origin));
     if (const YAML::Node cb = root["chargeback"])
       TESSERA_TRY(parse_chargeback(cb, c.catalog ? *c.catalog : GpuCatalog::builtin(), c.chargeback));
+    if (const YAML::Node st = root["storage"]; st && !st.IsNull()) {
+      std::vector<std::string> pools = {"default"}, queues;
+      for (const Pool& p : c.pools)
+        if (p.name != "default") pools.push_back(p.name);
+      for (const QueueSpec& q : c.queues) queues.push_back(q.name);
+      TESSERA_TRY(parse_storage_config(st, pools, queues, c.storage));
+    }
     return c;
   } catch (const YAML::Exception& e) {
     return invalid_argument("cluster: not valid YAML at line " + std::to_string(e.mark.line + 1) + ", column " +

@@ -1,9 +1,11 @@
 // The cluster configuration file (YAML) shared by `tessera server --config` and `tessera sim`:
-// network levels, capacity pools and pool rules, nodes or node groups (`count`), GPU catalog overrides, queues (with the priority
-// classes each may use), the scheduler's configuration and priority classes. The grammar is the one
-// docs/scenarios.md documents for scenario files (minus jobs and expectations). Validation is
-// complete at load: every error names the field path ("queues[2].guaranteed", "nodes[0].gpu_model")
-// and says why. Pure functions; thread-safe.
+// network levels, capacity pools and pool rules, nodes or node groups (`count`), GPU catalog
+// overrides, queues (with the priority classes each may use), the scheduler's configuration and
+// priority classes, and `storage:` (the checkpoint directories, host paths, datasets and volumes jobs
+// in containers mount: storage_config.h). The grammar is the one docs/scenarios.md documents for
+// scenario files (minus jobs and expectations; plus storage, which scenario files do not take).
+// Validation is complete at load: every error names the field path ("queues[2].guaranteed",
+// "nodes[0].gpu_model", "storage.datasets[1].pools.gpu-x") and says why. Pure functions; thread-safe.
 #pragma once
 
 #include <map>
@@ -12,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "config/storage_config.h"
 #include "core/autoscale.h"
 #include "core/cluster.h"
 #include "core/gpu_catalog.h"
@@ -54,6 +57,7 @@ struct ClusterConfig {
   std::shared_ptr<const GpuCatalog> catalog;
   ChargebackConfig chargeback;                 // `chargeback:` (reports only; the scheduler ignores it)
   AutoscaleConfig autoscaling;                 // `autoscaling:` (elastic pools; the simulator uses it)
+  StorageConfig storage;                       // `storage:` (what jobs in containers may mount)
 };
 
 // Parses and validates everything, including building the cluster and the queue tree once.

@@ -32,7 +32,7 @@ const std::vector<std::string> kTaskSizeKeys = {"gpus", "cpu", "memory"};
 const std::vector<std::string> kTopKeys = {"name", "queue", "project", "priority_class", "kind", "tasks",
                                            "min_tasks", "resources", "topology", "checkpoint", "restart",
                                            "expected_runtime", "max_runtime", "spot_tolerant", "spot", "command",
-                                           "env", "secret_env", "working_dir"};
+                                           "env", "secret_env", "working_dir", "container", "mounts"};
 const std::vector<std::string> kResourceKeys = {"gpus", "gpu_models", "mix_models", "mig", "gpu_milli", "gpu_memory", "cpu", "memory"};
 const std::vector<std::string> kRestartKeys = {"max_restarts", "backoff"};
 const std::vector<std::string> kTopologyKeys = {"mode", "level"};
@@ -471,7 +471,8 @@ bool JobSpec::operator==(const JobSpec& o) const {
          topology.mode == o.topology.mode && topology.level == o.topology.level && checkpoint == o.checkpoint && restart == o.restart &&
          expected_runtime == o.expected_runtime && max_runtime == o.max_runtime && spot_tolerant == o.spot_tolerant &&
          spot == o.spot &&
-         command == o.command && env == o.env && secret_env == o.secret_env && working_dir == o.working_dir;
+         command == o.command && env == o.env && secret_env == o.secret_env && working_dir == o.working_dir &&
+         container == o.container && mounts == o.mounts;
 }
 
 Result<JobSpec> job_spec_from_json(const json& j) {
@@ -536,6 +537,8 @@ Result<JobSpec> job_spec_from_json(const json& j) {
   if (present(j, "env")) TESSERA_TRY(parse_env(j["env"], s.env));
   if (present(j, "secret_env")) TESSERA_TRY(parse_secret_env(j["secret_env"], s));
   if (present(j, "working_dir")) TESSERA_TRY(absolute_path(j["working_dir"], "working_dir", s.working_dir));
+  if (present(j, "container")) TESSERA_TRY(parse_container(j["container"], s.container));
+  if (present(j, "mounts")) TESSERA_TRY(parse_mounts(j["mounts"], s.container.has_value(), s.checkpoint.dir, s.mounts));
   if (Status st = s.gang().validate(); !st.ok()) return from_core(st);
   return s;
 }

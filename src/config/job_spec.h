@@ -1,7 +1,8 @@
 // A job as users submit it (YAML through the CLI, JSON over HTTP): who it belongs to, the gang and
-// each task's resources, topology, checkpointing, runtimes, spot tolerance and what to run. Parsing is
-// strict: unknown fields are rejected, every error names the field (JSON-pointer-like path such as
-// "resources.gpus") and says why. Value types; the parsers are pure functions (thread-safe).
+// each task's resources, topology, checkpointing, runtimes, spot tolerance, what to run, and the
+// container and data mounts to run it with. Parsing is strict: unknown fields are rejected, every
+// error names the field (JSON-pointer-like path such as "resources.gpus") and says why.
+// Value types; the parsers are pure functions (thread-safe).
 //
 // JSON form (YAML is the same structure):
 //   {"name": "bert-large", "queue": "team-a", "project": "nlp", "priority_class": "research",
@@ -22,7 +23,16 @@
 //    "spot": "allowed",                      // never | allowed | preferred; absent/null = allowed for
 //                                            // checkpointable training and batch, never otherwise
 //    "spot_tolerant": false,                 // older form: true = "spot": "allowed" (still accepted)
-//    "command": ["python", "train.py"], "env": {"K": "V"}, "working_dir": "/work"}
+//    "command": ["python", "train.py"], "env": {"K": "V"}, "working_dir": "/work",
+//    "container": {"image": "localhost/train:2026-11",  // required in container; 1..512 bytes, no spaces
+//                  "user": "1000:1000",                  // "UID" or "UID:GID", never 0; absent = image's
+//                  "network": "host"},                   // host (default) | none
+//    "mounts": [{"dataset": "imagenet", "path": "/data"},  // exactly one of dataset | volume | host_path
+//               {"volume": "scratch", "path": "/scratch", "read_only": false},  // absent = source's default
+//               {"host_path": "/mnt/shared/x", "path": "/x"}]}  // need container; at most 64
+//    (names: [A-Za-z0-9._-]{1,128}; paths absolute and normal; a mount's path is not /, not under
+//    /proc, /sys or /dev, not checkpoint.dir and not another mount's. The cluster's storage: section
+//    says which names and host paths exist: storage_config.h.)
 #pragma once
 
 #include <cstdint>
@@ -35,6 +45,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config/job_spec_container.h"
 #include "core/request.h"
 #include "core/sched/job.h"
 #include "core/status.h"
@@ -83,6 +94,8 @@ struct JobSpec {
   // the whole env (for the store), and redact_secrets() hides the values for people.
   std::set<std::string> secret_env;
   std::string working_dir;          // absolute path or empty
+  std::optional<ContainerSpec> container;  // nullopt = a bare process on the node
+  std::vector<MountSpec> mounts;           // only with a container
 
   // The core's gang (id and queue are filled by the controller).
   Gang gang() const;

@@ -49,6 +49,8 @@ json job_spec_to_json(const JobSpec& s) {
   j["env"] = s.env;
   if (!s.secret_env.empty()) j["secret_env"] = std::vector<std::string>(s.secret_env.begin(), s.secret_env.end());
   j["working_dir"] = s.working_dir;
+  j["container"] = container_to_json(s.container);
+  j["mounts"] = mounts_to_json(s.mounts);
   return j;
 }
 

@@ -36,6 +36,18 @@ struct TaskRequest {
   PoolKindMask pool_kinds = kAnyPoolKind;
   bool prefer_spot = false;
   bool avoid_spot = false;  // prefers non-spot nodes (the job was interrupted on spot too often)
+  // The pools that hold the data the job mounts (set by the controller from its datasets and
+  // volumes), in id order; empty = any pool.
+  std::vector<PoolId> pools;
+
+  // May the task use a node of this pool (kind and data)?
+  bool pool_kind_allowed(PoolKind k) const { return (pool_kinds & pool_kind_bit(k)) != 0; }
+  bool data_pool_allowed(PoolId p) const {
+    if (pools.empty()) return true;
+    for (PoolId q : pools)
+      if (q == p) return true;
+    return false;
+  }
 
   bool cpu_only() const { return gpu_count == 0 && mig_profile.empty(); }
   bool whole_gpus() const { return gpu_count > 0 && milli_per_gpu.v >= 1000 && gpu_memory.v == 0; }

@@ -113,6 +113,7 @@ Result<TaskReport> parse_task(const Json& t, const std::string& at) {
   r.master_port = int(v);
   TRY_ASSIGN(r.saves, f.integer("checkpoint_saves", 0, kMaxI64, 0));
   TRY_ASSIGN(r.cost_ms, f.integer("checkpoint_cost_ms", 0, kMaxI64, -1));
+  TRY_ASSIGN(r.message, f.text("message", false, 1000));
   return r;
 }
 

@@ -46,6 +46,7 @@ struct TaskReport {
   bool answered_request = false;   // the task acknowledged a checkpoint request
   int master_port = 0;             // 0 = not known yet
   int64_t saves = 0, cost_ms = -1;  // checkpoints timed so far and the last one's cost (-1 unknown)
+  std::string message;             // why it failed when the exit code does not say (<= 1000 bytes)
 };
 
 // A GPU's last sample; -1 = the agent did not know.

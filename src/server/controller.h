@@ -60,6 +60,11 @@ struct ControllerOptions {
   bool agents_required = false;
   int64_t heartbeat_interval_ms = 5000;  // what agents are told to use
   int64_t agent_timeout_ms = 15000;      // three missed heartbeats
+  // Fencing (docs/containers.md): an agent that has had no heartbeat answered for this long kills its
+  // tasks, and a job lost with its node restarts no sooner than this long after the node's last
+  // heartbeat, so the old attempt and the new one never run at once. 0 = max(60 s, 4 x the timeout).
+  int64_t task_lease_ms = 0;
+  int64_t lease_ms() const { return task_lease_ms > 0 ? task_lease_ms : std::max<int64_t>(60000, 4 * agent_timeout_ms); }
   int64_t utilisation_step_s = 10;       // GPU utilisation samples: one per step, 24 h kept
   // Viewers see every job's command, environment (but secret values) and logs; otherwise only admins
   // and the job's own team (queue subtree) do.

@@ -133,7 +133,7 @@ Result<Json> Controller::agent_register(const Principal& who, const Json& body) 
       if (auto t = reg->topology.find(levels[l]); t != reg->topology.end() && t->second != path[l])
         topo_mismatch += (topo_mismatch.empty() ? "" : ", ") + levels[l] + "=" + t->second + " (config: " + path[l] + ")";
     Json answer{{"node", node}, {"heartbeat_interval_ms", s.opt.heartbeat_interval_ms},
-                {"agent_timeout_ms", s.opt.agent_timeout_ms}};
+                {"agent_timeout_ms", s.opt.agent_timeout_ms}, {"task_lease_ms", s.opt.lease_ms()}};
     b.events.push_back(s.event(0, was_ready ? EventKind::kNodeRegistered : EventKind::kNodeReady, "agent:" + node,
                                Json{{"node", node}, {"address", address}, {"gpus", gpu_list_text(n)},
                                     {"source", na.gpu_source}}));
@@ -257,6 +257,7 @@ Reconciled reconcile(State& s, NodeId nid, int64_t beat, const std::vector<TaskR
     if (tr.state != rep.state) {
       tr.state = rep.state;
       tr.exit_code = rep.exit_code;
+      tr.message = rep.message;
       touched.insert(rep.job);
     }
   }
@@ -290,42 +291,6 @@ void charge_and_find_lost(State& s, NodeId nid, const BeatSample& sample, const 
   }
 }
 
-// Jobs whose tasks changed state: requeued (asked to stop, stopped), failed, succeeded or lost.
-void settle(State& s, const std::set<int64_t>& touched, const std::string& node, WriteBatch& b) {
-  for (int64_t jid : touched) {
-    JobRecord& r = s.jobs.at(jid);
-    if (!placed(r.job.state)) continue;
-    bool any_failed = false, all_done = true, all_stopped = true;
-    int exit_code = 0, failed_task = -1;
-    for (size_t t = 0; t < r.tasks.size(); ++t) {
-      const TaskRun& tr = r.tasks[t];
-      const auto st = tr.state;
-      if (st == ReportedState::kFailed && !any_failed) any_failed = true, exit_code = tr.exit_code, failed_task = int(t);
-      all_done = all_done && st == ReportedState::kSucceeded;
-      all_stopped = all_stopped && (st == ReportedState::kCheckpointed || st == ReportedState::kStopped ||
-                                    st == ReportedState::kSucceeded ||
-                                    (r.job.state == JobState::kCheckpointing && st == ReportedState::kFailed));
-    }
-    if (r.job.state == JobState::kCheckpointing) {
-      // Asked to stop: a task that fails now was stopped, not broken.
-      if (all_stopped) {
-        bool acked = false;
-        for (const TaskRun& tr : r.tasks) acked = acked || tr.answered_request || tr.state == ReportedState::kCheckpointed;
-        s.requeue(r, EventKind::kPreempted, acked ? "checkpointed and stopped as asked" : "stopped without a checkpoint", b, acked);
-      }
-    } else if (any_failed) {
-      r.exit_code = exit_code;
-      s.finish(r, JobState::kFailed, "task " + std::to_string(failed_task) + " exited with code " + std::to_string(exit_code),
-               b, "agent:" + node, EventKind::kFailed, Json{{"exit_code", exit_code}, {"task", failed_task}});
-    } else if (all_done) {
-      r.exit_code = 0;
-      s.finish(r, JobState::kSucceeded, "all tasks exited with code 0", b, "agent:" + node, EventKind::kSucceeded);
-    } else if (all_stopped) {
-      s.lose(r, "tasks stopped without being asked", b);
-    }
-  }
-}
-
 // A GPU being reconfigured is ready once its agent reports the new layout.
 void take_mig_layouts(State& s, NodeId nid, const HeartbeatReport& report) {
   const Node& n = s.cluster.node(nid);
@@ -350,6 +315,11 @@ Json desired_state(State& s, NodeId nid, Json stop) {
     for (size_t t = 0; t < r.job.placement.size(); ++t) {
       if (r.job.placement[t].node != nid) continue;
       Json a = task_assignment_json(r, int(t), s.cluster);
+      // The container, and the data mounts and checkpoint store as paths on this node's pool.
+      const Json data = task_data_json(r.spec, s.config.storage, s.cluster.pool(s.cluster.node(nid).pool).name, r.id);
+      a["container"] = data["container"];
+      a["mounts"] = data["mounts"];
+      a["checkpoint"]["host_dir"] = data["checkpoint_host_dir"];
       const NodeAdmin& master = s.node_admin[r.job.placement[0].node.value];
       a["master_addr"] = master.address.empty() ? s.cluster.node(r.job.placement[0].node).name : master.address;
       a["master_port"] = r.master_port;
@@ -371,10 +341,57 @@ Json desired_state(State& s, NodeId nid, Json stop) {
     }
   }
   return Json{{"run", run}, {"stop", stop}, {"mig", desired_mig(s.cluster.node(nid))},
-              {"heartbeat_interval_ms", s.opt.heartbeat_interval_ms}};
+              {"heartbeat_interval_ms", s.opt.heartbeat_interval_ms}, {"task_lease_ms", s.opt.lease_ms()}};
 }
 
 }  // namespace
+
+// Jobs whose tasks changed state: requeued (asked to stop, stopped), failed, succeeded or lost.
+void settle_jobs(Controller::State& s, const std::set<int64_t>& touched, const std::string& node, WriteBatch& b) {
+  for (int64_t jid : touched) {
+    JobRecord& r = s.jobs.at(jid);
+    if (!placed(r.job.state)) continue;
+    bool any_failed = false, all_done = true, all_stopped = true;
+    int exit_code = 0, failed_task = -1;
+    for (size_t t = 0; t < r.tasks.size(); ++t) {
+      const TaskRun& tr = r.tasks[t];
+      const auto st = tr.state;
+      if (st == ReportedState::kFailed && !any_failed) any_failed = true, exit_code = tr.exit_code, failed_task = int(t);
+      all_done = all_done && st == ReportedState::kSucceeded;
+      all_stopped = all_stopped && (st == ReportedState::kCheckpointed || st == ReportedState::kStopped ||
+                                    st == ReportedState::kSucceeded ||
+                                    (r.job.state == JobState::kCheckpointing && st == ReportedState::kFailed));
+    }
+    if (r.job.state == JobState::kCheckpointing) {
+      // Asked to stop: a task that fails now was stopped, not broken.
+      if (all_stopped) {
+        bool acked = false;
+        for (const TaskRun& tr : r.tasks) acked = acked || tr.answered_request || tr.state == ReportedState::kCheckpointed;
+        s.requeue(r, EventKind::kPreempted, acked ? "checkpointed and stopped as asked" : "stopped without a checkpoint", b, acked);
+      }
+    } else if (any_failed) {
+      std::set<uint32_t> nodes;
+      for (const TaskPlacement& p : r.job.placement) nodes.insert(p.node.value);
+      if (nodes.size() > 1) {
+        // Wait one agent timeout for the other nodes' word: a rank fails when a peer's node dies.
+        if (!r.fail_verdict_at) r.fail_verdict_at = s.opt.steady_clock() + std::chrono::milliseconds(s.opt.agent_timeout_ms);
+        if (s.opt.steady_clock() < *r.fail_verdict_at) continue;
+      }
+      r.exit_code = exit_code;
+      const std::string& why = r.tasks[size_t(failed_task)].message;
+      Json detail{{"exit_code", exit_code}, {"task", failed_task}};
+      if (!why.empty()) detail["message"] = why;
+      s.finish(r, JobState::kFailed,
+               "task " + std::to_string(failed_task) + " exited with code " + std::to_string(exit_code) + (why.empty() ? "" : ": " + why),
+               b, node.empty() ? "scheduler" : "agent:" + node, EventKind::kFailed, detail);
+    } else if (all_done) {
+      r.exit_code = 0;
+      s.finish(r, JobState::kSucceeded, "all tasks exited with code 0", b, node.empty() ? "scheduler" : "agent:" + node, EventKind::kSucceeded);
+    } else if (all_stopped) {
+      s.lose(r, "tasks stopped without being asked", b);
+    }
+  }
+}
 
 Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& body) {
   auto parsed = parse_heartbeat(body);  // typed and checked here, off the state thread
@@ -397,7 +414,7 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& body)
     take_notice(s, *nid, *report, b);
     Reconciled rec = reconcile(s, *nid, sample.beat, report->tasks, node, b);
     charge_and_find_lost(s, *nid, sample, rec, node, b);
-    settle(s, rec.touched, node, b);
+    settle_jobs(s, rec.touched, node, b);
     if (!s.stopping_tasks.empty()) {  // tasks of ended attempts this agent no longer runs give their resources back
       std::set<std::tuple<int64_t, int64_t, int>> running_here;
       for (const TaskReport& rep : report->tasks)

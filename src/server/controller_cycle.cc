@@ -101,6 +101,7 @@ void Controller::State::apply(const Decisions& d, uint64_t generation) {
     r.last_nodes.clear();
     for (const TaskPlacement& p : r.job.placement) r.last_nodes.push_back(cluster.node(p.node).name);
     r.tasks.assign(r.job.placement.size(), TaskRun{});
+    r.fail_verdict_at.reset();
     r.pending.reset();
     placed_ids.insert(r.id);
     ++started;
@@ -160,11 +161,20 @@ void Controller::State::check_agents(WriteBatch& b, Clock::time_point wall) {
   for (int64_t id : std::vector<int64_t>(placed_ids.begin(), placed_ids.end())) {
     JobRecord& r = jobs.at(id);
     for (const TaskPlacement& p : r.job.placement) {
-      if (node_admin[p.node.value].agent_ready) continue;
-      lose(r, "node " + cluster.node(p.node).name + " is not ready (its agent stopped reporting)", b);
+      const NodeAdmin& na = node_admin[p.node.value];
+      if (na.agent_ready) continue;
+      // Its agent may still run the old attempt (a partition): it kills its tasks once the lease
+      // has passed without an answered heartbeat, so the new attempt waits that long.
+      const Time hold = (na.last_seen >= 0 ? na.last_seen : now()) + (opt.lease_ms() + 999) / 1000;
+      lose(r, "node " + cluster.node(p.node).name + " is not ready (its agent stopped reporting)", b, hold);
       break;
     }
   }
+  // Failed tasks of gangs whose other nodes all kept reporting: now the job's own failure.
+  std::set<int64_t> due;
+  for (int64_t id : placed_ids)
+    if (const JobRecord& r = jobs.at(id); r.fail_verdict_at && opt.steady_clock() >= *r.fail_verdict_at) due.insert(id);
+  if (!due.empty()) settle_jobs(*this, due, "", b);
 }
 
 void Controller::State::tick() {

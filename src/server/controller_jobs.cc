@@ -40,11 +40,26 @@ Result<Json> Controller::submit(const Principal& who, config::JobSpec spec, cons
         reply->set_value(cs.error());
         return;
       }
+      // Its container and mounts: what its queue may mount, and the pools that hold its data.
+      std::vector<std::string> queue_path;
+      for (QueueId a : s.tree->path_to_root(*q)) queue_path.push_back(s.tree->queue(a).name);
+      if (Status ds = check_job_data(spec, s.config.storage, queue_path); !ds.ok()) {
+        if (ds.error().code == ErrorCode::kPermissionDenied) s.deny(who, "submit", ds.message());
+        reply->set_value(ds.error());
+        return;
+      }
+      auto pools = data_pools(spec, s.config.storage, s.cluster.pools());
+      if (!pools.ok()) {
+        reply->set_value(pools.error());
+        return;
+      }
       Gang gang = spec.gang();
+      gang.task.pools = *pools;
       // Can it ever fit (on the configured cluster, empty)?
       const nlohmann::json spec_json = config::job_spec_to_json(spec);
-      const std::string shape = spec_json["resources"].dump() + "/" + spec_json["tasks"].dump() + "/" +
-                                std::to_string(spec.min_tasks) + "/" + std::to_string(int(spec.topology.mode)) + spec.topology.level;
+      std::string shape = spec_json["resources"].dump() + "/" + spec_json["tasks"].dump() + "/" +
+                          std::to_string(spec.min_tasks) + "/" + std::to_string(int(spec.topology.mode)) + spec.topology.level;
+      for (PoolId p : gang.task.pools) shape += "/d" + std::to_string(p.value);
       auto cached = s.never_fits_cache.find(shape);
       if (cached == s.never_fits_cache.end()) {
         // Bounded: every distinct shape a client sends would otherwise stay here for good.

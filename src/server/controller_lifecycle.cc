@@ -100,7 +100,7 @@ void Controller::State::requeued(JobRecord& r, const Vacated& v, Time t, EventKi
   after_release(b);
 }
 
-void Controller::State::lose(JobRecord& r, const std::string& reason, WriteBatch& b) {
+void Controller::State::lose(JobRecord& r, const std::string& reason, WriteBatch& b, Time hold_until) {
   if (!placed(r.job.state)) return;
   const config::RestartPolicy& rp = r.spec.restart;
   if (r.restarts >= rp.max_restarts) {
@@ -112,7 +112,9 @@ void Controller::State::lose(JobRecord& r, const std::string& reason, WriteBatch
     return;
   }
   ++r.restarts;
-  const int64_t backoff = std::min<int64_t>(3600, rp.backoff << std::min(r.restarts - 1, 12));
+  int64_t backoff = std::min<int64_t>(3600, rp.backoff << std::min(r.restarts - 1, 12));
+  const bool held = hold_until > now() + backoff;
+  if (held) backoff = hold_until - now();
   r.not_before = now() + backoff;
   r.end_reason = reason;
   r.pending.reset();
@@ -124,7 +126,8 @@ void Controller::State::lose(JobRecord& r, const std::string& reason, WriteBatch
   const Vacated v = vacate(r.job, cluster, t, how);
   requeued(r, v, t, EventKind::kLost,
            reason + " (restart " + std::to_string(r.restarts) + " of " + std::to_string(rp.max_restarts) + " in " +
-               std::to_string(backoff) + " s" + (r.resume_from.empty() ? "" : ", from checkpoint " + r.resume_from) + ")",
+               std::to_string(backoff) + " s" + (held ? ", once the old attempt's task lease has run out" : "") +
+               (r.resume_from.empty() ? "" : ", from checkpoint " + r.resume_from) + ")",
            b, false);
 }
 

@@ -71,6 +71,10 @@ Result<WriteBatch> recover(Controller::State& s, const LoadedState& loaded) {
     auto rec = record_from_json(Json::parse(row.record, nullptr, false), *s.tree, s.cluster);
     if (!rec.ok()) return internal_error("store: job " + std::to_string(row.id) + ": " + rec.error().message);
     JobRecord r = std::move(*rec);
+    // The pools holding its data, by today's storage config (a pool that lost a dataset no longer
+    // takes the job; a job whose data is on no pool any more waits, saying so).
+    if (auto pools = data_pools(r.spec, s.config.storage, s.cluster.pools()); pools.ok()) r.job.gang.task.pools = *pools;
+    else r.job.gang.task.pools = {PoolId(uint32_t(s.cluster.pools().size()))};
     s.next_id = std::max(s.next_id, r.id + 1);
     if (!r.idempotency_key.empty()) s.by_idempotency_key[{r.job.user, r.idempotency_key}] = r.id;
     if (placed(r.job.state)) {

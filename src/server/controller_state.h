@@ -39,6 +39,7 @@
 #include "config/text.h"
 #include "server/agent_protocol.h"
 #include "server/event_kind.h"
+#include "server/job_data.h"
 #include "server/job_record.h"
 #include "server/permissions.h"
 
@@ -373,7 +374,9 @@ struct Controller::State {
 
   // A placed job lost a task to its node (agent gone, task vanished): requeued by its restart policy
   // (resuming from its last acknowledged checkpoint) after a backoff, or failed past max_restarts.
-  void lose(JobRecord& r, const std::string& reason, WriteBatch& b);
+  // Requeues a job that lost a task (restart policy, backoff). hold_until (unix s): it restarts no
+  // sooner, so that an old attempt its silent agent may still run has been fenced (task lease).
+  void lose(JobRecord& r, const std::string& reason, WriteBatch& b, Time hold_until = -1);
 
   // GPU-hours the current attempt of a placed job has held until t.
   static double attempt_gpu_hours(const JobRecord& r, Time t) { return attempt_gpu_hours(gpu_milli(r), r.job.started, t); }
@@ -598,5 +601,9 @@ template <class T>
 Result<T> Controller::call(std::function<Result<T>(State&)> fn) {
   return answer<T>([fn = std::move(fn)](State& s, const std::shared_ptr<std::promise<Result<T>>>& reply) { reply->set_value(fn(s)); });
 }
+
+// Jobs whose tasks changed state (reported by `node`'s agent): requeued (asked to stop, stopped),
+// failed, succeeded or lost (controller_agents.cc).
+void settle_jobs(Controller::State& s, const std::set<int64_t>& touched, const std::string& node, WriteBatch& b);
 
 }  // namespace tessera::server

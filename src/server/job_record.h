@@ -31,6 +31,7 @@ struct TaskRun {
   std::string checkpoint;     // the last checkpoint path this task's agent acknowledged this attempt
   bool answered_request = false;  // that checkpoint answered the controller's request (not a periodic one)
   int64_t saves = 0;          // checkpoints its agent timed (request to .ack), as last reported
+  std::string message;        // its agent's word on why it failed (out of memory, the runtime's error)
 };
 
 struct JobRecord {
@@ -50,6 +51,10 @@ struct JobRecord {
   std::vector<std::string> last_nodes;  // node of each task in the latest attempt (kept after it ends: logs)
   int64_t checkpoint_cost_ms = -1;  // measured request-to-.ack time (smoothed); -1 = not measured yet
   std::vector<TaskRun> tasks; // per placed task of the current attempt (not stored)
+  // A task of a gang on several nodes failed: its verdict waits until this (monotonic) time, since
+  // peers fail when one of their nodes dies, and a node that goes NotReady meanwhile makes the job
+  // lost (restarted) instead of failed. Unset: no verdict pending (not stored).
+  std::optional<std::chrono::steady_clock::time_point> fail_verdict_at;
   // Measured use of the current attempt's GPUs, from agents' utilisation reports (not stored):
   // sums of utilisation% × milli-GPU × ms, and of milli-GPU × ms sampled.
   int64_t util_weighted = 0, util_sampled = 0;

@@ -179,6 +179,7 @@ int run_server(const ServerOptions& o) {
   copt.viewers_see_job_details = o.viewers_see_job_details;
   copt.heartbeat_interval_ms = o.heartbeat_interval_ms;
   copt.agent_timeout_ms = o.agent_timeout_ms;
+  copt.task_lease_ms = o.task_lease_ms;
   auto controller = Controller::start(*cfg, store->get(), copt);
   if (!controller.ok()) {
     std::cerr << "tessera server: " << controller.error().message << "\n";

@@ -30,6 +30,7 @@ struct ServerOptions {
   bool agentless = false;
   int64_t heartbeat_interval_ms = 5000;
   int64_t agent_timeout_ms = 15000;
+  int64_t task_lease_ms = 0;  // 0 = max(60 s, 4 x agent_timeout_ms) (ControllerOptions)
   // Embedding (`tessera up`): a call once the API listens (its port), and one before the server
   // stops (after SIGINT/SIGTERM).
   std::function<void(int port)> on_listening;

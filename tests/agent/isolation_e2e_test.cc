@@ -21,7 +21,7 @@ class Isolation : public ::testing::Test {
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "needs root: a non-root agent runs tasks as itself";
     server_ = std::make_unique<ServerProcess>(kCluster);
-    server_->with_agents({"--heartbeat-interval-ms", "200", "--missed-heartbeats", "8"});
+    server_->with_agents({"--heartbeat-interval-ms", "200", "--missed-heartbeats", "8", "--task-lease-ms", "6000"});
     std::string out;
     ASSERT_TRUE(server_->start(&out)) << out;
   }

@@ -76,7 +76,7 @@ TEST(SpotAgents, PeriodicSavesThenANoticeFileCheckpointsAndRequeues) {
   { std::ofstream(out + "/task.py") << kTask; }
   const std::string notice = out + "/notice";
   ServerProcess server(kSpotCluster);
-  server.with_agents({"--heartbeat-interval-ms", "200", "--missed-heartbeats", "8"});
+  server.with_agents({"--heartbeat-interval-ms", "200", "--missed-heartbeats", "8", "--task-lease-ms", "6000"});
   std::string text;
   ASSERT_TRUE(server.start(&text)) << text;
   AgentProcess owned("gpu", "fake:4xH100-80GB-SXM,nvswitch"), spot("spot", "fake:4xH100-80GB-SXM,nvswitch");

@@ -10,8 +10,10 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -455,27 +457,273 @@ TEST_F(TaskProcessTest, CgroupSupportOrAReason) {
   auto l = launch({"/bin/sleep", "10"});
   l.memory_limit_mib = 100;
   l.cpu_limit_milli = 1500;
+  l.pids_limit = 50;
   l.cgroup_name = "tessera-test-" + std::to_string(::getpid());
   auto p = TaskProcess::start(l);
   ASSERT_TRUE(p.ok()) << p.error().message;  // never fails for lack of cgroups
+  std::vector<std::string> groups;
   if (!cg.available) {
     EXPECT_FALSE(cg.reason.empty());
+    EXPECT_EQ(cg.version, 0);
     EXPECT_FALSE(p->limits_enforced());
-  } else {
+    EXPECT_FALSE(p->grouped());
+  } else if (cg.version == 2) {
     EXPECT_FALSE(cg.root.empty());
     ASSERT_TRUE(p->limits_enforced());
     fs::path group = fs::path(cg.root) / l.cgroup_name;
+    groups.push_back(group.string());
     EXPECT_EQ(slurp(group / "memory.max"), "104857600\n");
     EXPECT_EQ(slurp(group / "cpu.max"), "150000 100000\n");
+    if (cg.pids) {
+      EXPECT_EQ(slurp(group / "pids.max"), "50\n");
+    }
     EXPECT_NE(slurp(group / "cgroup.procs").find(std::to_string(p->pid())), std::string::npos);
+  } else {
+    EXPECT_EQ(cg.version, 1);
+    EXPECT_TRUE(cg.pids && cg.freezer);
+    ASSERT_TRUE(p->grouped());
+    EXPECT_EQ(p->limits_enforced(), cg.memory);
+    ASSERT_EQ(p->cgroup_dirs().size(), cg.v1_dirs.size());
+    for (const auto& [controller, own] : cg.v1_dirs) {
+      fs::path group = fs::path(own) / l.cgroup_name;
+      groups.push_back(group.string());
+      EXPECT_EQ(slurp(group / "cgroup.procs"), std::to_string(p->pid()) + "\n") << group;
+    }
+    EXPECT_EQ(slurp(fs::path(cg.v1_dirs.at("pids")) / l.cgroup_name / "pids.max"), "50\n");
+    if (cg.memory) {
+      EXPECT_EQ(slurp(fs::path(cg.v1_dirs.at("memory")) / l.cgroup_name / "memory.limit_in_bytes"), "104857600\n");
+    }
+    if (cg.cpu) {
+      fs::path cpu = fs::path(cg.v1_dirs.at("cpu")) / l.cgroup_name;
+      EXPECT_EQ(slurp(cpu / "cpu.cfs_period_us"), "100000\n");
+      EXPECT_EQ(slurp(cpu / "cpu.cfs_quota_us"), "150000\n");
+    }
   }
   p->kill_now();
   EXPECT_EQ(wait_exit(*p), 137);
-  if (cg.available) {
-    std::string group = (fs::path(cg.root) / l.cgroup_name).string();
-    { TaskProcess gone = std::move(*p); }
-    EXPECT_FALSE(fs::exists(group));  // removed once the process exited
+  EXPECT_FALSE(p->oom_killed());
+  for (const auto& g : groups) EXPECT_FALSE(fs::exists(g)) << g;  // removed once the process exited
+}
+
+// Whole-tree kill through the task's cgroup (as root, with cgroup v2 delegated or the v1 pids and
+// freezer hierarchies). Processes are found by a marker argument unique to the test process.
+class TaskProcessCgroupTest : public TaskProcessTest {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root: task cgroups are made under the agent's own cgroup";
+    cg_ = cgroup_support();
+    if (!cg_.available) GTEST_SKIP() << "no usable cgroup here: " << cg_.reason;
+    TaskProcessTest::SetUp();
+    prefix_ = "tessera-test-" + std::to_string(::getpid());
   }
+  void TearDown() override {
+    kill_cgroup_leftovers(prefix_);
+    for (const auto& base : bases()) ::rmdir((base + "/" + prefix_).c_str());  // the parent left for reuse
+    TaskProcessTest::TearDown();
+  }
+  // Own group directory of each hierarchy task groups go under.
+  std::vector<std::string> bases() const {
+    std::vector<std::string> out;
+    if (cg_.version == 2) out.push_back(cg_.root);
+    for (const auto& [c, d] : cg_.v1_dirs) out.push_back(d);
+    return out;
+  }
+  // A sleep argument no other test process uses ("300.<pid><n>").
+  std::string marker() { return "300." + std::to_string(::getpid()) + std::to_string(++markers_); }
+  TaskLaunch grouped(std::string script, const std::string& name) {
+    auto l = launch({"/bin/sh", "-c", std::move(script)});
+    l.cgroup_name = prefix_ + "/" + name;
+    return l;
+  }
+  CgroupSupport cg_;
+  std::string prefix_;
+  int markers_ = 0;
+};
+
+// Live processes (not zombies: their cmdline is empty) running exactly `sleep <marker>` (not, say,
+// `setsid sleep <marker>` before its exec).
+std::vector<pid_t> sleeping(const std::string& marker) {
+  std::vector<pid_t> out;
+  const std::string want = std::string("sleep") + '\0' + marker + '\0';
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+    if (slurp(e.path() / "cmdline") == want) out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+TEST_F(TaskProcessCgroupTest, KillNowKillsASetsidDaemon) {
+  const std::string m = marker();
+  auto p = TaskProcess::start(grouped("setsid sleep " + m + " & sleep " + m, "setsid"));
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  ASSERT_TRUE(p->grouped());
+  ASSERT_TRUE(eventually([&] { return sleeping(m).size() == 2; }));
+  bool outside = false;  // the daemon really left the task's process group
+  for (pid_t pid : sleeping(m)) outside |= ::getpgid(pid) != p->pid();
+  ASSERT_TRUE(outside);
+  p->kill_now();
+  EXPECT_TRUE(sleeping(m).empty());  // gone when kill_now returns
+  EXPECT_EQ(wait_exit(*p), 137);
+  EXPECT_TRUE(p->cgroup_dirs().empty());
+  for (const auto& base : bases()) EXPECT_FALSE(fs::exists(base + "/" + prefix_ + "/setsid"));
+  for (const auto& base : bases()) EXPECT_TRUE(fs::exists(base + "/" + prefix_));  // the parent stays
+}
+
+TEST_F(TaskProcessCgroupTest, KillNowKillsADoubleForkedDaemon) {
+  const std::string m = marker();
+  // The middle process exits at once: the daemon is reparented away from the task, in a new session.
+  auto p = TaskProcess::start(grouped("( setsid sh -c 'sleep " + m + " & sleep " + m + "' & ); sleep " + m, "double"));
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  ASSERT_TRUE(eventually([&] { return sleeping(m).size() == 3; }));
+  p->kill_now();
+  EXPECT_TRUE(sleeping(m).empty());
+  EXPECT_EQ(wait_exit(*p), 137);
+}
+
+TEST_F(TaskProcessCgroupTest, TerminateTermsDaemonsOutsideTheProcessGroupAndKillsTheRestAfterGrace) {
+  const std::string m = marker();
+  const std::string ignoring = marker();
+  // One daemon takes TERM; one ignores it (and so does the main process), so only KILL ends them.
+  auto p = TaskProcess::start(grouped("setsid sleep " + m + " & setsid sh -c \"trap '' TERM; sleep " + ignoring +
+                                          "\" & trap '' TERM; ( setsid sleep " + ignoring + " & ); sleep " + ignoring,
+                                      "terminate"));
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  ASSERT_TRUE(eventually([&] { return sleeping(m).size() == 1 && sleeping(ignoring).size() == 3; }));
+  auto t0 = std::chrono::steady_clock::now();
+  p->terminate(1);
+  EXPECT_TRUE(eventually([&] { return sleeping(m).empty(); }));  // TERM reached the setsid daemon
+  p->tick();
+  EXPECT_FALSE(p->exited());
+  EXPECT_EQ(sleeping(ignoring).size(), 3u);
+  std::optional<int> code;
+  EXPECT_TRUE(eventually([&] {
+    p->tick();
+    code = p->poll();
+    return code.has_value();
+  }, 3000ms));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 950ms);
+  EXPECT_EQ(code, 137);
+  EXPECT_TRUE(sleeping(ignoring).empty());
+}
+
+TEST_F(TaskProcessCgroupTest, ADaemonOfATaskThatExitedIsKilledAndTheGroupRemoved) {
+  const std::string m = marker();
+  const fs::path pidfile = dir_ / "daemon.pid";
+  auto p = TaskProcess::start(grouped("setsid sh -c 'echo $$ > " + pidfile.string() + "; exec sleep " + m +
+                                          "' & while [ ! -s " + pidfile.string() + " ]; do sleep 0.01; done; exit 0",
+                                      "exits"));
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  const auto dirs = p->cgroup_dirs();
+  ASSERT_FALSE(dirs.empty());
+  EXPECT_EQ(wait_exit(*p, 3000ms), 0);
+  const pid_t daemon = read_pid(pidfile);
+  ASSERT_GT(daemon, 0);
+  EXPECT_TRUE(process_gone(daemon));
+  EXPECT_TRUE(sleeping(m).empty());
+  EXPECT_FALSE(p->oom_killed());
+  for (const auto& d : dirs) EXPECT_FALSE(fs::exists(d.path)) << d.path;
+}
+
+TEST_F(TaskProcessCgroupTest, ForkingTaskIsKilledCompletely) {
+  const std::string m = marker();
+  auto l = grouped("while :; do setsid sleep " + m + " & done", "forks");
+  l.pids_limit = 400;
+  auto p = TaskProcess::start(l);
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  ASSERT_TRUE(eventually([&] { return sleeping(m).size() >= 50; }));
+  p->kill_now();
+  EXPECT_TRUE(sleeping(m).empty());
+  EXPECT_EQ(wait_exit(*p), 137);
+}
+
+TEST_F(TaskProcessCgroupTest, MemoryLimitKillsATaskThatAllocatesMore) {
+  if (!cg_.memory) GTEST_SKIP() << "no memory controller: " << cg_.reason;
+  // 200 MiB under a 32 MiB limit (python3 where there is one; else tail holding a line without end).
+  auto l = fs::exists("/usr/bin/python3")
+               ? launch({"/usr/bin/python3", "-c", "b = bytearray(200 * 1024 * 1024); print('allocated')"})
+               : launch({"/bin/sh", "-c", "head -c 200000000 /dev/zero | tail"});
+  l.cgroup_name = prefix_ + "/oom";
+  l.memory_limit_mib = 32;
+  auto p = TaskProcess::start(l);
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_TRUE(p->limits_enforced());
+  EXPECT_FALSE(p->oom_killed());  // not before it exits
+  EXPECT_EQ(wait_exit(*p, 10000ms), 137) << log();
+  EXPECT_TRUE(p->oom_killed());
+  EXPECT_EQ(log().find("allocated"), std::string::npos);
+  EXPECT_TRUE(p->cgroup_dirs().empty());
+
+  // Within the limit: no OOM verdict.
+  l.argv = {"/bin/sh", "-c", "head -c 1000000 /dev/zero | tail -c 1 > /dev/null"};
+  auto q = TaskProcess::start(l);
+  ASSERT_TRUE(q.ok()) << q.error().message;
+  EXPECT_EQ(wait_exit(*q, 5000ms), 0);
+  EXPECT_FALSE(q->oom_killed());
+}
+
+TEST_F(TaskProcessCgroupTest, LeftoversOfATaskNoLongerOwnedAreKilledAndRemoved) {
+  const std::string m = marker();
+  pid_t main_pid = -1;
+  std::vector<std::string> dirs;
+  {
+    auto p = TaskProcess::start(grouped("setsid sleep " + m + " & sleep " + m, "job-1-a1-t0"));
+    ASSERT_TRUE(p.ok()) << p.error().message;
+    ASSERT_TRUE(eventually([&] { return sleeping(m).size() == 2; }));
+    main_pid = p->pid();
+    for (const auto& d : p->cgroup_dirs()) dirs.push_back(d.path);
+    TaskProcess dropped = std::move(*p);  // as if the agent restarted: destroyed while running, never killed
+  }
+  EXPECT_EQ(sleeping(m).size(), 2u);
+  EXPECT_FALSE(process_gone(main_pid));
+  for (const auto& d : dirs) EXPECT_TRUE(fs::exists(d)) << d;
+  EXPECT_EQ(kill_cgroup_leftovers("tessera-other-prefix-" + std::to_string(::getpid())), 0);
+  EXPECT_EQ(kill_cgroup_leftovers(""), 0);
+  EXPECT_EQ(sleeping(m).size(), 2u);
+
+  EXPECT_EQ(kill_cgroup_leftovers(prefix_), 3);  // sh, its sleep and the setsid sleep
+  EXPECT_TRUE(sleeping(m).empty());
+  int st = 0;
+  EXPECT_EQ(::waitpid(main_pid, &st, 0), main_pid);  // our child: reap it
+  EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+  for (const auto& d : dirs) EXPECT_FALSE(fs::exists(d)) << d;
+  for (const auto& base : bases()) EXPECT_TRUE(fs::exists(base + "/" + prefix_));
+  EXPECT_EQ(kill_cgroup_leftovers(prefix_), 0);  // nothing left
+}
+
+TEST_F(TaskProcessCgroupTest, NoNameAndNoLimitMeansNoGroupOfItsOwn) {
+  auto plain = TaskProcess::start(launch({"/bin/sleep", "10"}));  // e.g. a `podman run` client
+  ASSERT_TRUE(plain.ok()) << plain.error().message;
+  EXPECT_FALSE(plain->grouped());
+  plain->kill_now();
+  EXPECT_EQ(wait_exit(*plain), 137);
+  auto l = launch({"/bin/sleep", "10"});
+  l.pids_limit = 100;  // a limit alone: a group with a unique name
+  auto limited = TaskProcess::start(l);
+  ASSERT_TRUE(limited.ok()) << limited.error().message;
+  ASSERT_TRUE(limited->grouped());
+  const auto dirs = limited->cgroup_dirs();
+  limited->kill_now();
+  EXPECT_EQ(wait_exit(*limited), 137);
+  for (const auto& d : dirs) EXPECT_FALSE(fs::exists(d.path)) << d.path;
+}
+
+TEST_F(TaskProcessCgroupTest, AGroupStillHoldingProcessesIsNotShared) {
+  const std::string m = marker();
+  auto a = TaskProcess::start(grouped("sleep " + m, "same"));
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  auto b = TaskProcess::start(grouped("sleep " + m, "same"));
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  ASSERT_FALSE(a->cgroup_dirs().empty());
+  ASSERT_FALSE(b->cgroup_dirs().empty());
+  EXPECT_NE(a->cgroup_dirs()[0].path, b->cgroup_dirs()[0].path);
+  ASSERT_TRUE(eventually([&] { return sleeping(m).size() == 2; }));
+  a->kill_now();
+  EXPECT_EQ(wait_exit(*a), 137);
+  EXPECT_FALSE(b->exited());  // not killed with a's group
+  EXPECT_EQ(sleeping(m).size(), 1u);
+  b->kill_now();
+  EXPECT_EQ(wait_exit(*b), 137);
 }
 
 }  // namespace

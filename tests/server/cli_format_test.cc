@@ -1,6 +1,6 @@
 // Unit tests of the CLI's pure helpers (src/cli/format.h): tables, durations and ETAs, GPU amounts
 // and class maps, the node GPU/MIG map, resources in words, server URLs, query encoding, duration
-// flags and server error messages. No server, no I/O.
+// flags, mount flags and server error messages. No server, no I/O.
 #include "cli/format.h"
 
 #include <gtest/gtest.h>
@@ -158,6 +158,24 @@ TEST(CliFormat, DurationFlags) {
     EXPECT_FALSE(r.ok()) << bad;
     if (!r.ok()) {
       EXPECT_EQ(r.error().message.rfind("--expected-runtime: ", 0), 0u) << r.error().message;
+    }
+  }
+}
+
+TEST(CliFormat, MountFlags) {
+  EXPECT_EQ(*parse_mount_flag("dataset=imagenet:/data"), json::parse(R"({"dataset": "imagenet", "path": "/data", "read_only": null})"));
+  EXPECT_EQ(*parse_mount_flag("volume=team-scratch:/scratch:rw"),
+            json::parse(R"({"volume": "team-scratch", "path": "/scratch", "read_only": false})"));
+  EXPECT_EQ(*parse_mount_flag("host=/mnt/shared/x:/x:ro"), json::parse(R"({"host_path": "/mnt/shared/x", "path": "/x", "read_only": true})"));
+  // PATH is checked by the job spec parser, not here.
+  EXPECT_EQ(*parse_mount_flag("dataset=d:data"), json::parse(R"({"dataset": "d", "path": "data", "read_only": null})"));
+  for (const char* bad : {"", "imagenet:/data", "bucket=x:/data", "dataset=imagenet", "dataset=imagenet:ro", "dataset=:/data",
+                          "dataset=imagenet:", "host_path=/a:/b", "=x:/y"}) {
+    auto r = parse_mount_flag(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) {
+      EXPECT_EQ(r.error().message.rfind("--mount '" + std::string(bad) + "': ", 0), 0u) << r.error().message;
+      EXPECT_NE(r.error().message.find("expected KIND=SOURCE:PATH[:ro|:rw]"), std::string::npos) << r.error().message;
     }
   }
 }

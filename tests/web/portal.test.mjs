@@ -255,6 +255,16 @@ try {
   await shot(lead, 'job-priority-raised');
   log('priority raised');
 
+  // A job in a container: its detail shows the image (and user).
+  const boxed = await submit({ name: 'boxed', queue: 'team-a', priority_class: 'preemptible', resources: { gpus: 1 },
+    container: { image: 'localhost/train:2026-11', user: '1000:1000' }, command: ['python3', '/app/train.py'] }, leadTok);
+  await lead.goto(base + `/#/jobs/${boxed.id}`);
+  await lead.waitForSelector('#job-container:has-text("localhost/train:2026-11")');
+  assert((await lead.textContent('#job-container')).includes('as 1000:1000'), 'the container user is shown');
+  await lead.goto(base + `/#/jobs/${jobId}`);
+  await lead.waitForSelector('#priority-select');
+  log('container shown');
+
   // ---- a member of team-b: no buttons on team-a's job, 403 when forcing -----------------------------
   const bob = await newPage();
   lastPage = bob;

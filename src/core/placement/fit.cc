@@ -10,6 +10,7 @@ const char* misfit_name(Misfit m) {
     case Misfit::kUnschedulable: return "node unschedulable";
     case Misfit::kGpuModel: return "GPU model not allowed";
     case Misfit::kPool: return "pool not allowed for this job";
+    case Misfit::kDataPool: return "the job's datasets or volumes are not on this node's pool";
     case Misfit::kNeverCpu: return "CPU capacity too small";
     case Misfit::kNeverMemory: return "memory capacity too small";
     case Misfit::kNeverGpus: return "too few (MIG-capable) GPUs";
@@ -65,6 +66,7 @@ Misfit check_fit(const Node& n, const TaskRequest& t) {
   if (!n.schedulable) return Misfit::kUnschedulable;
   if (!t.cpu_only() && (n.gpus.empty() || !model_allowed(n.gpu_model(), t))) return Misfit::kGpuModel;
   if (!(t.pool_kinds & pool_kind_bit(n.pool_kind))) return Misfit::kPool;
+  if (!t.data_pool_allowed(n.pool)) return Misfit::kDataPool;
   if (n.cpu_capacity < t.cpu) return Misfit::kNeverCpu;
   if (n.memory_capacity < t.memory) return Misfit::kNeverMemory;
   if (t.mig()) {

@@ -20,6 +20,7 @@ enum class Misfit : uint8_t {
   kUnschedulable,
   kGpuModel,      // node's GPU model not allowed (or node has no GPUs for a GPU task)
   kPool,          // node's pool kind not allowed for the task (TaskRequest::pool_kinds)
+  kDataPool,      // node's pool lacks the job's datasets or volumes (TaskRequest::pools)
   kNeverCpu,      // node's CPU capacity is below the request (even when empty)
   kNeverMemory,
   kNeverGpus,     // node has too few GPUs / no MIG-capable GPU / GPU memory too small, even when empty
@@ -27,10 +28,11 @@ enum class Misfit : uint8_t {
   kMemory,
   kGpus,          // short of free GPUs / shares / MIG slots now
 };
-inline constexpr int kMisfitKinds = 10;
+inline constexpr int kMisfitKinds = 11;
 const char* misfit_name(Misfit m);
 inline bool misfit_is_permanent(Misfit m) {
-  return m == Misfit::kUnschedulable || m == Misfit::kGpuModel || m == Misfit::kPool || m == Misfit::kNeverCpu ||
+  return m == Misfit::kUnschedulable || m == Misfit::kGpuModel || m == Misfit::kPool || m == Misfit::kDataPool ||
+         m == Misfit::kNeverCpu ||
          m == Misfit::kNeverMemory || m == Misfit::kNeverGpus;
 }
 

@@ -140,6 +140,7 @@ inline std::string shape_key(const Gang& g) {
   for (const TaskSize& z : g.sizes)
     k += "/t" + std::to_string(z.gpu_count) + "," + std::to_string(z.cpu.v) + "," + std::to_string(z.memory.v);
   k += "/p" + std::to_string(int(t.pool_kinds)) + (t.prefer_spot ? "s" : "") + (t.mix_models ? "x" : "");
+  for (PoolId p : t.pools) k += "/d" + std::to_string(p.value);
   return k;
 }
 // How long a job started now holds its GPUs: its assumed runtime, plus its restart cost when it

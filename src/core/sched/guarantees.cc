@@ -20,7 +20,7 @@ namespace tessera::sched {
 
 bool could_host(const CycleState& cs, const Node& n, const TaskRequest& t) {
   if (!n.schedulable || n.gpus.empty() || n.cpu_capacity < t.cpu || n.memory_capacity < t.memory) return false;
-  if (!(t.pool_kinds & pool_kind_bit(n.pool_kind))) return false;
+  if (!t.pool_kind_allowed(n.pool_kind) || !t.data_pool_allowed(n.pool)) return false;
   const GpuModel* m = n.gpu_model();
   return m && (t.gpu_models.empty() || std::any_of(t.gpu_models.begin(), t.gpu_models.end(), [&](const std::string& x) {
                  auto f = cs.work.catalog().find(x);
@@ -63,7 +63,9 @@ bool fits_free_scan(const CycleState& cs, const Gang& g) {
     if (g.total_gpu_milli() == 0) return true;
     for (const Node& n : cs.work.nodes()) {
       const int64_t leaving = n.id.value < cs.leaving_milli.size() ? cs.leaving_milli[n.id.value] : 0;
-      if (!n.schedulable || !model_allowed(n.gpu_model(), t) || (t.pool_kinds & pool_kind_bit(n.pool_kind)) == 0) continue;
+      if (!n.schedulable || !model_allowed(n.gpu_model(), t) || !t.pool_kind_allowed(n.pool_kind) ||
+          !t.data_pool_allowed(n.pool))
+        continue;
       if ((room(n) += n.free_gpu_milli + leaving) >= g.total_gpu_milli()) return true;
     }
     return false;

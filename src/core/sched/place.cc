@@ -153,7 +153,8 @@ void start_moved(CycleState& cs) {
     bool usable = true;
     for (const TaskPlacement& p : tasks)
       usable = usable && p.node.value < cs.work.nodes().size() && cs.work.node(p.node).schedulable &&
-               (e.job->gang.task.pool_kinds & pool_kind_bit(cs.work.node(p.node).pool_kind));
+               e.job->gang.task.pool_kind_allowed(cs.work.node(p.node).pool_kind) &&
+               e.job->gang.task.data_pool_allowed(cs.work.node(p.node).pool);
     if (!usable) continue;
     if (!cs.work.apply_all(tasks).ok()) {
       // Its GPUs are still held by jobs leaving (a borrower reclaimed for it saves longer than it

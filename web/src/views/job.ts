@@ -89,6 +89,16 @@ export function jobView(id: number): View {
       ['Command', Array.isArray(j.spec?.command) ? h('code', {}, (j.spec.command as string[]).join(' '))
         : h('span', { class: 'muted', id: 'job-detail-hidden' }, j.detail_hidden ?? '—')],
     ];
+    // Jobs in containers: the image, and each mount (docs/containers.md).
+    const c = j.spec?.container as { image: string; user: string; network: string } | null | undefined;
+    if (c) dl.push(['Container', h('span', { id: 'job-container' }, h('code', {}, c.image), c.user ? ` as ${c.user}` : '',
+      c.network && c.network !== 'host' ? `, network ${c.network}` : '')]);
+    const mounts = (j.spec?.mounts ?? []) as Record<string, unknown>[];
+    if (mounts.length > 0) dl.push(['Mounts', h('ul', { id: 'job-mounts', class: 'plain' }, mounts.map((m) => {
+      const kind = 'dataset' in m ? 'dataset' : 'volume' in m ? 'volume' : 'host_path';
+      const ro = typeof m.read_only === 'boolean' ? m.read_only : kind === 'dataset';
+      return h('li', {}, `${kind} `, h('code', {}, String(m[kind])), ' at ', h('code', {}, String(m.path)), ro ? ' (read-only)' : '');
+    }))]);
     replace(summary, dl.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
     renderActions(j);
     replace(placement, j.placement.length === 0 ? h('tr', {}, h('td', { colspan: 5, class: 'muted' }, 'Not placed.')) :
