@@ -9,7 +9,7 @@ BIN=${1:-build/bin/tessera}
 N=${2:-10}
 D=$(mktemp -d /tmp/tessera-overhead.XXXXXX)
 chmod 711 "$D"
-trap 'kill $(jobs -p) 2>/dev/null; podman rm -af -t0 >/dev/null 2>&1 || true; rm -rf "$D"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null; podman rm -af -t0 >/dev/null 2>&1 || true; [ -n "${KEEP:-}" ] || rm -rf "$D"' EXIT
 cat > "$D/containers.conf" <<CONF
 [engine]
 runtime = "runc"
@@ -37,7 +37,7 @@ PORT=$((20000 + RANDOM % 20000))
 "$BIN" server --config "$D/cluster.yaml" --data "$D/data" --listen 127.0.0.1:$PORT --heartbeat-interval-ms 200 > "$D/server.log" 2>&1 &
 for _ in $(seq 50); do [ -s "$D/data/admin.token" ] && break; sleep 0.2; done
 TOKEN=$(cat "$D/data/admin.token")
-"$BIN" agent --server http://127.0.0.1:$PORT --token "$TOKEN" --node n-0 --gpus fake:8xH100-80GB-SXM --state-dir "$D/state" \
+"$BIN" agent --server http://127.0.0.1:$PORT --token "$TOKEN" --node n --gpus fake:8xH100-80GB-SXM --state-dir "$D/state" \
   --heartbeat-interval-ms 200 --pull never > "$D/agent.log" 2>&1 &
 sleep 2
 submit() {  # $1: container JSON or null
@@ -54,7 +54,7 @@ measure() {  # $1: label, $2: container JSON, $3: mounts
       [ "$s" = succeeded ] && break; sleep 0.1
     done
     first=$(curl -s -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$PORT/api/v1/jobs/$id/logs?task=0" | head -1)
-    line=$(grep "event=task_started node=n-0 job=$id " "$D/agent.log")
+    line=$(grep "event=task_started node=n job=$id " "$D/agent.log")
     at=$(date -d "$(echo "$line" | cut -d' ' -f1)" +%s%3N)
     sms=$(echo "$line" | sed 's/.*start_ms=\([0-9]*\).*/\1/')
     out+=($(( first / 1000000 - (at - sms) )))
