@@ -85,7 +85,7 @@ void Agent::Impl::try_start(LocalTask& t) {
   const Json& a = t.assignment;
   const int world = a.value("tasks", 1);
   int port = a.value("master_port", 0);
-  if (world > 1 && port == 0) {
+  if (port == 0) {  // every job gets the whole torchrun contract, a single task too
     if (t.task == 0) {
       if (t.master_port == 0) t.master_port = free_port(opt.address);
       port = t.master_port;

@@ -337,7 +337,7 @@ void register_submit(CLI::App& app) {
 // ---- jobs ----
 
 const std::vector<std::string>& job_states() {
-  static const std::vector<std::string> k = {"pending", "running", "checkpointing", "succeeded", "failed", "cancelled"};
+  static const std::vector<std::string> k = {"pending", "running", "checkpointing", "succeeded", "failed", "cancelled", "timeout"};
   return k;
 }
 
@@ -473,7 +473,9 @@ void run_show(const ShowArgs& a) {
   };
   std::cout << "Job " << json_text(j, "id") << "  " << json_text(j, "name") << "\n";
   line("State:", json_text(j, "state") +
-                     (j.contains("exit_code") && !j["exit_code"].is_null() ? " (exit code " + json_text(j, "exit_code") + ")" : ""));
+                     (j.contains("exit_code") && !j["exit_code"].is_null()
+                          ? " (exit code " + json_text(j, "exit_code") + ", ExitCode " + json_text(j, "exit") + " as code:signal)"
+                          : ""));
   line("User:", json_text(j, "user"));
   line("Queue:", json_text(j, "queue") + "   project: " + json_text(j, "project"));
   line("Class:", json_text(j, "priority_class") + "   kind: " + json_text(spec, "kind"));
@@ -716,7 +718,11 @@ void run_nodes(const ConnArgs& c) {
     std::string agent = json_text(n, "agent", "-");
     if (agent.rfind("none", 0) == 0) agent = "none";
     if (json_text(n, "gpu_source", "") == "fake") agent += " (fake)";
-    t.rows.push_back({json_text(n, "name"), json_text(n, "state"), agent, json_text(n, "gpu_model"),
+    // "ready" only for a node that takes work: one waiting for its agent says so.
+    std::string state = json_text(n, "state");
+    if (state == "ready" && n.value("takes_work", true) == false)
+      state = json_text(n, "agent") == "unknown" ? "no-agent" : "not-ready";
+    t.rows.push_back({json_text(n, "name"), state, agent, json_text(n, "gpu_model"),
                       format_gpus(used_milli) + "/" + std::to_string(count), util, pair("cpu_milli_used", "cpu_milli", format_cores),
                       pair("memory_mib_used", "memory_mib", format_mib), json_text(n, "reason", "")});
     maps.push_back(render_gpu_map(n.value("gpus", json::array())));
@@ -1036,7 +1042,7 @@ void run_logs(const LogsArgs& a) {
     }
     attempt = now_attempt;
     const std::string state = job->body.value("state", "");
-    const bool ended = state == "succeeded" || state == "failed" || state == "cancelled";
+    const bool ended = state == "succeeded" || state == "failed" || state == "cancelled" || state == "timeout";
     int64_t got = 0;
     Status st = api->download("/api/v1/jobs/" + std::to_string(id) + "/logs?task=" + std::to_string(a.task) +
                                   "&offset=" + std::to_string(offset),

@@ -142,6 +142,15 @@ std::pair<std::string, std::string> Controller::State::mig_meta(GpuRef g) const 
   return {"mig/" + n.name + "/" + std::to_string(g.index), Json{{"enabled", gpu.mig_enabled}, {"layout", layout}}.dump()};
 }
 
+namespace {
+// A time limit for people: "2h", "90m", "45s".
+std::string limit_text(int64_t s) {
+  if (s % 3600 == 0) return std::to_string(s / 3600) + "h";
+  if (s % 60 == 0) return std::to_string(s / 60) + "m";
+  return std::to_string(s) + "s";
+}
+}  // namespace
+
 void Controller::State::check_agents(WriteBatch& b, Clock::time_point wall) {
   const auto timeout = std::chrono::milliseconds(opt.agent_timeout_ms);
   for (size_t i = 0; i < node_admin.size(); ++i) {
@@ -202,7 +211,9 @@ void Controller::State::tick() {
       requeue(r, EventKind::kPreempted, "checkpoint not acknowledged by its deadline: stopped", b, false);
     } else if (placed(r.job.state) && r.job.max_runtime > 0 && r.job.started >= 0 &&
                t >= r.job.started + r.job.max_runtime) {
-      finish(r, JobState::kFailed, "timed out: ran for its max_runtime of " + std::to_string(r.job.max_runtime) + " s",
+      finish(r, JobState::kTimeout,
+             "timed out: stopped at its time limit of " + limit_text(r.job.max_runtime) + " (max_runtime " +
+                 std::to_string(r.job.max_runtime) + " s)",
              b, "scheduler", EventKind::kTimedOut);
     }
   }

@@ -66,7 +66,21 @@ Result<Json> Controller::submit(const Principal& who, config::JobSpec spec, cons
         if (s.never_fits_cache.size() >= State::kMaxNeverFitsCache) s.never_fits_cache.clear();
         PlacementEngine engine(*s.fit_policy, EngineOptions{});
         const PlacementResult pr = engine.place(s.empty_cluster, gang);
-        cached = s.never_fits_cache.emplace(shape, pr.outcome == Outcome::kPlaced ? "" : pr.reason).first;
+        std::string why = pr.outcome == Outcome::kPlaced ? "" : pr.reason;
+        // More whole GPUs per task than any node has: name the largest node and the split that fits.
+        if (!why.empty() && !gang.varied() && gang.task.whole_gpus() && gang.task.mig_profile.empty()) {
+          const Node* largest = nullptr;
+          for (const Node& n : s.empty_cluster.nodes())
+            if (!largest || n.gpus.size() > largest->gpus.size()) largest = &n;
+          const int most = largest ? int(largest->gpus.size()) : 0;
+          if (largest && most > 0 && gang.task.gpu_count > most) {
+            const int64_t total = int64_t(gang.tasks) * gang.task.gpu_count;
+            why = "asks " + std::to_string(gang.task.gpu_count) + " GPUs per task; the largest node has " + std::to_string(most) +
+                  " " + (largest->gpu_model() ? largest->gpu_model()->name : std::string("GPUs")) +
+                  (total % most == 0 ? " — use tasks: " + std::to_string(total / most) + ", gpus: " + std::to_string(most) : std::string());
+          }
+        }
+        cached = s.never_fits_cache.emplace(shape, why).first;
       }
       if (!cached->second.empty()) {
         reply->set_value(invalid_argument("resources: this request can never fit the cluster: " + cached->second));
@@ -130,7 +144,7 @@ Result<Json> Controller::list_jobs(const Principal& who, const JobFilter& f) {
     for (const std::string& st : f.states) {
       bool ok = false;
       for (JobState js : {JobState::kPending, JobState::kRunning, JobState::kCheckpointing, JobState::kSucceeded,
-                          JobState::kFailed, JobState::kCancelled})
+                          JobState::kFailed, JobState::kCancelled, JobState::kTimeout})
         if (st == job_state_name(js)) ok = want_state[size_t(js)] = true;
       if (!ok)
         return invalid_argument("state: unknown \"" + st + "\"; expected pending, running, checkpointing, succeeded, failed, cancelled");

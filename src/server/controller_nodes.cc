@@ -61,8 +61,16 @@ Json node_json(const Controller::State& s, NodeId id) {
     const auto& spec_path = s.config.nodes[id.value].path;
     if (l < spec_path.size()) path.push_back(spec_path[l]);
   }
+  // A node whose agent never registered (or went silent) takes no work although an admin left it
+  // ready: say so, and why.
+  const bool agent_ok = !s.opt.agents_required || na.agent_ready;
+  std::string reason = na.reason;
+  if (!agent_ok && reason.empty())
+    reason = na.registered ? "its agent stopped reporting; it takes no work until the agent is back"
+                           : "waits for its agent to register (tessera agent --node " + n.name + "); it takes no work until then";
   return Json{{"name", n.name}, {"path", path}, {"gpu_model", n.gpu_model() ? n.gpu_model()->name : ""},
-              {"state", node_admin_state_name(na.state)}, {"reason", na.reason}, {"cpu_milli", n.cpu_capacity.v}, {"memory_mib", n.memory_capacity.v},
+              {"state", node_admin_state_name(na.state)}, {"reason", reason},
+              {"takes_work", agent_ok && na.state == NodeAdminState::kReady}, {"cpu_milli", n.cpu_capacity.v}, {"memory_mib", n.memory_capacity.v},
               {"cpu_milli_used", n.cpu_used.v}, {"memory_mib_used", n.memory_used.v},
               {"agent_last_seen", na.last_seen >= 0 ? Json(na.last_seen) : Json(nullptr)},
               {"agent", s.opt.agents_required ? Json(na.agent_ready ? "ready" : na.registered ? "not-ready" : "unknown")

@@ -21,7 +21,7 @@ Json nullable(int64_t v) { return v >= 0 ? Json(v) : Json(nullptr); }
 
 Result<JobState> state_from(const std::string& s) {
   for (JobState js : {JobState::kPending, JobState::kRunning, JobState::kCheckpointing, JobState::kSucceeded,
-                      JobState::kFailed, JobState::kCancelled})
+                      JobState::kFailed, JobState::kCancelled, JobState::kTimeout})
     if (s == job_state_name(js)) return js;
   return invalid_argument("state: unknown \"" + s + "\"");
 }
@@ -199,6 +199,11 @@ Json record_to_api(const JobRecord& r, const ClusterState& cluster, const Pendin
   j["spot_interruptions"] = r.job.spot_interruptions;
   j["checkpoint_cost_ms"] = r.checkpoint_cost_ms >= 0 ? Json(r.checkpoint_cost_ms) : Json(nullptr);
   j["exit_code"] = r.job.state == JobState::kSucceeded || r.job.state == JobState::kFailed ? Json(r.exit_code) : Json(nullptr);
+  // As Slurm's ExitCode: "code:signal" (a task killed by signal N exits 128 + N by convention).
+  if (j["exit_code"].is_number())
+    j["exit"] = r.exit_code > 128 && r.exit_code < 128 + 65 ? "0:" + std::to_string(r.exit_code - 128) : std::to_string(r.exit_code) + ":0";
+  else
+    j["exit"] = nullptr;
   if (pending)
     j["pending"] = Json{{"reason", pending->reason}, {"category", wait_category_name(pending->category)},
                         {"queue_position", pending->queue_position},

@@ -134,6 +134,45 @@ TEST(Agents, RegisterChecksTheInventoryAgainstTheConfig) {
   EXPECT_EQ(c.job(id).value("state", ""), "pending");
 }
 
+// One task, one GPU: the whole torchrun contract too (issue 22: examples/ddp with tasks: 1 had no
+// MASTER_PORT).
+TEST(Agents, SingleTaskJobGetsTheWholeTorchrunContract) {
+  Cluster c(1);
+  ASSERT_TRUE(c.all_ready(1)) << c.agent_output();
+  const std::string out = task_writable_dir("tessera-env1");
+  const int64_t id = c.submit(Json{{"name", "one"}, {"queue", "default"}, {"resources", {{"gpus", 1}}},
+                                   {"command", {"/bin/sh", "-c", "env | sort > " + out + "/env"}}});
+  ASSERT_TRUE(c.wait_state(id, "succeeded", 30)) << c.job(id).dump(2) << c.agent_output();
+  auto env = read_env_file(out + "/env");
+  for (const char* k : {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK"})
+    EXPECT_TRUE(env.count(k)) << k;
+  EXPECT_GT(std::atoi(env["MASTER_PORT"].c_str()), 0);
+  EXPECT_EQ(env["WORLD_SIZE"], "1");
+  EXPECT_EQ(env["RANK"], "0");
+  std::filesystem::remove_all(out);
+}
+
+// A node whose agent never registered takes no work: `tessera nodes` does not call it ready.
+TEST(Agents, NodesWithoutAnAgentAreNotShownReady) {
+  Cluster c(1);
+  ASSERT_TRUE(c.all_ready(1)) << c.agent_output();
+  const std::string out = task_writable_dir("tessera-nodes");
+  const std::string cmd = std::string(TESSERA_BINARY) + " nodes --server http://127.0.0.1:" + std::to_string(c.server.port()) +
+                          " --token " + c.server.admin_token() + " > " + out + "/nodes.txt 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << read_file(out + "/nodes.txt");
+  const std::string text = read_file(out + "/nodes.txt");
+  std::string line0, line1;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) {
+    if (l.rfind("gpu-0 ", 0) == 0) line0 = l;
+    if (l.rfind("gpu-1 ", 0) == 0) line1 = l;
+  }
+  EXPECT_NE(line0.find(" ready "), std::string::npos) << text;
+  EXPECT_NE(line1.find("no-agent"), std::string::npos) << text;
+  EXPECT_NE(line1.find("waits for its agent"), std::string::npos) << text;
+  std::filesystem::remove_all(out);
+}
+
 TEST(Agents, GangGetsTheTorchrunEnvironmentAndLogs) {
   Cluster c(3);
   ASSERT_TRUE(c.all_ready(3)) << c.agent_output();

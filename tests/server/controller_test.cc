@@ -61,6 +61,38 @@ TEST(ControllerTest, FairShareUsageSurvivesARestart) {
 }
 
 
+// A job stopped at its time limit ends `timeout` (as Slurm's TIMEOUT), not failed, and says the limit.
+class TimeLimit : public testing::AgentlessController {
+ protected:
+  void SetUp() override { start(TESSERA_SOURCE_DIR "/tests/server/data/defrag_cluster.yaml"); }
+};
+
+TEST_F(TimeLimit, AJobPastItsTimeLimitEndsTimeoutWithTheLimitInItsReason) {
+  const int64_t id = submit_json(R"({"name": "long", "queue": "team-a", "resources": {"gpus": 1}, "max_runtime": "2h",
+      "command": ["x"]})");
+  ASSERT_TRUE(testing::eventually([&] { return job(id)["state"] == "running"; }, 5)) << job(id).dump();
+  now += 7199;
+  ctl->wait_for_cycle();
+  EXPECT_EQ(job(id)["state"], "running");  // not a second early
+  now += 1;
+  // The state, and the timed_out event once it is stored.
+  auto timed_out = [&] {
+    const Json k = job(id);
+    bool event = false;
+    for (const Json& e : k["events"]) event = event || e["kind"] == "timed_out";
+    return k["state"] == "timeout" && event;
+  };
+  EXPECT_TRUE(testing::eventually(timed_out, 5)) << job(id).dump(2);
+  const Json j = job(id);
+  EXPECT_NE(j["reason"].get<std::string>().find("time limit of 2h"), std::string::npos) << j.dump(2);
+  // The state filter knows it.
+  JobFilter f;
+  f.states = {"timeout"};
+  auto list = ctl->list_jobs(admin, f);
+  ASSERT_TRUE(list.ok()) << list.error().message;
+  EXPECT_EQ((*list)["jobs"].size(), 1u);
+}
+
 // A defragmenting move through the controller (docs/scheduling.md): the moved job is asked to
 // checkpoint with the move's reason, restarts on the GPUs held for it, and the gang gets its node.
 class DefragController : public testing::AgentlessController {
@@ -127,6 +159,21 @@ TEST_F(DefragController, TasksThatDifferArePlacedEachWithItsOwnRequest) {
   auto r = ctl->submit(admin, *spec, "", nullptr);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("can never fit the cluster: task 1 (6 GPUs"), std::string::npos) << r.error().message;
+  // Uniform tasks larger than any node: the answer names the largest node and a split that fits
+  // (issue 22), not MIG.
+  int most = 0;
+  const Json view = ctl->nodes(admin).value();
+  for (const Json& n : view["nodes"]) most = std::max<int>(most, int(n["gpus"].size()));
+  ASSERT_GT(most, 0);
+  auto wide = config::parse_job_spec_json(R"({"name": "wide", "queue": "team-a", "command": ["x"], "tasks": 1,
+      "resources": {"gpus": )" + std::to_string(2 * most) + "}}");
+  ASSERT_TRUE(wide.ok()) << wide.error().message;
+  r = ctl->submit(admin, *wide, "", nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("asks " + std::to_string(2 * most) + " GPUs per task; the largest node has " + std::to_string(most)),
+            std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("use tasks: 2, gpus: " + std::to_string(most)), std::string::npos) << r.error().message;
+  EXPECT_EQ(r.error().message.find("MIG"), std::string::npos) << r.error().message;
 }
 
 }  // namespace

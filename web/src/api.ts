@@ -77,7 +77,7 @@ export interface Placement {
 export interface JobEvent { seq: number; time: number; kind: string; actor: string; detail: unknown }
 export interface JobDetail extends JobSummary {
   spec: Record<string, unknown>; placement: Placement[]; events: JobEvent[]; attempt: number;
-  preemptions: number; restarts: number; exit_code: number | null;
+  preemptions: number; restarts: number; exit_code: number | null; exit?: string | null;
   detail_hidden?: string;  // why the command, env and logs are not shown to this token
   pending: { reason: string; queue_position: number; overall_position: number; estimated_start: number | null; reserved: boolean } | null;
 }

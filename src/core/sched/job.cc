@@ -22,6 +22,7 @@ const char* job_state_name(JobState s) {
     case JobState::kSucceeded: return "succeeded";
     case JobState::kFailed: return "failed";
     case JobState::kCancelled: return "cancelled";
+    case JobState::kTimeout: return "timeout";
   }
   return "unknown";
 }

@@ -39,7 +39,8 @@ struct CheckpointInfo {
   Duration grace = 300;         // how long the scheduler waits for the ack before evicting
 };
 
-enum class JobState : uint8_t { kPending, kRunning, kCheckpointing, kSucceeded, kFailed, kCancelled };
+// kTimeout: stopped by the controller at its time limit (max_runtime), as Slurm's TIMEOUT.
+enum class JobState : uint8_t { kPending, kRunning, kCheckpointing, kSucceeded, kFailed, kCancelled, kTimeout };
 const char* job_state_name(JobState s);
 
 struct Job {

@@ -85,7 +85,7 @@ export function jobView(id: number): View {
       ['Reason', j.reason || '—'], ['Estimated start', j.pending ? `${relTime(j.pending.estimated_start)} (${absTime(j.pending.estimated_start)})` : '—'],
       ['Submitted', absTime(j.submitted)], ['Started', absTime(j.started)], ['Finished', absTime(j.finished)],
       ['Attempt / restarts / preemptions', `${j.attempt} / ${j.restarts} / ${j.preemptions}`],
-      ['Exit code', j.exit_code === null ? '—' : String(j.exit_code)],
+      ['Exit code', j.exit_code === null ? '—' : `${j.exit_code} (ExitCode ${j.exit ?? '?'}, code:signal)`],
       ['Command', Array.isArray(j.spec?.command) ? h('code', {}, (j.spec.command as string[]).join(' '))
         : h('span', { class: 'muted', id: 'job-detail-hidden' }, j.detail_hidden ?? '—')],
     ];

@@ -7,7 +7,7 @@ import { canModify, session } from '../session';
 import type { View } from '../view';
 
 const filters = { queue: '', user: '', state: 'active' };
-const STATES = ['active', 'pending', 'running', 'checkpointing', 'succeeded', 'failed', 'cancelled', 'all'];
+const STATES = ['active', 'pending', 'running', 'checkpointing', 'succeeded', 'failed', 'cancelled', 'timeout', 'all'];
 
 export function queueView(): View {
   const queueSel = h('select', { id: 'f-queue' }, h('option', { value: '' }, 'all queues'),
