@@ -139,7 +139,7 @@ Result<Json> Controller::submit(const Principal& who, config::JobSpec spec, cons
 Result<Json> Controller::list_jobs(const Principal& who, const JobFilter& f) {
   return call<Json>([who, f](State& s) -> Result<Json> {
     if (Status st = s.may_read(who); !st.ok()) return st.error();
-    std::array<bool, 6> want_state{};
+    std::array<bool, kJobStates> want_state{};
     want_state.fill(f.states.empty());
     for (const std::string& st : f.states) {
       bool ok = false;
@@ -147,7 +147,7 @@ Result<Json> Controller::list_jobs(const Principal& who, const JobFilter& f) {
                           JobState::kFailed, JobState::kCancelled, JobState::kTimeout})
         if (st == job_state_name(js)) ok = want_state[size_t(js)] = true;
       if (!ok)
-        return invalid_argument("state: unknown \"" + st + "\"; expected pending, running, checkpointing, succeeded, failed, cancelled");
+        return invalid_argument("state: unknown \"" + st + "\"; expected pending, running, checkpointing, succeeded, failed, cancelled, timeout");
     }
     std::vector<char> in_queue;  // by queue id: inside the filter's subtree
     if (!f.queue.empty()) {

@@ -14,6 +14,8 @@ std::vector<PriorityClass> priority_classes_default() {
   };
 }
 
+static_assert(size_t(JobState::kTimeout) + 1 == kJobStates, "kJobStates counts every JobState");
+
 const char* job_state_name(JobState s) {
   switch (s) {
     case JobState::kPending: return "pending";

@@ -3,6 +3,7 @@
 // Value types; the controller (later) owns the authoritative copies.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -41,6 +42,7 @@ struct CheckpointInfo {
 
 // kTimeout: stopped by the controller at its time limit (max_runtime), as Slurm's TIMEOUT.
 enum class JobState : uint8_t { kPending, kRunning, kCheckpointing, kSucceeded, kFailed, kCancelled, kTimeout };
+inline constexpr size_t kJobStates = 7;  // arrays indexed by JobState
 const char* job_state_name(JobState s);
 
 struct Job {
