@@ -38,7 +38,6 @@ std::string str_field(const nlohmann::json& a, const char* key);
 // Kills what the agent `agent_id` (with this state directory) started and may have left: task
 // processes by pid file, every process in its task cgroups, its containers (by label), and removes
 // its containers' env files. Returns how many it killed. Used at start and by the watchdog.
-class PodmanRuntime;
 int kill_leftovers(const std::string& node, const std::string& state_dir, const std::string& agent_id,
                    const PodmanRuntime* podman);
 

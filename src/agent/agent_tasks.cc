@@ -434,10 +434,6 @@ bool Agent::Impl::fence_if_lease_expired() {
     t.stop_asked = true;
     t.proc->kill_now();
   }
-  if (!any) {
-    // Nothing to fence; tasks started later are fenced from then on.
-    last_ok_beat = Clock::now() - std::chrono::milliseconds(lease_ms);
-  }
   return any;
 }
 
