@@ -154,6 +154,7 @@ Json Agent::Impl::heartbeat_body() {
     }
   }
   Json body{{"node", opt.node}, {"tasks", ts}, {"gpus", stats}, {"mig", mig}};
+  if (leaving) body["leaving"] = true;
   if (Json n = interruption_notice(); !n.is_null()) body["interruption_notice"] = n;
   return body;
 }
@@ -186,22 +187,24 @@ Json Agent::Impl::interruption_notice() {
   return n;
 }
 
-void Agent::Impl::heartbeat() {
+bool Agent::Impl::heartbeat() {
   const auto sent = Clock::now();
   auto r = post("/api/v1/agent/heartbeat", heartbeat_body());
-  if (!r) return log_error(httplib::to_string(r.error()));
+  if (!r) return log_error(httplib::to_string(r.error())), false;
   if (r->status == 409 && r->body.find("not_registered") != std::string::npos) {
     spdlog::info("event=reregister node={} reason=\"the controller does not know this agent (it restarted)\"", opt.node);
     registered = false;
-    return;
+    return false;
   }
-  if (r->status != 200) return log_error("heartbeat: HTTP " + std::to_string(r->status) + ": " + error_message(*r));
+  if (r->status != 200) return log_error("heartbeat: HTTP " + std::to_string(r->status) + ": " + error_message(*r)), false;
   Json ans = Json::parse(r->body, nullptr, false);
-  if (!ans.is_object()) return log_error("heartbeat: the answer is not JSON");
+  if (!ans.is_object()) return log_error("heartbeat: the answer is not JSON"), false;
   if (opt.heartbeat_interval_ms <= 0) interval_ms = ans.value("heartbeat_interval_ms", interval_ms);
   lease_ms = ans.value("task_lease_ms", lease_ms);
   last_ok_beat = sent;
+  last_answer_empty = ans.value("run", Json::array()).empty();
   converge(ans);
+  return true;
 }
 
 void Agent::Impl::converge(const Json& ans) {
@@ -221,9 +224,24 @@ void Agent::Impl::converge(const Json& ans) {
       // The rendezvous port may have arrived since.
       if (it->second.state == "starting") it->second.assignment = a;
     }
+    // A user's signal (cancel --signal): each seq once; those sent before this agent knew the task are past.
+    const int64_t seq = a.value("signal_seq", int64_t(0));
+    LocalTask& lt = it->second;
+    if (lt.signal_done < 0 || seq < lt.signal_done) lt.signal_done = seq;
+    if (seq > lt.signal_done && lt.proc && !lt.terminal()) {
+      auto sig = signal_number(a.value("signal", ""));
+      if (sig.ok()) {
+        lt.proc->signal(*sig);
+        spdlog::info("event=task_signalled node={} job={} task={} signal={}", opt.node, lt.job, lt.task, a.value("signal", ""));
+      }
+      lt.signal_done = seq;
+    }
     it->second.save_every_s = std::max<int64_t>(0, a.value("checkpoint_every_s", int64_t(0)));
     it->second.save_anchor = a.value("checkpoint_anchor", int64_t(0));
-    if (it->second.state == "starting") try_start(it->second);
+    if (it->second.state == "starting") {
+      if (leaving) stop_task(it->second, "the agent is leaving (a planned stop)");  // nothing new starts now
+      else try_start(it->second);
+    }
   }
   // Stops the controller asks for (checkpoint first, or now).
   std::map<TaskKey, Json> stops;
@@ -417,9 +435,44 @@ void Agent::run() {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (m.opt.stop_tasks_on_exit) {
-    m.stop_all_tasks();
+    m.leave();
+    m.stop_all_tasks();               // whatever the controller did not settle in time
     if (m.registered) m.heartbeat();  // report the stops
   }
+}
+
+void Agent::Impl::leave() {
+  if (!registered) return;
+  leaving = true;
+  // Checkpoints get their grace (the longest of the node's tasks), then a margin for the reports.
+  int64_t grace = opt.stop_grace_s;
+  for (const auto& [key, t] : tasks)
+    if (!t.terminal()) grace = std::max<int64_t>(grace, t.assignment.value("checkpoint", Json::object()).value("grace", int64_t(0)));
+  const auto until = Clock::now() + std::chrono::seconds(grace + 5);
+  spdlog::info("event=agent_leaving node={} tasks={} deadline_s={} (a planned stop: the controller checkpoints and requeues "
+               "this node's jobs)", opt.node, tasks.size(), grace + 5);
+  auto next = Clock::now();
+  int unanswered = 0;
+  while (Clock::now() < until) {
+    poll_tasks();
+    if (Clock::now() >= next) {
+      next = Clock::now() + std::chrono::milliseconds(200);
+      if (!heartbeat()) {
+        if (++unanswered < 5) continue;  // a busy controller gets a second or so
+        spdlog::warn("event=agent_leaving_unanswered node={} (stopping the tasks here)", opt.node);
+        return;
+      }
+      unanswered = 0;
+      bool left = false;
+      for (const auto& [key, t] : tasks) left = left || !t.terminal();
+      if (!left && last_answer_empty) {
+        spdlog::info("event=agent_left node={} (its jobs are requeued)", opt.node);
+        return;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  spdlog::warn("event=agent_leaving_timeout node={} (stopping the tasks here)", opt.node);
 }
 
 }  // namespace tessera::agent

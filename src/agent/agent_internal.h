@@ -71,6 +71,7 @@ struct LocalTask {
   bool save_pending = false;
   AckStamp save_stamp;
   int64_t saves = 0, cost_ms = -1;
+  int64_t signal_done = -1;  // the controller's signal_seq this task has had (-1: not seen yet)
   bool terminal() const { return state != "starting" && state != "running"; }
 };
 
@@ -109,7 +110,14 @@ struct Agent::Impl {
   // The spot interruption notice file, when it exists: {noticed_at (its mtime), reclaim_at (its
   // first line, when that is unix seconds)}. Level-triggered: reported at every beat while it exists.
   Json interruption_notice();
-  void heartbeat();
+  // Sends the node's report and converges to the answer; true when the controller answered.
+  bool heartbeat();
+  // A planned stop (stop() with stop_tasks_on_exit): tells the controller this node is leaving, lets
+  // it checkpoint and requeue the node's jobs (no restart counted), and returns once nothing runs
+  // here and the controller wants nothing more of it, or by the deadline (then stops what is left).
+  void leave();
+  bool leaving = false;          // reported at every heartbeat once the planned stop began
+  bool last_answer_empty = false;  // the latest answer asked this node to run nothing
 
   // ---- convergence ------------------------------------------------------------------------------
   void converge(const Json& ans);

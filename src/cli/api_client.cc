@@ -138,7 +138,8 @@ Result<ApiResponse> ApiClient::post(const std::string& path, const nlohmann::jso
   return finish(res->status, res->body);
 }
 
-Status ApiClient::download(const std::string& path, const std::function<bool(const char*, size_t)>& sink) {
+Status ApiClient::download(const std::string& path, const std::function<bool(const char*, size_t)>& sink,
+                           std::map<std::string, std::string>* headers) {
   int status = 0;
   std::string error_body;
   bool sink_failed = false;
@@ -146,6 +147,8 @@ Status ApiClient::download(const std::string& path, const std::function<bool(con
       path,
       [&](const httplib::Response& r) {
         status = r.status;
+        if (headers)
+          for (const auto& [k, v] : r.headers) (*headers)[k] = v;
         return true;
       },
       [&](const char* data, size_t len) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -50,8 +51,10 @@ class ApiClient {
   Result<ApiResponse> post(const std::string& path, const nlohmann::json& body,
                            const std::vector<std::pair<std::string, std::string>>& headers = {});
   // GET streaming a 2xx body into `sink` (which returns false to abort: the caller keeps the why);
-  // an error answer is read whole and returned as an Error.
-  Status download(const std::string& path, const std::function<bool(const char*, size_t)>& sink);
+  // an error answer is read whole and returned as an Error. `headers`, when given, gets the answer's
+  // headers (names as sent).
+  Status download(const std::string& path, const std::function<bool(const char*, size_t)>& sink,
+                  std::map<std::string, std::string>* headers = nullptr);
 
  private:
   ApiClient() = default;

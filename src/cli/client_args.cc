@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <optional>
 
 namespace tessera::cli {
 
@@ -25,10 +26,10 @@ void fail(const std::string& verb, const std::string& msg, int code) {
 }
 
 void add_conn_options(CLI::App* cmd, ConnArgs& c, bool json_flag) {
-  cmd->add_option("--server", c.server, "Tessera server URL http://HOST:PORT (env TESSERA_SERVER)")
-      ->envname("TESSERA_SERVER")
-      ->capture_default_str();
-  cmd->add_option("--token", c.token, "API token (env TESSERA_TOKEN)");
+  cmd->add_option("--server", c.server,
+                  "Tessera server URL http://HOST:PORT (default: env TESSERA_SERVER, else the config file's server, "
+                  "else http://127.0.0.1:8420)");
+  cmd->add_option("--token", c.token, "API token (default: env TESSERA_TOKEN, else the config file's token or token_file)");
   cmd->add_option("--token-file", c.token_file, "read the API token from FILE (e.g. DATA_DIR/admin.token)");
   if (json_flag) cmd->add_flag("--json", c.json, "print the server's JSON instead of a table");
   cmd->add_option("--timeout", c.timeout, "seconds to wait for an answer")->capture_default_str();
@@ -44,22 +45,56 @@ std::string read_token_file(const std::string& verb, const std::string& path, co
   return t;
 }
 
+const CliConfig& cli_config(const std::string& verb) {
+  static std::optional<CliConfig> loaded;
+  if (!loaded) {
+    auto c = load_cli_config(process_env());
+    if (!c.ok()) fail(verb, c.error().message, 2);
+    loaded = std::move(*c);
+  }
+  return *loaded;
+}
+
 std::string resolve_token(const std::string& verb, const ConnArgs& c) {
   if (!c.token.empty()) return trim(c.token);
   if (!c.token_file.empty()) return read_token_file(verb, c.token_file);
-  if (const char* env = std::getenv("TESSERA_TOKEN")) return trim(env);
+  if (const char* env = std::getenv("TESSERA_TOKEN"); env && *env) return trim(env);
+  const CliConfig& cfg = cli_config(verb);
+  if (!cfg.token.empty()) return trim(cfg.token);
+  if (!cfg.token_file.empty()) return read_token_file(verb, cfg.token_file, "token_file (config file " + cfg.path + ")");
   return {};
 }
 
+namespace {
+
+Resolved server_setting(const std::string& verb, const ConnArgs& c) {
+  std::optional<std::string> flag, env;
+  if (!c.server.empty()) flag = c.server;
+  if (const char* e = std::getenv("TESSERA_SERVER")) env = std::string(e);
+  const std::string config = (flag || (env && !env->empty())) ? std::string() : cli_config(verb).server;
+  return resolve_setting(flag, env, config, kDefaultServer);
+}
+
+}  // namespace
+
+std::string resolve_server(const std::string& verb, const ConnArgs& c) { return server_setting(verb, c).value; }
+
 std::unique_ptr<ApiClient> connect(const std::string& verb, const ConnArgs& c, int read_timeout) {
   if (c.timeout <= 0) fail(verb, "--timeout: must be > 0 seconds", 2);
+  cli_config(verb);  // a malformed config file is reported even when flags and env give everything
   ClientOptions o;
-  o.server = c.server;
+  const Resolved server = server_setting(verb, c);
+  o.server = server.value;
   o.token = resolve_token(verb, c);
   o.read_timeout_s = read_timeout > 0 ? std::max(read_timeout, c.timeout) : c.timeout;
   o.connect_timeout_s = std::min(c.timeout, 10);
   auto client = ApiClient::create(o);
-  if (!client.ok()) fail(verb, client.error().message, 2);
+  if (!client.ok()) {
+    std::string msg = client.error().message;
+    if (server.source == Source::kEnv) msg += " (from TESSERA_SERVER)";
+    if (server.source == Source::kConfig) msg += " (from server: in the config file " + cli_config(verb).path + ")";
+    fail(verb, msg, 2);
+  }
   return std::move(*client);
 }
 

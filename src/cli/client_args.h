@@ -9,11 +9,12 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/api_client.h"
+#include "cli/cli_config.h"
 
 namespace tessera::cli {
 
 struct ConnArgs {
-  std::string server = "http://127.0.0.1:8420";
+  std::string server;  // "" = not given: TESSERA_SERVER, else the config file's, else http://127.0.0.1:8420
   std::string token, token_file;
   bool json = false;
   int timeout = 60;
@@ -22,14 +23,23 @@ struct ConnArgs {
 // Prints "tessera VERB: MSG" to stderr and exits the command with `code` (2 = usage error).
 [[noreturn]] void fail(const std::string& verb, const std::string& msg, int code = 1);
 
-// --server (env TESSERA_SERVER), --token, --token-file, --timeout; --json when `json_flag`.
+// --server, --token, --token-file, --timeout; --json when `json_flag`. The environment and the config
+// file fill in what the flags leave out (resolve_server, resolve_token).
 void add_conn_options(CLI::App* cmd, ConnArgs& c, bool json_flag = true);
 
 // The token in `path`, trimmed; fails naming `flag` when the file cannot be read or is empty.
 std::string read_token_file(const std::string& verb, const std::string& path, const std::string& flag = "--token-file");
 
-// The token: --token, else --token-file, else TESSERA_TOKEN, else none.
+// The token: --token, else --token-file, else TESSERA_TOKEN, else the config file's token or
+// token_file (cli_config.h), else none.
 std::string resolve_token(const std::string& verb, const ConnArgs& c);
+
+// The server URL: --server, else TESSERA_SERVER, else the config file's, else http://127.0.0.1:8420.
+std::string resolve_server(const std::string& verb, const ConnArgs& c);
+
+// The CLI config file (~/.config/tessera/config.yaml or TESSERA_CONFIG), read once per process; a
+// malformed file fails the command (exit 2) naming the file.
+const CliConfig& cli_config(const std::string& verb);
 
 // A client for --server with the token; the read timeout is --timeout (or read_timeout if longer).
 std::unique_ptr<ApiClient> connect(const std::string& verb, const ConnArgs& c, int read_timeout = 0);

@@ -106,7 +106,8 @@ void register_agent(CLI::App& app) {
                   "Spot: a file a metadata poller writes when the cloud will reclaim this machine (content: the reclaim time "
                   "in unix seconds, or empty for the pool's notice); reported to the controller at each heartbeat");
   cmd->add_flag("--stop-tasks-on-exit", o->stop_tasks_on_exit,
-                "Stop running tasks (TERM, grace, KILL) when the agent stops; otherwise its watchdog kills them at once");
+                "A planned stop when the agent stops: the controller checkpoints and requeues this node's jobs (no restart counted), "
+                "then what is left gets TERM, grace, KILL; otherwise its watchdog kills the tasks at once");
   cmd->add_option("--runtime", o->runtime,
                   "Container runtime for jobs that ask for a container: auto (podman when it runs here), podman, none")
       ->capture_default_str()->check(CLI::IsMember({"auto", "podman", "none"}));
@@ -274,7 +275,8 @@ void register_up(CLI::App& app) {
                 << std::endl;
     };
     so.on_stopping = [&] {
-      std::cout << "\nStopping: tasks get SIGTERM, then the controller saves and exits." << std::endl;
+      std::cout << "\nStopping (a planned stop): jobs that checkpoint save first, the others stop; none counts as failed\n"
+                   "or restarted, and all resume when `tessera up` runs again." << std::endl;
       if (local) local->stop();
       if (agent_thread.joinable()) agent_thread.join();
     };

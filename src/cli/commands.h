@@ -13,9 +13,15 @@ void register_sim_run(CLI::App& sim);   // tessera sim run --cluster FILE --work
 void register_server(CLI::App& app);      // tessera server --data DIR --listen HOST:PORT [--config FILE]
 void register_bench_api(CLI::App& bench);  // tessera bench api (under the bench subcommand)
 void register_bench_attack(CLI::App& bench);  // tessera bench attack (under the bench subcommand)
-// The REST API client verbs: submit, jobs, show, cancel, priority, queues, nodes, cordon, drain,
-// resume, token, whoami, admin (cmd_client.cc).
+// The REST API client verbs: queues, nodes, cordon, drain, resume, token, whoami, admin
+// (cmd_client.cc); it also calls the four below.
 void register_client(CLI::App& app);
+void register_submit(CLI::App& app);      // tessera submit (cmd_submit.cc)
+void register_job_verbs(CLI::App& app);   // tessera jobs, priority (cmd_jobs.cc); it calls register_show_logs
+void register_show_logs(CLI::App& app);   // tessera show, jobs show, logs (cmd_show.cc)
+void register_workflow(CLI::App& app);    // tessera cancel, hold, release, requeue (cmd_workflow.cc)
+void register_run(CLI::App& app);         // tessera run (cmd_run.cc)
+void register_history(CLI::App& app);     // tessera history (cmd_history.cc)
 void register_agent(CLI::App& app);  // tessera agent --server URL --token T --node NAME [--gpus fake:...] (cmd_agent.cc)
 void register_plan(CLI::App& app);  // tessera plan buy-vs-rent (cmd_plan.cc)
 void register_up(CLI::App& app);

@@ -32,7 +32,8 @@ const std::vector<std::string> kTaskSizeKeys = {"gpus", "cpu", "memory"};
 const std::vector<std::string> kTopKeys = {"name", "queue", "project", "priority_class", "kind", "tasks",
                                            "min_tasks", "resources", "topology", "checkpoint", "restart",
                                            "expected_runtime", "max_runtime", "spot_tolerant", "spot", "command",
-                                           "env", "secret_env", "working_dir", "container", "mounts"};
+                                           "env", "secret_env", "working_dir", "container", "mounts",
+                                           "array", "dependency", "kill_on_invalid_dep", "begin", "hold", "output", "error"};
 const std::vector<std::string> kResourceKeys = {"gpus", "gpu_models", "mix_models", "mig", "gpu_milli", "gpu_memory", "cpu", "memory"};
 const std::vector<std::string> kRestartKeys = {"max_restarts", "backoff"};
 const std::vector<std::string> kTopologyKeys = {"mode", "level"};
@@ -472,7 +473,7 @@ bool JobSpec::operator==(const JobSpec& o) const {
          expected_runtime == o.expected_runtime && max_runtime == o.max_runtime && spot_tolerant == o.spot_tolerant &&
          spot == o.spot &&
          command == o.command && env == o.env && secret_env == o.secret_env && working_dir == o.working_dir &&
-         container == o.container && mounts == o.mounts;
+         container == o.container && mounts == o.mounts && workflow == o.workflow;
 }
 
 Result<JobSpec> job_spec_from_json(const json& j) {
@@ -539,6 +540,7 @@ Result<JobSpec> job_spec_from_json(const json& j) {
   if (present(j, "working_dir")) TESSERA_TRY(absolute_path(j["working_dir"], "working_dir", s.working_dir));
   if (present(j, "container")) TESSERA_TRY(parse_container(j["container"], s.container));
   if (present(j, "mounts")) TESSERA_TRY(parse_mounts(j["mounts"], s.container.has_value(), s.checkpoint.dir, s.mounts));
+  TESSERA_TRY(parse_workflow(j, s.workflow));
   if (Status st = s.gang().validate(); !st.ok()) return from_core(st);
   return s;
 }

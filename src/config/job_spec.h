@@ -30,6 +30,8 @@
 //    "mounts": [{"dataset": "imagenet", "path": "/data"},  // exactly one of dataset | volume | host_path
 //               {"volume": "scratch", "path": "/scratch", "read_only": false},  // absent = source's default
 //               {"host_path": "/mnt/shared/x", "path": "/x"}]}  // need container; at most 64
+//    "array": "0-99%8", "dependency": "afterok:12:13_2,singleton", "kill_on_invalid_dep": false,
+//    "begin": 1798135200, "hold": false, "output": "/shared/logs/%x-%j.out", "error": ""  (job_spec_workflow.h)
 //    (names: [A-Za-z0-9._-]{1,128}; paths absolute and normal; a mount's path is not /, not under
 //    /proc, /sys or /dev, not checkpoint.dir and not another mount's. The cluster's storage: section
 //    says which names and host paths exist: storage_config.h.)
@@ -46,6 +48,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/job_spec_container.h"
+#include "config/job_spec_workflow.h"
 #include "core/request.h"
 #include "core/sched/job.h"
 #include "core/status.h"
@@ -96,6 +99,7 @@ struct JobSpec {
   std::string working_dir;          // absolute path or empty
   std::optional<ContainerSpec> container;  // nullopt = a bare process on the node
   std::vector<MountSpec> mounts;           // only with a container
+  WorkflowSpec workflow;                   // array, dependency, hold, begin, output files (job_spec_workflow.h)
 
   // The core's gang (id and queue are filled by the controller).
   Gang gang() const;

@@ -51,6 +51,7 @@ json job_spec_to_json(const JobSpec& s) {
   j["working_dir"] = s.working_dir;
   j["container"] = container_to_json(s.container);
   j["mounts"] = mounts_to_json(s.mounts);
+  workflow_to_json(s.workflow, j);
   return j;
 }
 

@@ -222,6 +222,7 @@ Result<HeartbeatReport> parse_heartbeat(const Json& body) {
     }
     h.mig.push_back(std::move(out));
   }
+  TRY_ASSIGN(h.leaving, f.boolean("leaving", false));
   if (f.has("interruption_notice")) {
     const Json& n = body["interruption_notice"];
     if (!n.is_object()) return invalid_argument("interruption_notice: must be an object {noticed_at, reclaim_at}");

@@ -69,6 +69,9 @@ struct HeartbeatReport {
   // pool's notice).
   bool notice = false;
   int64_t noticed_at = 0, reclaim_at = -1;
+  // A planned stop of the agent (tessera up's Ctrl-C, an agent stopped with --stop-tasks-on-exit): the
+  // node takes no new work, and its jobs are checkpointed and requeued without a restart counted.
+  bool leaving = false;
 };
 
 Result<AgentRegistration> parse_registration(const nlohmann::json& body);

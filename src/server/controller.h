@@ -78,7 +78,14 @@ struct JobFilter {
   bool active_only = false;
   int64_t after = 0;                // ids greater than this
   int64_t limit = 100;
+  std::string name;                 // exact job name
+  int64_t array = 0;                // only the elements of this array job
+  int64_t finished_after = -1;      // only jobs that ended at or after this (unix s); -1 = any
+  int64_t finished_before = -1;     // only jobs that ended before this; -1 = any
 };
+
+// The workflow verbs on a job reference (Controller::job_verb).
+enum class JobVerb : uint8_t { kHold, kRelease, kRequeue, kCancel, kSignal };
 
 class Controller {
  public:
@@ -91,7 +98,18 @@ class Controller {
   Result<Json> submit(const Principal& who, config::JobSpec spec, const std::string& idempotency_key, bool* created);
   Result<Json> list_jobs(const Principal& who, const JobFilter& filter);
   Result<Json> show_job(const Principal& who, int64_t id);
-  Result<Json> cancel_job(const Principal& who, int64_t id);
+  Result<Json> cancel_job(const Principal& who, int64_t id) { return job_verb(who, config::JobRef{id, -1}, JobVerb::kCancel); }
+  // hold / release / requeue (then held when `hold_after`) / cancel the jobs `ref` names ("12", "12_3";
+  // an array job id: every element). One job: its record; an array: {"array_job_id", "jobs": [the
+  // records changed], "skipped": [{"ref", "reason"}]}. Pending jobs can be held; held ones released
+  // (an admin's hold on another's job by admins only); running ones requeued (checkpoint first when
+  // they can; no restart counted) and ended ones too (a new attempt).
+  // kSignal sends `signal` ("USR1" or "SIGUSR1"; HUP INT QUIT KILL USR1 USR2 TERM CONT STOP TSTP WINCH
+  // ALRM) to every task of a running job, once (the latest of several sent between heartbeats).
+  Result<Json> job_verb(const Principal& who, const config::JobRef& ref, JobVerb verb, bool hold_after = false,
+                        const std::string& signal = "");
+  // The job id a reference names (ID_N: that element's own id).
+  Result<int64_t> job_id(const config::JobRef& ref);
   Result<Json> set_priority(const Principal& who, int64_t id, const std::string& priority_class);
   // Queues and nodes.
   Result<Json> queues(const Principal& who);
@@ -106,7 +124,9 @@ class Controller {
   Result<Json> agent_register(const Principal& who, const Json& registration);
   Result<Json> agent_heartbeat(const Principal& who, const Json& report);
   // Where task `task` of job `id` ran last (for logs): {node, address, log_port, log_secret, attempt}.
-  Result<Json> log_source(const Principal& who, int64_t id, int task);
+  // attempt > 0: that attempt's (its node from the job's started event; the agent keeps the logs of
+  // attempts it ran until it forgets the job).
+  Result<Json> log_source(const Principal& who, int64_t id, int task, int64_t attempt = 0);
   // Tokens (admin).
   // `node`: agent tokens only (required): the node name or fnmatch pattern the token speaks for.
   Result<Json> create_token(const Principal& who, const std::string& user, const std::string& role, const std::string& queue,

@@ -102,6 +102,7 @@ Result<Json> Controller::agent_register(const Principal& who, const Json& body) 
     const bool was_ready = na.agent_ready;
     na.registered = true;
     na.agent_ready = true;
+    na.leaving = false;
     na.last_beat = s.opt.steady_clock();
     na.last_seen = s.now();
     na.beats = 0;
@@ -325,6 +326,8 @@ Json desired_state(State& s, NodeId nid, Json stop) {
       a["master_port"] = r.master_port;
       a["resume_from"] = r.resume_from;
       a["restarts"] = r.restarts;
+      a["signal_seq"] = r.signal_seq;  // the agent sends each new one once
+      a["signal"] = r.signal_name;
       if (const int64_t every = s.spot_save_interval(r); every > 0) {
         a["checkpoint_every_s"] = every;
         a["checkpoint_anchor"] = r.job.started;  // the same save times on every node of the gang
@@ -345,6 +348,28 @@ Json desired_state(State& s, NodeId nid, Json stop) {
 }
 
 }  // namespace
+
+// A planned stop of the node's agent: the node takes no new work, and each job with a task there is
+// checkpointed (when it can) and requeued as interrupted: no restart, failure or preemption counted.
+// Its next start resumes them (from the checkpoint).
+static void plan_stop(Controller::State& s, NodeId nid, WriteBatch& b) {
+  NodeAdmin& na = s.node_admin[nid.value];
+  const std::string node = s.cluster.node(nid).name;
+  if (!na.leaving) {
+    na.leaving = true;
+    s.refresh_schedulable(nid);
+    spdlog::info("event=node_leaving node={} (planned stop: its jobs checkpoint and are requeued)", node);
+    b.events.push_back(s.event(0, EventKind::kNodeLeaving, "agent", Json{{"node", node}}));
+  }
+  std::vector<int64_t> ids(s.placed_ids.begin(), s.placed_ids.end());
+  for (int64_t id : ids) {
+    JobRecord& r = s.jobs.at(id);
+    if (r.job.state == JobState::kCheckpointing && r.stop_cause == StopCause::kPlannedStop) continue;
+    bool here = false;
+    for (const TaskPlacement& p : r.job.placement) here = here || p.node == nid;
+    if (here) s.interrupt_job(r, StopCause::kPlannedStop, "node " + node + " stopping", b);
+  }
+}
 
 // Jobs whose tasks changed state: requeued (asked to stop, stopped), failed, succeeded or lost.
 void settle_jobs(Controller::State& s, const std::set<int64_t>& touched, const std::string& node, WriteBatch& b) {
@@ -367,7 +392,7 @@ void settle_jobs(Controller::State& s, const std::set<int64_t>& touched, const s
       if (all_stopped) {
         bool acked = false;
         for (const TaskRun& tr : r.tasks) acked = acked || tr.answered_request || tr.state == ReportedState::kCheckpointed;
-        s.requeue(r, EventKind::kPreempted, acked ? "checkpointed and stopped as asked" : "stopped without a checkpoint", b, acked);
+        s.requeue(r, s.stop_event(r), s.stop_text(r, acked ? "checkpointed and stopped as asked" : "stopped without a checkpoint"), b, acked);
       }
     } else if (any_failed) {
       std::set<uint32_t> nodes;
@@ -412,6 +437,7 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& body)
     WriteBatch b;
     const BeatSample sample = observe_beat(s, *nid, *report, b);
     take_notice(s, *nid, *report, b);
+    if (report->leaving) plan_stop(s, *nid, b);
     Reconciled rec = reconcile(s, *nid, sample.beat, report->tasks, node, b);
     charge_and_find_lost(s, *nid, sample, rec, node, b);
     settle_jobs(s, rec.touched, node, b);

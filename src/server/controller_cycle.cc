@@ -28,9 +28,12 @@ CycleInput Controller::State::cycle_input_now() {
   }
   CycleInput in{scheduler, tree, cluster, {}, {}, mig_last_changed, runtimes, reservation, t, config_generation};
   in.jobs.reserve(active_ids.size());
+  WriteBatch gated;
+  const std::set<int64_t> eligible = gate_pending(t, gated);  // holds, begin times, dependencies, array limits, backoff
+  if (!gated.empty()) persist(std::move(gated));
   for (int64_t id : active_ids) {
     const JobRecord& r = jobs.at(id);
-    if (r.job.state == JobState::kPending && r.not_before > t) continue;  // restart backoff
+    if (r.job.state == JobState::kPending && !eligible.count(id)) continue;
     Job j = r.job;
     if (placed(j.state) && j.started >= 0) j.attained_gpu_s += gpu_milli(jobs.at(id)) / 1000 * (t - j.started);
     in.jobs.push_back(std::move(j));
@@ -66,6 +69,7 @@ void Controller::State::apply(const Decisions& d, uint64_t generation) {
       d, cluster,
       [this](JobId id) -> Job* {
         JobRecord* r = jobs.find(int64_t(id.value));
+        if (r && r->job.state == JobState::kPending && r->held) return nullptr;  // held since the cycle began
         return r ? &r->job : nullptr;
       },
       t, how);
@@ -103,6 +107,7 @@ void Controller::State::apply(const Decisions& d, uint64_t generation) {
     r.tasks.assign(r.job.placement.size(), TaskRun{});
     r.fail_verdict_at.reset();
     r.pending.reset();
+    r.gate.reset();
     placed_ids.insert(r.id);
     ++started;
     b.events.push_back(event(r.id, EventKind::kStarted, "scheduler",
@@ -208,7 +213,7 @@ void Controller::State::tick() {
   for (int64_t id : ids) {
     JobRecord& r = jobs.at(id);
     if (r.job.state == JobState::kCheckpointing && r.job.evict_by >= 0 && t >= r.job.evict_by) {
-      requeue(r, EventKind::kPreempted, "checkpoint not acknowledged by its deadline: stopped", b, false);
+      requeue(r, stop_event(r), stop_text(r, "checkpoint not acknowledged by its deadline: stopped"), b, false);
     } else if (placed(r.job.state) && r.job.max_runtime > 0 && r.job.started >= 0 &&
                t >= r.job.started + r.job.max_runtime) {
       finish(r, JobState::kTimeout,

@@ -11,7 +11,10 @@ Result<Json> Controller::submit(const Principal& who, config::JobSpec spec, cons
         auto it = s.by_idempotency_key.find({who.user, idem});
         if (it != s.by_idempotency_key.end()) {
           // Earlier batches commit first: answering after this empty write means the original is durable.
-          s.reply_when_durable(WriteBatch{}, reply, record_to_api(s.jobs.at(it->second), s.cluster, nullptr));
+          Json again = record_to_api(s.jobs.at(it->second), s.cluster, nullptr);
+          if (auto arr = s.arrays.find(it->second); arr != s.arrays.end())
+            again["array_job_id"] = it->second, again["array_size"] = arr->second.size();
+          s.reply_when_durable(WriteBatch{}, reply, std::move(again));
           return;
         }
       }
@@ -86,47 +89,76 @@ Result<Json> Controller::submit(const Principal& who, config::JobSpec spec, cons
         reply->set_value(invalid_argument("resources: this request can never fit the cluster: " + cached->second));
         return;
       }
-      JobRecord r;
-      r.id = s.next_id++;
-      r.spec = std::move(spec);
-      r.queue_name = qname;
-      r.idempotency_key = idem;
-      r.job.id = JobId(uint32_t(r.id));
-      r.job.name = r.spec.name;
-      r.job.user = who.user;
-      r.job.queue = *q;
-      r.job.priority_class = r.spec.priority_class;
-      r.job.gang = gang;
-      r.job.gang.id = r.job.id;
-      r.job.gang.queue = *q;
-      r.job.submitted = s.now();
-      r.job.expected_runtime = r.spec.expected_runtime;
-      r.job.max_runtime = r.spec.max_runtime;
-      r.job.checkpoint.interval = r.spec.checkpoint.interval;
-      r.job.checkpoint.grace = r.spec.checkpoint.grace;
+      // Dependencies name jobs that exist (an array job id: all its elements).
+      for (const config::Dependency& d : spec.workflow.dependencies)
+        for (const config::JobRef& ref : d.jobs)
+          if (s.resolve(ref).empty()) {
+            reply->set_value(invalid_argument("dependency: job " + config::job_ref_text(ref) + " does not exist"));
+            return;
+          }
+      // One record, or one per array element (consecutive ids; the first is the array job id).
+      std::vector<int32_t> indices{-1};
+      if (spec.workflow.array) indices = spec.workflow.array->indices;
+      const int64_t first = s.next_id;
       WriteBatch b;
-      b.events.push_back(s.event(r.id, EventKind::kSubmitted, who.user, Json{{"queue", qname}, {"priority_class", r.job.priority_class}}));
-      b.jobs.push_back(s.row(r));
-      if (!idem.empty()) s.by_idempotency_key[{who.user, idem}] = r.id;
-      s.active_ids.insert(r.id);
-      Json answer = record_to_api(r, s.cluster, nullptr);
-      const int64_t id = r.id;
-      s.jobs.insert(std::move(r));
+      std::vector<int64_t> ids;
+      Json answer;
+      for (int32_t index : indices) {
+        JobRecord r;
+        r.id = s.next_id++;
+        r.spec = spec;
+        r.queue_name = qname;
+        r.idempotency_key = idem;
+        if (index >= 0) r.array_job = first, r.array_index = index;
+        r.held = spec.workflow.hold;
+        if (r.held) r.held_by = who.user;
+        r.job.id = JobId(uint32_t(r.id));
+        r.job.name = r.spec.name;
+        r.job.user = who.user;
+        r.job.queue = *q;
+        r.job.priority_class = r.spec.priority_class;
+        r.job.gang = gang;
+        r.job.gang.id = r.job.id;
+        r.job.gang.queue = *q;
+        r.job.submitted = s.now();
+        r.job.expected_runtime = r.spec.expected_runtime;
+        r.job.max_runtime = r.spec.max_runtime;
+        r.job.checkpoint.interval = r.spec.checkpoint.interval;
+        r.job.checkpoint.grace = r.spec.checkpoint.grace;
+        Json detail{{"queue", qname}, {"priority_class", r.job.priority_class}};
+        if (index >= 0) detail["array_job_id"] = first, detail["array_task_id"] = index;
+        b.events.push_back(s.event(r.id, EventKind::kSubmitted, who.user, std::move(detail)));
+        b.jobs.push_back(s.row(r));
+        if (answer.is_null()) answer = record_to_api(r, s.cluster, nullptr);
+        s.active_ids.insert(r.id);
+        ids.push_back(r.id);
+        s.jobs.insert(std::move(r));
+      }
+      if (spec.workflow.array) {
+        s.arrays[first] = ids;
+        answer["array_job_id"] = first;
+        answer["array_size"] = ids.size();
+      }
+      if (!idem.empty()) s.by_idempotency_key[{who.user, idem}] = first;
       s.dirty = true;
       *created_flag = true;
-      // If the write fails, the job must not stay in memory either.
+      // If the write fails, the jobs must not stay in memory either.
       Controller::State* sp = &s;
       const std::string user = who.user;
-      s.persist(std::move(b), [reply, answer, sp, id, idem, qname, user](Status st) {
+      const size_t n = ids.size();
+      s.persist(std::move(b), [reply, answer, sp, ids, idem, qname, user, n](Status st) {
         if (st.ok()) {
-          sp->m.submitted->inc({qname});  // thread-safe; this runs on the store's writer thread
+          sp->m.submitted->inc({qname}, double(n));  // thread-safe; this runs on the store's writer thread
           reply->set_value(answer);
           return;
         }
         reply->set_value(store_failure(st, "the job was not saved"));
-        sp->loop.post([id, idem, user](State& s2) {
-          s2.jobs.erase(id);
-          s2.active_ids.erase(id);
+        sp->loop.post([ids, idem, user](State& s2) {
+          for (int64_t id : ids) {
+            s2.jobs.erase(id);
+            s2.active_ids.erase(id);
+          }
+          s2.arrays.erase(ids.front());
           if (!idem.empty()) s2.by_idempotency_key.erase({user, idem});
         });
       });
@@ -159,6 +191,13 @@ Result<Json> Controller::list_jobs(const Principal& who, const JobFilter& f) {
     }
     auto match = [&](const JobRecord& r) {
       if (!f.user.empty() && r.job.user != f.user) return false;
+      if (!f.name.empty() && r.spec.name != f.name) return false;
+      if (f.active_only && !active(r.job.state)) return false;
+      if (f.array > 0 && r.array_job != f.array) return false;
+      if ((f.finished_after >= 0 || f.finished_before >= 0) &&
+          (active(r.job.state) || (f.finished_after >= 0 && r.finished < f.finished_after) ||
+           (f.finished_before >= 0 && r.finished >= f.finished_before)))
+        return false;
       if (!want_state[size_t(r.job.state)]) return false;
       if (!in_queue.empty() && !in_queue[r.job.queue.value]) return false;
       return true;
@@ -177,7 +216,10 @@ Result<Json> Controller::list_jobs(const Principal& who, const JobFilter& f) {
         more = true;
       }
     };
-    if (f.active_only) {
+    if (f.array > 0) {
+      if (auto arr = s.arrays.find(f.array); arr != s.arrays.end())
+        for (int64_t id : arr->second) visit(s.jobs.at(id));
+    } else if (f.active_only) {
       for (int64_t id : s.active_ids) visit(s.jobs.at(id));
     } else {
       s.jobs.walk(0, [&](const JobRecord& r) {
@@ -216,27 +258,6 @@ Result<Json> Controller::show_job(const Principal& who, int64_t id) {
   for (const EventRow& e : *ev) events.push_back(event_json(e));
   (*j)["events"] = std::move(events);
   return j;
-}
-
-Result<Json> Controller::cancel_job(const Principal& who, int64_t id) {
-  return answer<Json>([=, this](State& s, const Reply& reply) {
-    JobRecord* rp = s.find_or_reply(id, reply);
-    if (!rp) return;
-    JobRecord& r = *rp;
-    if (Status st = s.may_modify(who, r); !st.ok()) {
-      s.deny(who, "cancel job " + std::to_string(id), st.message());
-      reply->set_value(st.error());
-      return;
-    }
-    if (!active(r.job.state)) {
-      reply->set_value(failed_precondition("job " + std::to_string(id) + " has already ended (" +
-                                           job_state_name(r.job.state) + "); nothing to cancel"));
-      return;
-    }
-    WriteBatch b;
-    s.finish(r, JobState::kCancelled, "cancelled by " + who.user, b, who.user, EventKind::kCancelled);
-    s.reply_when_durable(std::move(b), reply, record_to_api(r, s.cluster, nullptr));
-  });
 }
 
 Result<Json> Controller::set_priority(const Principal& who, int64_t id, const std::string& cls) {
@@ -317,23 +338,41 @@ Result<Json> Controller::queues(const Principal& who) {
   });
 }
 
-Result<Json> Controller::log_source(const Principal& who, int64_t id, int task) {
-  return call<Json>([who, id, task](State& s) -> Result<Json> {
+Result<Json> Controller::log_source(const Principal& who, int64_t id, int task, int64_t attempt) {
+  // An earlier attempt ran where its started event says.
+  std::string node_of_attempt;
+  if (attempt > 0) {
+    auto ev = store_->events_for_job(id);
+    if (!ev.ok()) return ev.error();
+    for (const EventRow& e : *ev) {
+      if (e.kind != event_kind_name(EventKind::kStarted)) continue;
+      const Json d = Json::parse(e.detail, nullptr, false);
+      if (!d.is_object() || d.value("attempt", int64_t(0)) != attempt) continue;
+      const Json p = d.value("placement", Json::array());
+      if (task >= 0 && size_t(task) < p.size() && p[size_t(task)].is_object()) node_of_attempt = p[size_t(task)].value("node", "");
+    }
+  }
+  return call<Json>([who, id, task, attempt, node_of_attempt](State& s) -> Result<Json> {
     if (Status st = s.may_read(who); !st.ok()) return st.error();
     const JobRecord* r = s.jobs.find(id);
     if (!r) return not_found("job " + std::to_string(id) + ": no such job");
     if (Status st = s.may_see_detail(who, *r); !st.ok()) return st.error();
     if (r->last_nodes.empty()) return not_found("job " + std::to_string(id) + ": has not started yet, so it has no logs");
-    if (task < 0 || size_t(task) >= r->last_nodes.size())
+    if (attempt > r->attempt)
+      return not_found("attempt: job " + std::to_string(id) + " has had " + std::to_string(r->attempt) + " attempts");
+    if (attempt > 0 && attempt != r->attempt && node_of_attempt.empty())
+      return not_found("attempt: job " + std::to_string(id) + " has no task " + std::to_string(task) + " in attempt " +
+                       std::to_string(attempt));
+    if (task < 0 || (node_of_attempt.empty() && size_t(task) >= r->last_nodes.size()))
       return invalid_argument("task: job " + std::to_string(id) + " has tasks 0.." + std::to_string(r->last_nodes.size() - 1));
-    const std::string& node = r->last_nodes[size_t(task)];
+    const std::string& node = node_of_attempt.empty() ? r->last_nodes[size_t(task)] : node_of_attempt;
     auto nid = s.cluster.find_node(node);
     if (!nid.ok()) return not_found("node " + node + " is no longer in the configuration");
     const NodeAdmin& na = s.node_admin[nid->value];
     if (!na.registered || na.log_port == 0)
       return Error{ErrorCode::kUnavailable, "node " + node + ": its agent has not registered with this controller, so its logs cannot be reached; retry when `tessera nodes` shows it ready"};
     return Json{{"node", node}, {"address", na.address}, {"log_port", na.log_port}, {"log_secret", na.log_secret},
-                {"attempt", r->attempt}};
+                {"attempt", attempt > 0 ? attempt : r->attempt}};
   });
 }
 

@@ -45,7 +45,9 @@ void Controller::State::finish(JobRecord& r, JobState final_state, const std::st
   if (placed(r.job.state)) {
     if (final_state == JobState::kSucceeded && r.job.started >= 0)
       runtimes.record(r.job.user, r.job.name, t - r.job.started);
-    gave_back(r, end_job(r.job, cluster, final_state, tasks_kept(r)));
+    const Vacated v = end_job(r.job, cluster, final_state, tasks_kept(r));
+    if (r.job.started >= 0) r.job.attained_gpu_s += v.milli * std::max<Time>(0, t - r.job.started) / 1000;
+    gave_back(r, v);
   }
   r.job.state = final_state;
   r.finished = t;
@@ -73,7 +75,13 @@ void Controller::State::requeue(JobRecord& r, EventKind kind, const std::string&
   VacateOptions how;
   how.checkpointed = checkpointed;
   how.keep = tasks_kept(r);
+  const int preemptions = r.job.preemptions;
+  const Time last_preempted = r.job.last_preempted;
   const Vacated v = vacate(r.job, cluster, t, how);
+  if (kind == EventKind::kInterrupted) {  // its user's or the operator's stop: not a preemption
+    r.job.preemptions = preemptions;
+    r.job.last_preempted = last_preempted;
+  }
   requeued(r, v, t, kind, reason, b, checkpointed, std::move(extra));
 }
 
@@ -86,10 +94,12 @@ void Controller::State::requeued(JobRecord& r, const Vacated& v, Time t, EventKi
     m.losses->inc();
     m.lost_gpu_hours->inc({}, attempt_gpu_hours(v.milli, r.job.started, t));
   }
-  if (r.job.started >= 0) r.job.attained_gpu_s += v.milli / 1000 * std::max<Time>(0, t - r.job.started);
+  if (r.job.started >= 0) r.job.attained_gpu_s += v.milli * std::max<Time>(0, t - r.job.started) / 1000;
   gave_back(r, v);
   placed_ids.erase(r.id);
   r.master_port = 0;
+  r.stop_cause = StopCause::kPreempt;
+  r.stop_by.clear();
   Json detail{{"reason", reason}, {"checkpointed", checkpointed}};
   detail.update(extra);
   add_utilisation(r, detail);

@@ -135,6 +135,7 @@ struct NodeAdmin {
   // so an agent that keeps reporting the same notice does not interrupt twice.
   bool interrupted = false, reclaimed = false, notice_cordon = false;
   Time reclaim_at = -1, last_notice = -1;
+  bool leaving = false;  // its agent is making a planned stop: no new work until it registers again
 };
 
 // The controller's counters and histograms (docs/metrics.md). Updated on the state thread (job
@@ -288,7 +289,7 @@ struct Controller::State {
   // A node takes new work when its admin state is ready and (with agents) its agent is ready.
   bool node_usable(NodeId id) const {
     const NodeAdmin& na = node_admin[id.value];
-    return na.state == NodeAdminState::kReady && (!opt.agents_required || na.agent_ready);
+    return na.state == NodeAdminState::kReady && !na.leaving && (!opt.agents_required || na.agent_ready);
   }
   void refresh_schedulable(NodeId id) { (void)cluster.set_schedulable(id, node_usable(id)); }
 
@@ -403,6 +404,29 @@ struct Controller::State {
                  {"notice_cordon", na.notice_cordon}, {"reclaim_at", na.reclaim_at}, {"last_notice", na.last_notice}}
                 .dump()};
   }
+
+  // ---- workflow: arrays, dependencies, holds, begin times, requeues (controller_workflow.cc) -----
+
+  std::map<int64_t, std::vector<int64_t>> arrays;  // array job id -> its elements' ids, in index order
+
+  // The jobs a reference names: a job; an array job id: all its elements; ID_N: that element. Empty = none.
+  std::vector<int64_t> resolve(const config::JobRef& ref) const;
+  // Sets every pending job's gate at t (held, begin time, dependency, array task limit, backoff) and
+  // returns the pending jobs that may go before the scheduler. Jobs whose dependency can never be
+  // satisfied and that asked kill_on_invalid_dep are cancelled into `b`.
+  std::set<int64_t> gate_pending(Time t, WriteBatch& b);
+  // Why a checkpointing job stops: the event that ends its attempt, and its reason with who asked.
+  EventKind stop_event(const JobRecord& r) const {
+    return r.stop_cause == StopCause::kPreempt ? EventKind::kPreempted : EventKind::kInterrupted;
+  }
+  std::string stop_text(const JobRecord& r, const std::string& how) const {
+    if (r.stop_cause == StopCause::kRequeue) return "requeued by " + r.stop_by + ": " + how;
+    if (r.stop_cause == StopCause::kPlannedStop) return "planned stop (" + r.stop_by + "): " + how;
+    return how;
+  }
+  // Stops a placed job for its user's requeue or a planned stop: checkpoint first when it can (by
+  // its grace), else now. No restart or preemption is counted; it goes back to pending.
+  void interrupt_job(JobRecord& r, StopCause cause, const std::string& by, WriteBatch& b);
 
   // ---- spot interruptions -----------------------------------------------------------------------
 

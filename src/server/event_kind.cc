@@ -9,10 +9,10 @@ namespace {
 
 constexpr std::array<std::string_view, size_t(EventKind::kUnknown) + 1> kNames = {
     "submitted", "started", "priority_changed", "checkpoint_requested", "checkpoint_acknowledged", "spot_interrupted",
-    "spot_avoided", "requeued",
-    "succeeded", "failed", "cancelled", "timed_out", "preempted", "lost",
+    "spot_avoided", "requeued", "held", "released", "signalled",
+    "succeeded", "failed", "cancelled", "timed_out", "preempted", "lost", "interrupted",
     "node_ready", "node_registered", "node_not_ready", "node_cordon", "node_drain", "node_drained", "node_resume",
-    "node_topology_mismatch", "node_interruption_notice", "interruption_notice_ignored", "mig_reconfigured",
+    "node_topology_mismatch", "node_interruption_notice", "interruption_notice_ignored", "mig_reconfigured", "node_leaving",
     "config_reloaded", "denied", "token_created", "token_revoked",
     "unknown",
 };
@@ -27,6 +27,6 @@ EventKind parse_event_kind(std::string_view name) {
   return EventKind::kUnknown;
 }
 
-bool ends_attempt(EventKind k) { return k >= EventKind::kSucceeded && k <= EventKind::kLost; }
+bool ends_attempt(EventKind k) { return k >= EventKind::kSucceeded && k <= EventKind::kInterrupted; }
 
 }  // namespace tessera::server

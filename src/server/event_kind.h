@@ -12,12 +12,14 @@ namespace tessera::server {
 enum class EventKind : uint8_t {
   // A job's life.
   kSubmitted, kStarted, kPriorityChanged, kCheckpointRequested, kCheckpointAcknowledged, kSpotInterrupted,
-  kSpotAvoided, kRequeued,
+  kSpotAvoided, kRequeued, kHeld, kReleased, kSignalled,
   // The end of an attempt (ends_attempt): the job's end, or a requeue's cause.
   kSucceeded, kFailed, kCancelled, kTimedOut, kPreempted, kLost,
+  // Stopped by its user (requeue) or the operator (a planned stop): resumes, no restart or preemption counted.
+  kInterrupted,
   // Nodes.
   kNodeReady, kNodeRegistered, kNodeNotReady, kNodeCordon, kNodeDrain, kNodeDrained, kNodeResume,
-  kNodeTopologyMismatch, kNodeInterruptionNotice, kInterruptionNoticeIgnored, kMigReconfigured,
+  kNodeTopologyMismatch, kNodeInterruptionNotice, kInterruptionNoticeIgnored, kMigReconfigured, kNodeLeaving,
   // The control plane.
   kConfigReloaded, kDenied, kTokenCreated, kTokenRevoked,
   // A name no release of this binary writes (a newer store, or a damaged row).

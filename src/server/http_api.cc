@@ -102,12 +102,19 @@ Result<int64_t> int_param(const httplib::Request& req, const std::string& name, 
   return int64_t(x);
 }
 
-Result<int64_t> path_id(const httplib::Request& req) {
-  const std::string v = req.matches[1];
-  char* end = nullptr;
-  const long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || x <= 0) return invalid_argument("id: must be a positive integer job id, got \"" + v + "\"");
-  return int64_t(x);
+// The job reference in the path: "12" or "12_3" (an array element).
+Result<config::JobRef> path_ref(const httplib::Request& req) {
+  auto ref = config::parse_job_ref(std::string(req.matches[1]));
+  if (!ref.ok()) return invalid_argument("id: " + ref.error().message);
+  return *ref;
+}
+
+// The job id in the path: a job id, or an array element's reference resolved to its id.
+Result<int64_t> path_id(const httplib::Request& req, Controller& c) {
+  auto ref = path_ref(req);
+  if (!ref.ok()) return ref.error();
+  if (ref->index < 0) return ref->id;
+  return c.job_id(*ref);
 }
 
 // Request bodies are text (JSON or YAML): UTF-8 or refused.
@@ -319,6 +326,15 @@ void HttpApi::routes(HttpServer& s) {
         if (!st.empty()) f.states.push_back(st);
     }
     f.active_only = req.get_param_value("active") == "true";
+    f.name = req.get_param_value("name");
+    for (auto [key, field] : {std::pair<const char*, int64_t*>{"array", &f.array}, {"finished_after", &f.finished_after},
+                              {"finished_before", &f.finished_before}}) {
+      if (!req.has_param(key)) continue;
+      auto v = int_param(req, key, 0);
+      if (!v.ok()) return send_error(res, v.error());
+      if (*v < 0) return send_error(res, invalid_argument(std::string(key) + ": must be >= 0"));
+      *field = *v;
+    }
     auto limit = int_param(req, "limit", 100);
     auto after = int_param(req, "after", 0);
     if (!limit.ok()) return send_error(res, limit.error());
@@ -332,25 +348,47 @@ void HttpApi::routes(HttpServer& s) {
   s.Get(R"(/api/v1/jobs/([^/]+))", [auth, &c](const httplib::Request& req, httplib::Response& res) {
     auto p = auth(req, res);
     if (!p) return;
-    auto id = path_id(req);
+    auto id = path_id(req, c);
     if (!id.ok()) return send_error(res, id.error());
     send_result(res, c.show_job(*p, *id));
   });
 
-  auto cancel = [auth, &c](const httplib::Request& req, httplib::Response& res) {
-    auto p = auth(req, res);
-    if (!p) return;
-    auto id = path_id(req);
-    if (!id.ok()) return send_error(res, id.error());
-    send_result(res, c.cancel_job(*p, *id));
+  // Verbs on a job reference (an array job id: every element).
+  auto verb = [auth, &c](JobVerb v) {
+    return [auth, &c, v](const httplib::Request& req, httplib::Response& res) {
+      auto p = auth(req, res);
+      if (!p) return;
+      auto ref = path_ref(req);
+      if (!ref.ok()) return send_error(res, ref.error());
+      bool hold = false;
+      std::string signal;
+      if ((v == JobVerb::kRequeue && !req.body.empty()) || v == JobVerb::kSignal) {
+        auto body = json_body(req);
+        if (!body.ok()) return send_error(res, body.error());
+        if (body->is_object() && body->contains("hold")) {
+          if (!(*body)["hold"].is_boolean()) return send_error(res, invalid_argument("hold: must be true or false"));
+          hold = (*body)["hold"].get<bool>();
+        }
+        if (v == JobVerb::kSignal) {
+          if (!body->is_object() || !body->contains("signal") || !(*body)["signal"].is_string())
+            return send_error(res, invalid_argument("signal: required string, e.g. {\"signal\": \"USR1\"}"));
+          signal = (*body)["signal"].get<std::string>();
+        }
+      }
+      send_result(res, c.job_verb(*p, *ref, v, hold, signal));
+    };
   };
-  s.Post(R"(/api/v1/jobs/([^/]+)/cancel)", cancel);
-  s.Delete(R"(/api/v1/jobs/([^/]+))", cancel);
+  s.Post(R"(/api/v1/jobs/([^/]+)/cancel)", verb(JobVerb::kCancel));
+  s.Delete(R"(/api/v1/jobs/([^/]+))", verb(JobVerb::kCancel));
+  s.Post(R"(/api/v1/jobs/([^/]+)/hold)", verb(JobVerb::kHold));
+  s.Post(R"(/api/v1/jobs/([^/]+)/release)", verb(JobVerb::kRelease));
+  s.Post(R"(/api/v1/jobs/([^/]+)/requeue)", verb(JobVerb::kRequeue));
+  s.Post(R"(/api/v1/jobs/([^/]+)/signal)", verb(JobVerb::kSignal));
 
   s.Post(R"(/api/v1/jobs/([^/]+)/priority)", [auth, &c](const httplib::Request& req, httplib::Response& res) {
     auto p = auth(req, res);
     if (!p) return;
-    auto id = path_id(req);
+    auto id = path_id(req, c);
     if (!id.ok()) return send_error(res, id.error());
     auto body = json_body(req);
     if (!body.ok()) return send_error(res, body.error());
@@ -473,16 +511,19 @@ void HttpApi::routes(HttpServer& s) {
   s.Get(R"(/api/v1/jobs/([^/]+)/logs)", [auth, &c](const httplib::Request& req, httplib::Response& res) {
     auto p = auth(req, res);
     if (!p) return;
-    auto id = path_id(req);
+    auto id = path_id(req, c);
     if (!id.ok()) return send_error(res, id.error());
     auto task = int_param(req, "task", 0), offset = int_param(req, "offset", 0), limit = int_param(req, "limit", 1 << 20);
+    auto attempt = int_param(req, "attempt", 0);
     if (!task.ok()) return send_error(res, task.error());
+    if (!attempt.ok()) return send_error(res, attempt.error());
+    if (*attempt < 0) return send_error(res, invalid_argument("attempt: must be an attempt number (1, 2, ...)"));
     if (!offset.ok()) return send_error(res, offset.error());
     if (!limit.ok()) return send_error(res, limit.error());
     if (*task < 0) return send_error(res, invalid_argument("task: must be a task index (0, 1, ...)"));
     if (*offset < 0) return send_error(res, invalid_argument("offset: must be a byte offset >= 0"));
     if (*limit <= 0 || *limit > (1 << 20)) return send_error(res, invalid_argument("limit: must be 1..1048576 bytes"));
-    auto src = c.log_source(*p, *id, int(*task));
+    auto src = c.log_source(*p, *id, int(*task), *attempt);
     if (!src.ok()) return send_error(res, src.error());
     httplib::Client agent((*src)["address"].get<std::string>(), (*src)["log_port"].get<int>());
     agent.set_connection_timeout(3, 0);

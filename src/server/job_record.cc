@@ -1,5 +1,6 @@
 #include "server/job_record.h"
 
+#include <ctime>
 #include <set>
 
 namespace tessera::server {
@@ -27,6 +28,49 @@ Result<JobState> state_from(const std::string& s) {
 }
 
 }  // namespace
+
+const char* job_gate_name(JobGate g) {
+  switch (g) {
+    case JobGate::kHeld: return "held";
+    case JobGate::kBeginTime: return "begin_time";
+    case JobGate::kDependency: return "dependency";
+    case JobGate::kDependencyNeverSatisfied: return "dependency_never_satisfied";
+    case JobGate::kArrayTaskLimit: return "array_task_limit";
+    case JobGate::kBackoff: return "backoff";
+  }
+  return "?";
+}
+
+const char* stop_cause_name(StopCause c) {
+  switch (c) {
+    case StopCause::kPreempt: return "preempt";
+    case StopCause::kRequeue: return "requeue";
+    case StopCause::kPlannedStop: return "planned_stop";
+  }
+  return "preempt";
+}
+
+std::string duration_text(int64_t s) {
+  if (s < 0) s = -s;
+  if (s < 60) return std::to_string(s) + "s";
+  if (s < 3600) return std::to_string(s / 60) + "m" + (s % 60 ? " " + std::to_string(s % 60) + "s" : "");
+  if (s < 86400) return std::to_string(s / 3600) + "h" + (s % 3600 / 60 ? " " + std::to_string(s % 3600 / 60) + "m" : "");
+  return std::to_string(s / 86400) + "d" + (s % 86400 / 3600 ? " " + std::to_string(s % 86400 / 3600) + "h" : "");
+}
+
+std::string local_time_text(int64_t t) {
+  const time_t tt = time_t(t);
+  struct tm tm {};
+  if (!localtime_r(&tt, &tm)) return std::to_string(t);
+  char buf[64];
+  if (std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S %Z", &tm) == 0) return std::to_string(t);
+  return buf;
+}
+
+std::string local_time_text(int64_t t, int64_t now) {
+  if (t == now) return local_time_text(t) + " (now)";
+  return local_time_text(t) + (t > now ? " (in " + duration_text(t - now) + ")" : " (" + duration_text(now - t) + " ago)");
+}
 
 Json record_to_json(const JobRecord& r, const ClusterState& cluster) {
   Json placement = Json::array();
@@ -63,6 +107,15 @@ Json record_to_json(const JobRecord& r, const ClusterState& cluster) {
               {"last_nodes", r.last_nodes},
               {"spot_interruptions", r.job.spot_interruptions},
               {"checkpoint_cost_ms", r.checkpoint_cost_ms},
+              {"array_job", r.array_job},
+              {"array_index", r.array_index},
+              {"held", r.held},
+              {"held_by", r.held_by},
+              {"admin_hold", r.admin_hold},
+              {"stop_cause", stop_cause_name(r.stop_cause)},
+              {"stop_by", r.stop_by},
+              {"signal_seq", r.signal_seq},
+              {"signal_name", r.signal_name},
               {"placement", placement}};
 }
 
@@ -111,6 +164,17 @@ Result<JobRecord> record_from_json(const Json& j, const QueueTree& tree, const C
     r.last_nodes = j.value("last_nodes", std::vector<std::string>{});
     r.job.spot_interruptions = j.value("spot_interruptions", 0);
     r.checkpoint_cost_ms = j.value("checkpoint_cost_ms", int64_t(-1));
+    r.array_job = j.value("array_job", int64_t(0));
+    r.array_index = j.value("array_index", int32_t(-1));
+    r.held = j.value("held", false);
+    r.held_by = j.value("held_by", "");
+    r.admin_hold = j.value("admin_hold", false);
+    const std::string cause = j.value("stop_cause", "preempt");
+    for (StopCause c : {StopCause::kPreempt, StopCause::kRequeue, StopCause::kPlannedStop})
+      if (cause == stop_cause_name(c)) r.stop_cause = c;
+    r.stop_by = j.value("stop_by", "");
+    r.signal_seq = j.value("signal_seq", int64_t(0));
+    r.signal_name = j.value("signal_name", "");
     for (const Json& p : j.value("placement", Json::array())) {
       TaskPlacement tp;
       auto node = cluster.find_node(p.at("node"));
@@ -165,12 +229,21 @@ Json record_to_api(const JobRecord& r, const ClusterState& cluster, const Pendin
   for (const TaskPlacement& p : r.job.placement) nodes.insert(cluster.node(p.node).name);
   const TaskRequest& t = r.spec.task;
   std::string reason = r.end_reason;
+  const bool waiting = r.job.state == JobState::kPending;
+  const GateInfo* gate = waiting && r.gate ? &*r.gate : nullptr;
+  if (gate) pending = nullptr;  // the scheduler did not see it this cycle
   if (pending) reason = pending->reason;
-  if (!pending && r.job.state == JobState::kPending && r.not_before >= 0)
-    reason = "restart " + std::to_string(r.restarts) + " of " + std::to_string(r.spec.restart.max_restarts) +
-             " waits for its backoff (until " + std::to_string(r.not_before) + "): " + r.end_reason;
-  if (r.job.state == JobState::kCheckpointing) reason = "checkpointing before it stops";
+  if (gate) reason = gate->reason;
+  if (r.job.state == JobState::kCheckpointing)
+    reason = r.stop_cause == StopCause::kRequeue       ? "checkpointing before it is requeued (asked by " + r.stop_by + ")"
+             : r.stop_cause == StopCause::kPlannedStop ? "checkpointing before a planned stop (" + r.stop_by + ")"
+                                                       : "checkpointing before it stops";
+  const bool ended = !waiting && r.job.state != JobState::kRunning && r.job.state != JobState::kCheckpointing;
+  const int64_t elapsed = r.job.started >= 0 ? (ended && r.finished >= r.job.started ? r.finished - r.job.started : -1) : -1;
   Json j{{"id", r.id},
+         {"ref", r.array_job > 0 ? std::to_string(r.array_job) + "_" + std::to_string(r.array_index) : std::to_string(r.id)},
+         {"array_job_id", r.array_job > 0 ? Json(r.array_job) : Json(nullptr)},
+         {"array_task_id", r.array_job > 0 ? Json(r.array_index) : Json(nullptr)},
          {"name", r.spec.name},
          {"user", r.job.user},
          {"queue", r.queue_name},
@@ -185,7 +258,24 @@ Json record_to_api(const JobRecord& r, const ClusterState& cluster, const Pendin
          {"reason", reason},
          {"queue_position", pending ? Json(pending->queue_position) : Json(nullptr)},
          {"estimated_start", pending && pending->estimated_start ? Json(*pending->estimated_start) : Json(nullptr)},
-         {"nodes", std::vector<std::string>(nodes.begin(), nodes.end())}};
+         {"nodes", std::vector<std::string>(nodes.begin(), nodes.end())},
+         {"wait", gate ? Json(job_gate_name(gate->gate)) : Json(nullptr)},
+         {"held", r.held},
+         {"held_by", r.held ? Json(r.held_by) : Json(nullptr)},
+         {"begin", r.spec.workflow.begin > 0 ? Json(r.spec.workflow.begin) : Json(nullptr)},
+         {"dependency", r.spec.workflow.dependencies.empty() ? Json(nullptr) : Json(config::dependencies_text(r.spec.workflow.dependencies))},
+         {"attempt", r.attempt},
+         {"elapsed_s", nullable(elapsed)},
+         {"gpu_seconds", r.job.attained_gpu_s},
+         {"last_nodes", r.last_nodes},
+         {"cpu_milli", t.cpu.v},
+         {"memory_mib", t.memory.v}};
+  j["exit_code"] = r.job.state == JobState::kSucceeded || r.job.state == JobState::kFailed ? Json(r.exit_code) : Json(nullptr);
+  // As Slurm's ExitCode: "code:signal" (a task killed by signal N exits 128 + N by convention).
+  if (j["exit_code"].is_number())
+    j["exit"] = r.exit_code > 128 && r.exit_code < 128 + 65 ? "0:" + std::to_string(r.exit_code - 128) : std::to_string(r.exit_code) + ":0";
+  else
+    j["exit"] = nullptr;
   if (!detail) return j;
   j["spec"] = config::job_spec_to_json(r.spec);
   config::redact_secrets(j["spec"]);  // secret env values go to the task only, never back to people
@@ -198,12 +288,6 @@ Json record_to_api(const JobRecord& r, const ClusterState& cluster, const Pendin
   j["last_nodes"] = r.last_nodes;
   j["spot_interruptions"] = r.job.spot_interruptions;
   j["checkpoint_cost_ms"] = r.checkpoint_cost_ms >= 0 ? Json(r.checkpoint_cost_ms) : Json(nullptr);
-  j["exit_code"] = r.job.state == JobState::kSucceeded || r.job.state == JobState::kFailed ? Json(r.exit_code) : Json(nullptr);
-  // As Slurm's ExitCode: "code:signal" (a task killed by signal N exits 128 + N by convention).
-  if (j["exit_code"].is_number())
-    j["exit"] = r.exit_code > 128 && r.exit_code < 128 + 65 ? "0:" + std::to_string(r.exit_code - 128) : std::to_string(r.exit_code) + ":0";
-  else
-    j["exit"] = nullptr;
   if (pending)
     j["pending"] = Json{{"reason", pending->reason}, {"category", wait_category_name(pending->category)},
                         {"queue_position", pending->queue_position},
@@ -222,6 +306,16 @@ Json task_assignment_json(const JobRecord& r, int task, const ClusterState& clus
             {"grace", r.spec.checkpoint.grace}, {"dir", r.spec.checkpoint.dir}};
   Json env = Json::object();
   for (const auto& [k, v] : r.spec.env) env[k] = v;
+  if (r.array_job > 0 && r.spec.workflow.array) {  // as Slurm's, for scripts brought from it
+    const config::ArraySpec& a = *r.spec.workflow.array;
+    for (const char* pre : {"TESSERA_", "SLURM_"}) {
+      env[std::string(pre) + "ARRAY_JOB_ID"] = std::to_string(r.array_job);
+      env[std::string(pre) + "ARRAY_TASK_ID"] = std::to_string(r.array_index);
+      env[std::string(pre) + "ARRAY_TASK_COUNT"] = std::to_string(a.indices.size());
+      env[std::string(pre) + "ARRAY_TASK_MIN"] = std::to_string(a.indices.front());
+      env[std::string(pre) + "ARRAY_TASK_MAX"] = std::to_string(a.indices.back());
+    }
+  }
   Json peers = Json::array();  // every task's node, in task order (for rendezvous)
   for (const Json& q : placement) peers.push_back(q["node"]);
   return Json{{"job", r.id},        {"attempt", r.attempt},          {"task", task},

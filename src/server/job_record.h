@@ -22,6 +22,27 @@
 
 namespace tessera::server {
 
+// Why a pending job is not put before the scheduler this cycle (besides the scheduler's own reasons):
+// its workflow gates. Shown as the job's `wait` (job_gate_name) with a reason for people.
+enum class JobGate : uint8_t { kHeld, kBeginTime, kDependency, kDependencyNeverSatisfied, kArrayTaskLimit, kBackoff };
+const char* job_gate_name(JobGate g);  // "held", "begin_time", "dependency", "dependency_never_satisfied", ...
+struct GateInfo {
+  JobGate gate = JobGate::kHeld;
+  std::string reason;
+};
+
+// Why a placed job was asked to stop: the scheduler (preemption, moves, spot), its user (requeue), or
+// the operator stopping its node or the cluster (a planned stop). Only preemption counts as one;
+// the others end the attempt as interrupted and it resumes without a restart counted.
+enum class StopCause : uint8_t { kPreempt, kRequeue, kPlannedStop };
+const char* stop_cause_name(StopCause c);  // "preempt", "requeue", "planned_stop"
+
+// Local time for people: "2026-12-24 18:00:00 CET", and with `now` a relative part "(in 2h 5m)" or
+// "(3m ago)".
+std::string local_time_text(int64_t t);
+std::string local_time_text(int64_t t, int64_t now);
+std::string duration_text(int64_t seconds);  // "2h 5m", "45s", "3d 4h"
+
 // One task of the current attempt, as its agent reports it.
 struct TaskRun {
   std::optional<ReportedState> state;  // what its agent last reported; none = not reported yet
@@ -50,6 +71,18 @@ struct JobRecord {
   int master_port = 0;        // rendezvous port on task 0's node, reported by its agent; 0 = not yet
   std::vector<std::string> last_nodes;  // node of each task in the latest attempt (kept after it ends: logs)
   int64_t checkpoint_cost_ms = -1;  // measured request-to-.ack time (smoothed); -1 = not measured yet
+  // Workflow (stored): the array it belongs to, and its hold.
+  int64_t array_job = 0;      // the array job id (its first element's id); 0 = not an array element
+  int32_t array_index = -1;   // its index in the array; -1 = not an element
+  bool held = false;          // pending until released
+  std::string held_by;        // who held it (a user hold: its owner or an admin; an admin hold: admins)
+  bool admin_hold = false;    // held by an admin for someone else: only an admin releases it
+  StopCause stop_cause = StopCause::kPreempt;  // why it is checkpointing (when it is)
+  std::string stop_by;        // who asked for a requeue or planned stop
+  // The latest signal its user sent (`cancel --signal`): agents deliver each seq once per task.
+  int64_t signal_seq = 0;
+  std::string signal_name;    // "SIGUSR1"
+  std::optional<GateInfo> gate;  // pending: the workflow gate it waits at, from the last look (not stored)
   std::vector<TaskRun> tasks; // per placed task of the current attempt (not stored)
   // A task of a gang on several nodes failed: its verdict waits until this (monotonic) time, since
   // peers fail when one of their nodes dies, and a node that goes NotReady meanwhile makes the job

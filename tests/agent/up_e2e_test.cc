@@ -25,7 +25,7 @@ class UpProcess {
       const int fd = ::open(out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       dup2(fd, 1);
       dup2(fd, 2);
-      execl(TESSERA_BINARY, TESSERA_BINARY, "up", "--data", data_.c_str(), "--listen", "127.0.0.1:0", "--node", "local",
+      execl(TESSERA_BINARY, TESSERA_BINARY, "up", "--data", data_.c_str(), "--listen", "127.0.0.1:0", "--node", "local", "--log-level", "info",
             static_cast<char*>(nullptr));
       _exit(127);
     }
@@ -114,6 +114,71 @@ TEST(Up, StartsAWorkingClusterStopsCleanlyAndResumes) {
     const Json j = call(port, "GET", long_path, token).body;
     return j.value("state", "") == "running" && j.value("attempt", 0) >= 2;
   }, 40)) << call(port, "GET", long_path, token).raw << up.output();
+  up.stop(SIGINT);
+  std::filesystem::remove_all(root);
+  std::error_code ec;
+  for (const std::string& d : up_task_dirs())
+    if (!task_dirs_before.count(d)) std::filesystem::remove_all(d, ec);
+}
+
+
+// Ctrl-C is a planned stop (issue 22): a job that checkpoints saves and is requeued, a pending job
+// stays pending (nothing starts during the stop), and on the next `up` both complete with no restart,
+// failure or preemption counted.
+TEST(Up, CtrlCIsAPlannedStopAndTheNextUpFinishesTheJobs) {
+  const std::string root = make_temp_dir("tessera-up-plan");
+  const std::set<std::string> task_dirs_before = up_task_dirs();
+  const std::string data = root + "/tessera-data";
+  UpProcess up(data);
+  int port = up.start();
+  ASSERT_GT(port, 0) << up.output();
+  std::string token = read_file(data + "/admin.token");
+  while (!token.empty() && token.back() == '\n') token.pop_back();
+  // Saves on SIGUSR1 (.ack names the checkpoint) and exits; resumed, it finishes at once.
+  const std::string script =
+      "if [ -n \"$TESSERA_RESUME_FROM\" ]; then echo resumed from $(cat $TESSERA_RESUME_FROM); exit 0; fi; "
+      "trap 'echo step-7 > $TESSERA_CHECKPOINT_DIR/state; echo $TESSERA_CHECKPOINT_DIR/state > $TESSERA_CHECKPOINT_DIR/.ack.tmp; "
+      "mv $TESSERA_CHECKPOINT_DIR/.ack.tmp $TESSERA_CHECKPOINT_DIR/.ack; exit 0' USR1; "
+      "echo started; while true; do sleep 0.2; done";
+  auto ck = call(port, "POST", "/api/v1/jobs", token,
+                 Json{{"name", "ckpt"}, {"queue", "default"}, {"resources", {{"gpus", 1}}},
+                      {"checkpoint", {{"interval", 600}, {"grace", 20}}}, {"restart", {{"max_restarts", 0}}},
+                      {"command", {"/bin/sh", "-c", script}}});
+  ASSERT_EQ(ck.status, 201) << ck.raw;
+  const std::string ck_path = "/api/v1/jobs/" + std::to_string(ck.body["id"].get<int64_t>());
+  ASSERT_TRUE(eventually([&] { return call(port, "GET", ck_path, token).body.value("state", "") == "running"; }, 20));
+  // Its output, not the API's "has not started yet" (the trap is set before it prints).
+  ASSERT_TRUE(eventually([&] { return call(port, "GET", ck_path + "/logs", token).raw.rfind("started\n", 0) == 0; }, 20));
+  // Pending behind it: it asks all the node's GPUs.
+  const int64_t gpus = call(port, "GET", "/api/v1/nodes", token).body["nodes"][0]["gpus"].size();
+  auto wide = call(port, "POST", "/api/v1/jobs", token,
+                   Json{{"name", "wide"}, {"queue", "default"}, {"resources", {{"gpus", gpus}}},
+                        {"restart", {{"max_restarts", 0}}}, {"command", {"true"}}});
+  ASSERT_EQ(wide.status, 201) << wide.raw;
+  const std::string wide_path = "/api/v1/jobs/" + std::to_string(wide.body["id"].get<int64_t>());
+  EXPECT_EQ(call(port, "GET", wide_path, token).body.value("state", ""), "pending");
+
+  const int status = up.stop(SIGINT);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << up.output();
+  EXPECT_NE(up.output().find("planned stop"), std::string::npos) << up.output();
+  const std::string first_run = up.output();
+
+  port = up.start();
+  ASSERT_GT(port, 0) << up.output();
+  for (const std::string& path : {ck_path, wide_path})
+    EXPECT_TRUE(eventually([&] { return call(port, "GET", path, token).body.value("state", "") == "succeeded"; }, 40))
+        << call(port, "GET", path, token).raw << first_run;
+  EXPECT_NE(call(port, "GET", ck_path + "/logs", token).raw.find("resumed from step-7"), std::string::npos)
+      << call(port, "GET", ck_path + "/logs", token).raw;
+  const Json j = call(port, "GET", ck_path, token).body;
+  EXPECT_EQ(j.value("restarts", -1), 0) << j.dump(2);
+  EXPECT_EQ(j.value("preemptions", -1), 0) << j.dump(2);
+  std::set<std::string> kinds;
+  for (const Json& e : j["events"]) kinds.insert(e.value("kind", ""));
+  EXPECT_TRUE(kinds.count("interrupted")) << j["events"].dump(2);
+  for (const char* bad : {"preempted", "lost", "failed"}) EXPECT_FALSE(kinds.count(bad)) << bad << j["events"].dump(2);
+  const Json w = call(port, "GET", wide_path, token).body;
+  EXPECT_EQ(w.value("attempt", 0), 1) << "the pending job did not start during the stop: " << w.dump(2);
   up.stop(SIGINT);
   std::filesystem::remove_all(root);
   std::error_code ec;

@@ -14,7 +14,12 @@
 // and resumes a node there, and the lead's map shows it; the queue updates by polling without a reload; utilisation and chargeback render (real or fixture data), with
 // a CSV download; the logs tail continues at X-Tessera-Next-Offset; user text (commands, names echoed
 // in API errors, logs) is shown as text, never markup; a viewer gets no Submit view; a bad token is
-// refused at sign-in and signing out forgets the token.
+// refused at sign-in and signing out forgets the token. Slurm workflows: an array is one row with its
+// counts by state that expands to its elements; a dependent job's page draws its dependencies (types,
+// states, met / waiting / never) and its dependents; hold, release and requeue by buttons (an admin's
+// hold refused to the lead with the API's reason; no buttons for another team); a requeued job's
+// attempts timeline (where each ran, how long, why it ended) and events in words and local time;
+// chargeback with units, a totals row, sorting, the missing-rates hint and empty reports explained.
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import fs from 'node:fs';
@@ -255,6 +260,9 @@ try {
   await shot(lead, 'job-priority-raised');
   log('priority raised');
 
+  // A MIG slice for team-a (so that its usage is in the chargeback report beside team-b's).
+  const smallA = await submit({ name: 'small-a', queue: 'team-a', priority_class: 'research', resources: { mig: '1g.10gb' }, command: ['sleep', '3600'] }, leadTok);
+
   // A job in a container: its detail shows the image (and user).
   const boxed = await submit({ name: 'boxed', queue: 'team-a', priority_class: 'preemptible', resources: { gpus: 1 },
     container: { image: 'localhost/train:2026-11', user: '1000:1000' }, command: ['python3', '/app/train.py'] }, leadTok);
@@ -298,6 +306,175 @@ try {
   await shot(lead, 'job-cancelled');
   log('cancelled');
 
+  // ---- Slurm workflows: arrays, dependencies, hold/release/requeue, attempts, readable events ----------
+  // CPU-only jobs (no GPU) so that they run beside the gang. Agentless: task ends are reported as an
+  // agent would, through POST /api/v1/agent/heartbeat with the admin token.
+  const cpuSpec = (name, extra = {}) => ({ name, queue: 'team-a', priority_class: 'research', resources: { gpus: 0, cpu: 1 }, command: ['true'], ...extra });
+  const job = async (ref) => (await api('GET', `/api/v1/jobs/${ref}`)).json;
+  async function until(what, f, ms = 8000) {
+    const end = Date.now() + ms;
+    for (;;) {
+      const v = await f();
+      if (v) return v;
+      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  // A heartbeat reports every task on its node (one left out would be lost): the others as running.
+  async function endTask(ref, state, exitCode = 0) {
+    const j = await until(`${ref} running`, async () => { const x = await job(ref); return x.state === 'running' && x; });
+    const node = j.placement[0].node;
+    const tasks = [];
+    for (const o of (await api('GET', '/api/v1/jobs?active=true&limit=1000')).json.jobs) {
+      if (o.id === j.id || !o.nodes.includes(node)) continue;
+      const d = await job(o.id);
+      for (const p of d.placement) if (p.node === node) tasks.push({ job: d.id, attempt: d.attempt, task: p.task, state: 'running' });
+    }
+    tasks.push({ job: j.id, attempt: j.attempt, task: 0, state, exit_code: exitCode });
+    const r = await api('POST', '/api/v1/agent/heartbeat', { node, tasks });
+    assert(r.status === 200, `heartbeat: ${r.text}`);
+    await until(`${ref} ${state}`, async () => (await job(ref)).state === state);
+  }
+
+  await until('small-a running', async () => (await job(smallA.id)).state === 'running');
+  // An array of 5 with at most 2 running: element 0 succeeds, so elements 1 and 2 run and 3, 4 wait.
+  const arr = await submit(cpuSpec('sweep', { array: '0-4%2' }), leadTok);
+  const A = arr.array_job_id;
+  assert(A === arr.id && arr.ref === `${A}_0`, `array answer: ${arr.ref} ${A}`);
+  await endTask(`${A}_0`, 'succeeded');
+  await until('elements 1 and 2 running', async () => (await job(`${A}_1`)).state === 'running' && (await job(`${A}_2`)).state === 'running');
+  await lead.goto(base + '/#/queue');
+  const arrRow = `#jobs tr.array-row[data-array="${A}"]`;
+  await lead.waitForSelector(`${arrRow} [data-count-state="running"]:text-is("2 running")`);
+  const counts = await lead.textContent(`${arrRow} .array-counts`);
+  assert(/2 running/.test(counts) && /2 pending/.test(counts) && /1 succeeded/.test(counts), `array counts: ${counts}`);
+  assert((await lead.textContent(`${arrRow} td.ref`)).trim().endsWith(String(A)), 'the array row is named by its array job id');
+  assert(!(await lead.$(`#jobs tr[data-ref^="${A}_"]`)), 'elements are hidden until the array is expanded');
+  assert((await lead.$$(`#jobs tr[data-job="${A + 1}"]`)).length === 0, 'no element has a row of its own');
+  await lead.click(`${arrRow} [data-action="expand"]`);
+  await lead.waitForSelector(`#jobs tr.element[data-ref="${A}_4"]`);
+  const els = await lead.$$eval('#jobs tr.element', (rs) => rs.map((r) => `${r.dataset.ref}:${r.querySelector('.badge').textContent}`));
+  assert(els.join(' ') === `${A}_0:succeeded ${A}_1:running ${A}_2:running ${A}_3:pending ${A}_4:pending`, `the elements listed: ${els}`);
+  assert((await lead.getAttribute(`#jobs tr.element[data-ref="${A}_3"] a`, 'href')) === `#/jobs/${A}_3`, 'an element links to its page');
+  await shot(lead, 'queue-array');
+  await lead.click(`${arrRow} [data-action="expand"]`);
+  await lead.waitForSelector(`#jobs tr.element[data-ref="${A}_0"]`, { state: 'detached' });
+  // The array alone (#/queue/ID, every state), and an element's page naming its array and siblings.
+  await lead.goto(base + `/#/queue/${A}`);
+  await lead.waitForSelector('#array-only');
+  await lead.waitForSelector(`#jobs tr.element[data-ref="${A}_4"]`);
+  assert((await lead.$$('#jobs tr.element')).length === 5 && (await lead.$$('#jobs tr.array-row')).length === 1, 'only the array, expanded');
+  await lead.goto(base + `/#/jobs/${A}_3`);
+  await lead.waitForSelector('#job-array:has-text("5 elements")');
+  assert((await lead.textContent('h2')).startsWith(`Job ${A}_3: sweep`), `an element is named ID_N: ${await lead.textContent('h2')}`);
+  assert(/element 3 of array/.test(await lead.textContent('#job-array')) && /JobArrayTaskLimit/.test(await lead.textContent('#job-reason')), 'its array and why it waits');
+  log(`array ${A}: one row (${counts}), expands to its 5 elements`);
+
+  // Dependencies: a job waits on element 0 (afterok, met), element 1 (afternotok, waiting) and the
+  // whole array (afterany); another waits on it. Its page draws both sides; a failure updates it.
+  const dep = await submit(cpuSpec('after-sweep', { dependency: `afterok:${A}_0,afternotok:${A}_1,afterany:${A}` }), leadTok);
+  const child = await submit(cpuSpec('report', { dependency: `afterok:${dep.ref}` }), leadTok);
+  await lead.goto(base + `/#/jobs/${dep.ref}`);
+  await lead.waitForSelector(`#job-deps-graph g[data-side="down"][data-ref="${child.ref}"]`);
+  const node = (side, ref) => `#job-deps-graph g.dep-node[data-side="${side}"][data-ref="${ref}"]`;
+  const attrs = (sel) => lead.$eval(sel, (g) => `${g.dataset.type}/${g.dataset.state}/${g.dataset.status}`);
+  assert((await lead.$$('#job-deps-graph g[data-side="up"]')).length === 3, 'three jobs it waits for');
+  assert((await attrs(node('up', `${A}_0`))) === 'afterok/succeeded/met', `afterok on 0: ${await attrs(node('up', `${A}_0`))}`);
+  assert((await attrs(node('up', `${A}_1`))) === 'afternotok/running/waiting', `afternotok on 1: ${await attrs(node('up', `${A}_1`))}`);
+  assert((await lead.getAttribute(node('up', String(A)), 'data-type')) === 'afterany', 'afterany on the whole array');
+  assert(/array of 5/.test(await lead.textContent(node('up', String(A)))), 'the array stands for its 5 elements');
+  assert((await lead.getAttribute(node('down', child.ref), 'data-type')) === 'afterok', 'the dependent job, afterok');
+  assert((await lead.$$('#job-deps-graph path.dep-edge')).length === 4, 'an arrow per dependency');
+  assert((await lead.textContent('#job-wait')) === 'its dependencies', `waiting for: ${await lead.textContent('#job-wait')}`);
+  await shot(lead, 'job-dependencies');
+  await endTask(`${A}_1`, 'failed', 3);
+  await lead.waitForSelector(`${node('up', `${A}_1`)}[data-status="met"][data-state="failed"]`);
+  // afterok on the failed element can never be met: shown as such.
+  const doomed = await submit(cpuSpec('doomed', { dependency: `afterok:${A}_1` }), leadTok);
+  await lead.goto(base + `/#/jobs/${doomed.ref}`);
+  await lead.waitForSelector(`${node('up', `${A}_1`)}[data-status="never"]`);
+  await lead.waitForSelector('#job-reason:has-text("DependencyNeverSatisfied")');
+  assert((await job(doomed.ref)).wait === 'dependency_never_satisfied', 'the API agrees');
+  // singleton: the running job of the same name and user holds the second one back.
+  const solo1 = await submit(cpuSpec('solo'), leadTok);
+  await until('solo running', async () => (await job(solo1.ref)).state === 'running');
+  const solo2 = await submit(cpuSpec('solo', { dependency: 'singleton' }), leadTok);
+  await lead.goto(base + `/#/jobs/${solo2.ref}`);
+  await lead.waitForSelector(`${node('up', solo1.ref)}[data-type="singleton"][data-state="running"][data-status="waiting"]`);
+  log('dependency graph (afterok, afternotok, afterany on an array; a dependent; never satisfied; singleton)');
+
+  // Hold and release through the buttons (a job that waits for its begin time), by the team lead.
+  const later = await submit(cpuSpec('later', { begin: Math.floor(Date.now() / 1000) + 3600 }), leadTok);
+  await lead.goto(base + `/#/jobs/${later.ref}`);
+  await lead.waitForSelector('#hold-job');
+  assert(!(await lead.$('#release-job')) && !(await lead.$('#requeue-job')), 'a pending job offers Hold, not Release or Requeue');
+  await lead.click('#hold-job');
+  await lead.waitForSelector('#release-job');
+  assert(!(await lead.$('#hold-job')), 'no Hold on a held job');
+  assert((await lead.textContent('#job-held')) === 'yes, by lead-a', `held: ${await lead.textContent('#job-held')}`);
+  assert((await job(later.ref)).held === true, 'held in the API');
+  await lead.waitForSelector('#job-events li[data-kind="held"]:has-text("Held")');
+  await lead.click('#release-job');
+  await lead.waitForSelector('#hold-job');
+  const released = await job(later.ref);
+  assert(released.held === false && released.state === 'pending', 'released (still waiting for its begin time)');
+  await lead.waitForSelector('#job-events li[data-kind="released"]:has-text("by lead-a")');
+  // An admin's hold: the lead's Release is refused, and the server's reason is shown.
+  assert((await api('POST', `/api/v1/jobs/${later.ref}/hold`)).status === 200, 'admin hold');
+  await lead.waitForSelector('#release-job');
+  await lead.click('#release-job');
+  await lead.waitForSelector('#job-action-error:has-text("only an admin can release it")');
+  assert(/403 permission_denied/.test(await lead.textContent('#banner')), `the API's refusal in the banner: ${await lead.textContent('#banner')}`);
+  assert((await job(later.ref)).held === true, 'still held');
+  await shot(lead, 'job-held-refused');
+  // A member of another team sees none of these buttons.
+  await bob.goto(base + `/#/jobs/${later.ref}`);
+  await bob.waitForSelector('#job-actions:has-text("Read only")');
+  assert(!(await bob.$('#job-actions [data-action]')), 'no buttons for a member of team-b');
+  log('hold and release by buttons; an admin hold refused with the API reason; no buttons for another team');
+
+  // Requeue through the button, then the second attempt succeeds: the attempts timeline shows both,
+  // where each ran and why it ended; the finished job shows where it ran, never "Not placed".
+  const twice = await submit(cpuSpec('twice'), leadTok);
+  const first = await until('twice running', async () => { const x = await job(twice.ref); return x.state === 'running' && x; });
+  await lead.goto(base + `/#/jobs/${twice.ref}`);
+  await lead.waitForSelector('#requeue-job');
+  assert(!(await lead.$('#hold-job')), 'no Hold on a running job');
+  await lead.click('#requeue-job');
+  await until('attempt 2', async () => { const x = await job(twice.ref); return x.attempt === 2 && x.state === 'running'; });
+  await endTask(twice.ref, 'succeeded');
+  const done = await job(twice.ref);
+  await lead.waitForSelector('#job-attempts tr[data-attempt="2"][data-end="succeeded"]');
+  const attemptRows = await lead.$$eval('#job-attempts tbody tr', (rs) => rs.map((r) => ({ n: r.dataset.attempt, end: r.dataset.end,
+    where: r.querySelector('.where').textContent, why: r.querySelector('.why').textContent, dur: r.querySelector('.dur').textContent })));
+  assert(attemptRows.length === 2, `two attempts: ${JSON.stringify(attemptRows)}`);
+  assert(attemptRows[0].end === 'interrupted' && /requeued by lead-a/.test(attemptRows[0].why), `attempt 1 ended by the requeue: ${attemptRows[0].why}`);
+  assert(attemptRows[1].end === 'succeeded' && /succeeded/.test(attemptRows[1].why), `attempt 2 succeeded: ${attemptRows[1].why}`);
+  assert(attemptRows.every((a, i) => a.where.startsWith([first.placement[0].node, done.last_nodes[0]][i])), `where each ran: ${attemptRows.map((a) => a.where)}`);
+  assert(attemptRows.every((a) => /\d+ (s|min)/.test(a.dur)), `how long: ${attemptRows.map((a) => a.dur)}`);
+  assert((await lead.$$('#job-attempts .att-bar')).length === 2, 'a bar per attempt');
+  const placementText = await lead.textContent('#job-placement');
+  assert(!/Not placed/.test(placementText) && placementText.includes(done.last_nodes[0]), `a finished job shows where it ran: ${placementText}`);
+  assert((await lead.textContent('#placement-note')).includes('attempt 2 ran here'), 'the placement is the last attempt\'s');
+  assert((await lead.textContent('#job-last-nodes')).includes(done.last_nodes[0]), 'ran on its last nodes');
+  assert((await lead.textContent('#job-exit')).includes('0:0'), 'ExitCode 0:0');
+  // The events read as a timeline: local times, kinds in words, details as text (never JSON).
+  const evTexts = await lead.$$eval('#job-events li', (ls) => ls.map((l) => ({ kind: l.dataset.kind, text: l.textContent, time: l.querySelector('time').textContent })));
+  const evText = evTexts.map((e) => e.text).join('\n');
+  assert(!/[{}"]|\[/.test(evText), `no JSON in the events: ${evText}`);
+  const startedEv = done.events.find((e) => e.kind === 'started');
+  const localTime = await lead.evaluate((t) => new Date(t * 1000).toLocaleString(), startedEv.time);
+  const shownStart = evTexts.filter((e) => e.kind === 'started').pop();
+  assert(shownStart.time === localTime, `local time: ${shownStart.time} vs ${localTime}`);
+  assert(/Started/.test(shownStart.text) && /attempt 1/.test(shownStart.text) && shownStart.text.includes(first.placement[0].node), `started in words: ${shownStart.text}`);
+  const interruptedEv = evTexts.find((e) => e.kind === 'interrupted');
+  assert(/Interrupted/.test(interruptedEv.text) && /without a checkpoint/.test(interruptedEv.text) && /requeued by lead-a/.test(interruptedEv.text), `interrupted in words: ${interruptedEv.text}`);
+  assert(/Succeeded by the agent on /.test(evTexts.find((e) => e.kind === 'succeeded').text), 'the actor in words');
+  await shot(lead, 'job-attempts');
+  const gangNow = await job(gang.id);
+  assert(gangNow.state === 'running' && gangNow.attempt === 1 && !gangNow.events.some((e) => e.kind === 'lost'), 'the reports left the gang alone');
+  log('requeue by button; attempts timeline (where, how long, why it ended); readable events');
+
   // ---- other views ----------------------------------------------------------------------------------
   await lead.goto(base + '/#/queues');
   await lead.waitForSelector('#queues .qbar[data-queue="team-b"]');
@@ -337,16 +514,16 @@ try {
       ? r.fulfill({ body: csvExpected, contentType: 'text/csv' }) : r.fulfill({ json: report }));
     await lead.click('#cb-load');
     await lead.waitForSelector('#cb-table tbody tr:nth-child(2)');
-    const heads = await lead.$$eval('#cb-table thead th', (ths) => ths.map((t) => t.textContent));
+    const heads = await lead.$$eval('#cb-table thead th', (ths) => ths.map((t) => t.dataset.col));
     assert(heads.join(',') === report.columns.join(','), `chargeback columns from the report: ${heads}`);
     assert((await lead.textContent('#cb-table tfoot')).includes('39.5'), 'chargeback totals shown');
   } else {
     await lead.waitForSelector('#cb-table');
     const real = (await api('GET', '/api/v1/reports/chargeback?by=team&format=json', undefined, leadTok)).json;
-    const shown = await lead.$$eval('#cb-table thead th', (ths) => ths.map((t) => t.textContent));
+    const shown = await lead.$$eval('#cb-table thead th', (ths) => ths.map((t) => t.dataset.col));
     assert(shown.length > 0 && shown.every((c) => real.columns.includes(c)), `chargeback columns from the report: ${shown}`);
     await lead.check('#cb-all');
-    const allShown = await lead.$$eval('#cb-table thead th', (ths) => ths.map((t) => t.textContent));
+    const allShown = await lead.$$eval('#cb-table thead th', (ths) => ths.map((t) => t.dataset.col));
     assert(allShown.join(',') === real.columns.join(','), 'every column with "all columns"');
     realHeader = real.columns.join(',');
   }
@@ -392,6 +569,10 @@ try {
     const body = off === 0 ? first : off === first.length ? 'step 2 loss 0.7\n' : '';
     r.fulfill({ body, contentType: 'text/plain', headers: { 'X-Tessera-Next-Offset': String(off + body.length), 'X-Tessera-Node': 'gpu-0', 'X-Tessera-Attempt': '1' } });
   });
+  await vic.goto(base + `/#/jobs/${later.ref}`);  // held by an admin: no Release (nor Hold, Cancel) for a viewer
+  await vic.waitForSelector('#job-actions:has-text("Read only")');
+  await vic.waitForSelector('#job-held:has-text("yes, by admin")');
+  assert(!(await vic.$('#job-actions button')), 'a viewer has no job buttons');
   await vic.goto(base + `/#/jobs/${gang.id}`);
   await vic.waitForSelector('#job-actions:has-text("Read only")');
   await vic.waitForFunction(() => document.querySelector('#job-logs')?.textContent === 'step 1 <b>loss</b> 0.9\nstep 2 loss 0.7\n');
@@ -401,6 +582,49 @@ try {
     await vic.goto(base + '/#/chargeback');
     await vic.waitForSelector('#cb-table tbody td:text-is("org")');
     await shot(vic, 'chargeback-viewer');
+    // Units on every number, the report's totals as the footer row, and the hint that rates are not set.
+    const cbUnit = (col) => vic.textContent(`#cb-table th[data-col="${col}"] .unit`);
+    assert((await cbUnit('ConsumedQuantity')) === ' (GPU-hours)' && (await cbUnit('BilledCost')) === ' (USD)', 'units in the headers');
+    const numCells = await vic.$$eval('#cb-table td.num', (tds) => tds.map((t) => [t.dataset.col, t.textContent]));
+    assert(numCells.length > 0 && numCells.every(([c, t]) => c === 'x_Interruptions' ? /^\d+$/.test(t) : / (GPU-h|USD|USD\/GPU-h)$/.test(t)),
+      `every number has its unit: ${JSON.stringify(numCells)}`);
+    assert((await vic.textContent('#cb-total-row td:first-child')) === 'Total', 'a totals row');
+    const shownTotal = parseFloat((await vic.textContent('#cb-total-row td[data-col="x_AllocatedGpuHours"]')).replace(/,/g, ''));
+    const pageReport = await vic.evaluate(async () => {
+      const q = new URLSearchParams({ from: document.querySelector('#cb-from').value, to: document.querySelector('#cb-to').value, by: 'team', format: 'json' });
+      return (await fetch(`/api/v1/reports/chargeback?${q}`, { headers: { Authorization: `Bearer ${sessionStorage.getItem('tessera.token')}` } })).json();
+    });
+    assert(Math.abs(shownTotal - Number(pageReport.totals.allocated_gpu_hours)) < 0.05, `the total is the report's: ${shownTotal} vs ${pageReport.totals.allocated_gpu_hours}`);
+    assert((await vic.textContent('#cb-total-row td[data-col="BilledCost"]')).endsWith(' USD'), 'the cost total in the currency');
+    assert(Object.keys(pageReport.rates).length === 0 && (await vic.textContent('#cb-no-rates')).includes('chargeback.rates'), 'no rates: the config key is named');
+    // Sorting: by queue, click a header (descending first for numbers), again for ascending.
+    await vic.selectOption('#cb-by', 'queue');
+    await vic.click('#cb-load');
+    await vic.waitForSelector('#cb-table tbody tr:nth-child(2) td[data-col="x_Queue"]');
+    const byQueue = async () => vic.$$eval('#cb-table tbody tr', (rs) => rs.map((r) => [r.querySelector('[data-col="x_Queue"]').textContent,
+      parseFloat(r.querySelector('[data-col="x_AllocatedGpuHours"]').textContent.replace(/,/g, ''))]));
+    assert((await byQueue()).map((r) => r[0]).join(',') === 'team-a,team-b', `report order: ${JSON.stringify(await byQueue())}`);
+    await vic.click('#cb-table th[data-col="x_AllocatedGpuHours"]');
+    await vic.waitForSelector('#cb-table th[data-col="x_AllocatedGpuHours"][aria-sort="descending"]');
+    const desc = await byQueue();
+    assert(desc[0][0] === 'team-b' && desc.every((r, i) => i === 0 || desc[i - 1][1] >= r[1]), `sorted descending: ${JSON.stringify(desc)}`);
+    await vic.click('#cb-table th[data-col="x_AllocatedGpuHours"]');
+    await vic.waitForSelector('#cb-table th[data-col="x_AllocatedGpuHours"][aria-sort="ascending"]');
+    const asc = await byQueue();
+    assert(asc[0][0] === 'team-a' && asc.every((r, i) => i === 0 || asc[i - 1][1] <= r[1]), `sorted ascending: ${JSON.stringify(asc)}`);
+    await vic.click('#cb-table th[data-col="x_Queue"]');
+    await vic.waitForSelector('#cb-table th[data-col="x_Queue"][aria-sort="ascending"]');
+    await shot(vic, 'chargeback-sorted');
+    // A period before the event log began is empty, and says why.
+    await vic.fill('#cb-from', '2026-01-01');
+    await vic.fill('#cb-to', '2026-02-01');
+    await vic.click('#cb-load');
+    await vic.waitForSelector('#cb-empty:has-text("before the cluster\'s event log began")');
+    // A member who ran nothing: no usage yet, and why (and that they see only their own).
+    await bob.goto(base + '/#/chargeback');
+    await bob.waitForSelector('#cb-empty:has-text("No usage yet in this period")');
+    assert((await bob.textContent('#cb-empty')).includes('only your own usage'), 'a member is told they see their own usage only');
+    log('chargeback: units, totals row, no-rates hint, sorting, empty reports explained');
   }
   await vic.click('#signout');
   await vic.waitForSelector('#token');

@@ -1,20 +1,40 @@
-// Job actions shared by the queue and job views: cancel and change priority, with the API's answer
-// (a 403's reason included) shown in the banner.
-import { post, type JobSummary } from './api';
-import { clearError, showError } from './notice';
+// Job actions shared by the queue and job views: cancel, hold, release, requeue and change of
+// priority, with the API's answer (a 403's or 409's reason included) shown in the banner. Jobs are
+// named by their ref ("12", "12_3"): an array element's id is not its array's, but the first element's
+// id is the array job id, which names the whole array.
+import { post, refOf, type JobSummary } from './api';
+import { clearError, describe, showError } from './notice';
 
 export const ACTIVE = new Set(['pending', 'running', 'checkpointing']);
+export const ENDED = new Set(['succeeded', 'failed', 'cancelled', 'timeout']);
 
-export async function cancelJob(job: Pick<JobSummary, 'id' | 'name'>): Promise<boolean> {
-  if (!window.confirm(`Cancel job ${job.id} (${job.name})?`)) return false;
+export type Verb = 'cancel' | 'hold' | 'release' | 'requeue';
+
+// Which verbs a job's state allows (the server still decides; docs/api.md "Hold, release, requeue").
+export function verbsFor(j: Pick<JobSummary, 'state' | 'held'>): Verb[] {
+  const v: Verb[] = [];
+  if (j.state === 'pending' && !j.held) v.push('hold');
+  if (j.held) v.push('release');
+  if (j.state === 'running' || ENDED.has(j.state)) v.push('requeue');
+  if (ACTIVE.has(j.state)) v.push('cancel');
+  return v;
+}
+
+// Runs a verb on a job (or a whole array, by its array job id); null when done, else the error text.
+export async function jobVerb(ref: string, verb: Verb, body: unknown = {}): Promise<string | null> {
   try {
-    await post(`/api/v1/jobs/${job.id}/cancel`);
+    await post(`/api/v1/jobs/${encodeURIComponent(ref)}/${verb}`, body);
     clearError();
-    return true;
+    return null;
   } catch (e) {
-    showError(e, `cancel job ${job.id}`);
-    return false;
+    showError(e, `${verb} job ${ref}`);
+    return describe(e);
   }
+}
+
+export async function cancelJob(job: Pick<JobSummary, 'id' | 'name' | 'ref'>, ref = refOf(job)): Promise<boolean> {
+  if (!window.confirm(`Cancel job ${ref} (${job.name})?`)) return false;
+  return (await jobVerb(ref, 'cancel')) === null;
 }
 
 export async function setPriority(id: number, cls: string): Promise<boolean> {

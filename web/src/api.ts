@@ -60,6 +60,11 @@ export async function post<T>(path: string, body: unknown = {}): Promise<T> {
   return (await raw('POST', path, body)).json() as Promise<T>;
 }
 
+// A job's name as users write it: "12", or "12_3" for element 3 of array 12 (older servers: the id).
+export function refOf(j: { id: number; ref?: string }): string {
+  return j.ref ?? String(j.id);
+}
+
 // ---- shapes (the fields the portal reads) ---------------------------------------------------------
 
 export type Role = 'admin' | 'team-lead' | 'member' | 'viewer' | 'agent';
@@ -69,15 +74,21 @@ export interface JobSummary {
   id: number; name: string; user: string; queue: string; project: string; priority_class: string;
   state: string; tasks: number; gpus: number; submitted: number; started: number | null; finished: number | null;
   reason: string; queue_position: number | null; estimated_start: number | null; nodes: string[];
+  // Workflow fields (docs/api.md, "Workflow fields"); optional so that an older server still renders.
+  ref?: string; array_job_id?: number | null; array_task_id?: number | null; held?: boolean; held_by?: string | null;
+  begin?: number | null; dependency?: string | null; attempt?: number; elapsed_s?: number | null; gpu_seconds?: number;
+  exit_code?: number | null; exit?: string | null; last_nodes?: string[]; cpu_milli?: number; memory_mib?: number;
+  wait?: string | null;
 }
 export interface Placement {
   task: number; node: string; gpus: number[]; gpu_milli: number;
   mig: { gpu: number; profile: string; start: number } | null;
+  cpu_milli?: number; memory_mib?: number;
 }
 export interface JobEvent { seq: number; time: number; kind: string; actor: string; detail: unknown }
 export interface JobDetail extends JobSummary {
   spec: Record<string, unknown>; placement: Placement[]; events: JobEvent[]; attempt: number;
-  preemptions: number; restarts: number; exit_code: number | null; exit?: string | null;
+  preemptions: number; restarts: number; exit_code: number | null; exit?: string | null; restart_at?: number | null;
   detail_hidden?: string;  // why the command, env and logs are not shown to this token
   pending: { reason: string; queue_position: number; overall_position: number; estimated_start: number | null; reserved: boolean } | null;
 }

@@ -62,3 +62,27 @@ export function gpus(milli: number): string {
   const g = milli / 1000;
   return Number.isInteger(g) ? String(g) : g.toFixed(2);
 }
+
+// A duration in seconds as people read it: "45 s", "12 min 5 s", "3 h 20 min", "2 d 4 h".
+export function duration(s: number | null | undefined): string {
+  if (s === null || s === undefined || !Number.isFinite(s)) return '—';
+  s = Math.max(0, Math.round(s));
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min${s % 60 ? ` ${s % 60} s` : ''}`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h${Math.floor((s % 3600) / 60) ? ` ${Math.floor((s % 3600) / 60)} min` : ''}`;
+  return `${Math.floor(s / 86400)} d${Math.floor((s % 86400) / 3600) ? ` ${Math.floor((s % 86400) / 3600)} h` : ''}`;
+}
+
+// SVG elements (text through textContent, as for HTML).
+export function svg<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Record<string, string | number> = {}, ...children: (Node | string)[]): SVGElementTagNameMap[K] {
+  const el = document.createElementNS('http://www.w3.org/2000/svg', tag);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+  for (const c of children) el.appendChild(typeof c === 'string' ? document.createTextNode(c) : c);
+  return el;
+}
+
+// Server reasons may carry times as raw Unix seconds ("t=1796557358"): shown as local times.
+export function reasonText(s: string | null | undefined): string {
+  if (!s) return '';
+  return s.replace(/\bt=(\d{9,11})\b/g, (_, t) => absTime(Number(t)));
+}

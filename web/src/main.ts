@@ -22,13 +22,13 @@ let polling: View | null = null;  // the view whose refresh is in flight
 
 interface Route { path: string; label: string; show: () => boolean; make: (arg: string) => View }
 const routes: Route[] = [
-  { path: 'queue', label: 'Queue', show: () => true, make: () => queueView() },
+  { path: 'queue', label: 'Queue', show: () => true, make: (arg) => queueView(arg) },
   { path: 'submit', label: 'Submit', show: () => canSubmit(), make: () => submitView() },
   { path: 'cluster', label: 'Cluster map', show: () => true, make: () => clusterView() },
   { path: 'queues', label: 'Queues', show: () => true, make: () => queuesView() },
   { path: 'utilisation', label: 'Utilisation', show: () => true, make: () => utilisationView() },
   { path: 'chargeback', label: 'Chargeback', show: () => true, make: () => chargebackView() },
-  { path: 'jobs', label: 'Job', show: () => false, make: (arg) => jobView(Number(arg)) },
+  { path: 'jobs', label: 'Job', show: () => false, make: (arg) => jobView(arg) },
 ];
 
 // ---- sign in --------------------------------------------------------------------------------------
