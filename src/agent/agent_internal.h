@@ -72,6 +72,11 @@ struct LocalTask {
   AckStamp save_stamp;
   int64_t saves = 0, cost_ms = -1;
   int64_t signal_done = -1;  // the controller's signal_seq this task has had (-1: not seen yet)
+  // The job's `output` file (Slurm's --output), opened as the task's user once it runs; its log is
+  // copied there as it grows. -1: none or not open yet.
+  int out_fd = -1;
+  bool out_tried = false;
+  int64_t out_copied = 0;
   bool terminal() const { return state != "starting" && state != "running"; }
 };
 
@@ -141,6 +146,9 @@ struct Agent::Impl {
   bool drive_saves(LocalTask& t);
   // Exits, checkpoint acknowledgements and deadlines. Returns true when something changed.
   bool poll_tasks();
+  // Copies what the task's log gained since the last call into its `output` file (opening it as the
+  // task's user the first time); `final`: the task ended, so close it.
+  void mirror_output(LocalTask& t, bool final);
   // Task processes a previous agent left (it was killed): stop them, their jobs were requeued.
   void reap_leftovers();
   void stop_all_tasks();

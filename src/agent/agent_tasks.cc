@@ -333,11 +333,50 @@ bool Agent::Impl::drive_saves(LocalTask& t) {
 }
 
 // Exits, checkpoint acknowledgements and deadlines. Returns true when something changed.
+void Agent::Impl::mirror_output(LocalTask& t, bool final) {
+  const std::string path = str_field(t.assignment, "output");
+  if (path.empty() || !t.proc) return;
+  if (!t.out_tried) {
+    t.out_tried = true;
+    // As the task's user (a path it could not write stays unwritten), no link followed, and only a
+    // regular file: a FIFO there must not stall the agent. Truncated at each attempt, as Slurm does.
+    ScopedFsUser as_task(t.user);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    struct stat st {};
+    if (fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+      t.out_fd = fd;
+    } else {
+      const int err = errno;
+      if (fd >= 0) ::close(fd);
+      spdlog::warn("event=output_file_unwritable node={} job={} task={} path={} reason=\"{}\" (its log stays in the API)",
+                   opt.node, t.job, t.task, path, fd >= 0 ? "not a regular file" : std::strerror(err));
+    }
+  }
+  if (t.out_fd >= 0) {
+    const int in = ::open(log_path(opt.state_dir, t.job, t.attempt, t.task).c_str(), O_RDONLY | O_CLOEXEC);
+    if (in >= 0) {
+      char buf[65536];
+      for (int rounds = 0; rounds < 64; ++rounds) {  // at most 4 MiB a call: the loop stays responsive
+        const ssize_t n = ::pread(in, buf, sizeof buf, t.out_copied);
+        if (n <= 0) break;
+        if (::write(t.out_fd, buf, size_t(n)) != n) break;
+        t.out_copied += n;
+      }
+      ::close(in);
+    }
+  }
+  if (final && t.out_fd >= 0) {
+    ::close(t.out_fd);
+    t.out_fd = -1;
+  }
+}
+
 bool Agent::Impl::poll_tasks() {
   bool changed = false;
   for (auto& [key, t] : tasks) {
     if (!t.proc || t.terminal()) continue;
     t.proc->tick();
+    mirror_output(t, false);
     if (t.state == "running" && t.ckpt_requested_at < 0 && !t.stop_asked && drive_saves(t)) changed = true;
     if (t.ckpt_requested_at >= 0 && !t.request_acked) {
       if (auto ack = read_checkpoint_ack_since(t.ckpt_dir, t.ckpt_stamp, t.user)) {
@@ -363,6 +402,7 @@ bool Agent::Impl::poll_tasks() {
         t.state = *code == 0 ? "succeeded" : "failed";
       if (t.ckpt_requested_at >= 0) clear_checkpoint_request(t.ckpt_dir, t.user);
       if (t.state == "failed") t.reason = t.proc->exit_reason();
+      mirror_output(t, true);
       std::error_code ec;
       fs::remove(pid_path(opt.state_dir, t.job, t.attempt, t.task), ec);
       spdlog::info("event=task_exited node={} job={} attempt={} task={} exit_code={} state={} reason=\"{}\"", opt.node, t.job,

@@ -318,7 +318,12 @@ Json task_assignment_json(const JobRecord& r, int task, const ClusterState& clus
   }
   Json peers = Json::array();  // every task's node, in task order (for rendezvous)
   for (const Json& q : placement) peers.push_back(q["node"]);
-  return Json{{"job", r.id},        {"attempt", r.attempt},          {"task", task},
+  // Slurm's --output (or --error alone): the task's stdout and stderr, as one stream, go there too.
+  const config::WorkflowSpec& w = r.spec.workflow;
+  const std::string& pattern = w.output.empty() ? w.error : w.output;
+  const std::string output =
+      pattern.empty() ? "" : config::expand_output_pattern(pattern, r.id, r.array_job, r.array_index, task, r.spec.name, r.job.user);
+  return Json{{"job", r.id},        {"attempt", r.attempt},          {"task", task},  {"output", output},
               {"tasks", placement.size()}, {"name", r.spec.name},    {"user", r.job.user}, {"queue", r.queue_name},
               {"command", r.spec.command}, {"env", env},             {"working_dir", r.spec.working_dir},
               {"gpus", p["gpus"]},  {"gpu_milli", p["gpu_milli"]},   {"mig", p["mig"]},

@@ -152,6 +152,53 @@ TEST(Agents, SingleTaskJobGetsTheWholeTorchrunContract) {
   std::filesystem::remove_all(out);
 }
 
+// Slurm habits on real agents (issue 22): --output files written on the node as the task's user
+// with %x/%j/%A/%a/%t expanded, the API's logs kept; an array element knows its index; a signal sent
+// to a running job reaches its task once.
+TEST(Agents, OutputFilesArrayIndicesAndSignalsReachTheTasks) {
+  Cluster c(1);
+  ASSERT_TRUE(c.all_ready(1)) << c.agent_output();
+  const std::string out = task_writable_dir("tessera-out");
+  auto sub = c.server.post("/api/v1/jobs", c.server.admin_token(),
+                           Json{{"name", "sweep"}, {"queue", "default"}, {"resources", {{"gpus", 1}}}, {"array", "3,5"},
+                                {"output", out + "/%x-%A_%a.out"},
+                                {"command", {"/bin/sh", "-c", "echo index $SLURM_ARRAY_TASK_ID of $TESSERA_ARRAY_JOB_ID; echo oops >&2"}}});
+  ASSERT_EQ(sub.status, 201) << sub.raw;
+  const int64_t first = sub.body["array_job_id"];
+  ASSERT_TRUE(c.wait_state(first, "succeeded", 30)) << c.job(first).dump(2) << c.agent_output();
+  ASSERT_TRUE(c.wait_state(first + 1, "succeeded", 30)) << c.job(first + 1).dump(2);
+  const std::string a = std::to_string(first);
+  EXPECT_EQ(read_file(out + "/sweep-" + a + "_3.out"), "index 3 of " + a + "\noops\n");
+  EXPECT_EQ(read_file(out + "/sweep-" + a + "_5.out"), "index 5 of " + a + "\noops\n");
+  EXPECT_NE(c.logs(first, 0).find("index 3"), std::string::npos) << "the API keeps the log too";
+  struct stat st {};
+  ASSERT_EQ(::stat((out + "/sweep-" + a + "_3.out").c_str(), &st), 0);
+  if (::geteuid() == 0) {
+    EXPECT_NE(st.st_uid, 0u) << "written as the task's user, not root";
+  }
+  // A path the task's user cannot write is not written by the root agent either; the job still runs.
+  if (::geteuid() == 0) {
+    const int64_t id = c.submit(Json{{"name", "sneaky"}, {"queue", "default"}, {"resources", {{"gpus", 1}}},
+                                     {"output", "/root/tessera-sneaky-%j.out"}, {"command", {"/bin/true"}}});
+    ASSERT_TRUE(c.wait_state(id, "succeeded", 30)) << c.job(id).dump(2);
+    EXPECT_FALSE(std::filesystem::exists("/root/tessera-sneaky-" + std::to_string(id) + ".out"));
+  }
+  // USR1 to a running job: its trap runs once.
+  const int64_t sig = c.submit(Json{{"name", "sig"}, {"queue", "default"}, {"resources", {{"gpus", 1}}},
+                                    {"command", {"/bin/sh", "-c", "trap 'echo got-usr1' USR1; echo ready; while true; do sleep 0.1; done"}}});
+  ASSERT_TRUE(eventually([&] { return c.logs(sig, 0).rfind("ready\n", 0) == 0; }, 30)) << c.job(sig).dump(2);
+  auto r = c.server.post("/api/v1/jobs/" + std::to_string(sig) + "/signal", c.server.admin_token(), Json{{"signal", "USR1"}});
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_TRUE(eventually([&] { return c.logs(sig, 0).find("got-usr1") != std::string::npos; }, 10)) << c.logs(sig, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // several heartbeats: still once
+  const std::string log = c.logs(sig, 0);
+  EXPECT_EQ(log.find("got-usr1"), log.rfind("got-usr1")) << log;
+  EXPECT_EQ(c.job(sig).value("state", ""), "running");
+  EXPECT_EQ(c.server.post("/api/v1/jobs/" + std::to_string(sig) + "/signal", c.server.admin_token(), Json{{"signal", "NOPE"}}).status, 400);
+  c.server.post("/api/v1/jobs/" + std::to_string(sig) + "/cancel", c.server.admin_token(), Json::object());
+  std::filesystem::remove_all(out);
+}
+
 // A node whose agent never registered takes no work: `tessera nodes` does not call it ready.
 TEST(Agents, NodesWithoutAnAgentAreNotShownReady) {
   Cluster c(1);
