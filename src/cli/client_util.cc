@@ -93,9 +93,10 @@ std::string job_ref_of(const json& job) {
   return ref.empty() ? json_text(job, "id") : ref;
 }
 
-json fetch_jobs(const std::string& verb, ApiClient& api, const std::string& query, int64_t limit, int64_t* total) {
+json fetch_jobs(const std::string& verb, ApiClient& api, const std::string& query, int64_t limit, int64_t* total,
+                int64_t* remaining) {
   json jobs = json::array();
-  std::optional<int64_t> after;
+  std::optional<int64_t> after, left;
   int64_t count = 0;
   while (static_cast<int64_t>(jobs.size()) < limit) {
     const int64_t page = std::min<int64_t>(1000, limit - static_cast<int64_t>(jobs.size()));
@@ -109,10 +110,12 @@ json fetch_jobs(const std::string& verb, ApiClient& api, const std::string& quer
       jobs.push_back(j);
     }
     count = json_int(body, "total").value_or(static_cast<int64_t>(jobs.size()));
+    left = json_int(body, "remaining");
     after = json_int(body, "next_after");
     if (!after || body["jobs"].empty()) break;
   }
   if (total) *total = std::max<int64_t>(count, static_cast<int64_t>(jobs.size()));
+  if (remaining) *remaining = std::max<int64_t>(0, left.value_or(count - static_cast<int64_t>(jobs.size())));
   return jobs;
 }
 

@@ -43,9 +43,10 @@ void check_states(const std::string& verb, const std::string& states, const std:
 std::string job_ref_of(const nlohmann::json& job);
 
 // GET /api/v1/jobs with `query` (starting with '&', values encoded) page by page until `limit` jobs
-// or the end. `total` (if given) gets the server's count of matching jobs.
+// or the end. `total` (if given) gets the server's count of matching jobs; `remaining` (if given) how
+// many match after the last job returned (the last page's "remaining"; from total for older servers).
 nlohmann::json fetch_jobs(const std::string& verb, ApiClient& api, const std::string& query, int64_t limit,
-                          int64_t* total = nullptr);
+                          int64_t* total = nullptr, int64_t* remaining = nullptr);
 
 // The token's user (GET /api/v1/whoami), for --me.
 std::string whoami_user(const std::string& verb, ApiClient& api);

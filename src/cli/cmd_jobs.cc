@@ -80,17 +80,17 @@ void list_once(const std::string& verb, const JobsArgs& a, ApiClient& api, const
   if (a.start) q += "&state=pending";
   else if (!a.state.empty()) q += "&state=" + url_encode(join(split_commas(a.state), ","));
   else if (!a.all) q += "&active=true";
-  int64_t total = 0;
-  json jobs = fetch_jobs(verb, api, q, a.limit, &total);
+  int64_t total = 0, remaining = 0;
+  json jobs = fetch_jobs(verb, api, q, a.limit, &total, &remaining);
   if (!a.name.empty()) {  // a server that ignores name= must not show other jobs
     json kept = json::array();
     for (const json& j : jobs)
       if (json_text(j, "name", "") == a.name) kept.push_back(j);
-    if (kept.size() != jobs.size()) total = static_cast<int64_t>(kept.size());
+    if (kept.size() != jobs.size()) total = static_cast<int64_t>(kept.size()), remaining = 0;
     jobs = std::move(kept);
   }
   sort_jobs(jobs, a.start ? (a.sort == "id" ? "priority" : a.sort) : a.sort);
-  if (a.conn.json) return print_json(json{{"jobs", jobs}, {"total", total}});
+  if (a.conn.json) return print_json(json{{"jobs", jobs}, {"total", total}, {"remaining", remaining}});
 
   const int64_t now = now_s();
   Table t;
@@ -117,9 +117,10 @@ void list_once(const std::string& verb, const JobsArgs& a, ApiClient& api, const
     }
   }
   std::cout << render_table(t);
-  if (total > static_cast<int64_t>(jobs.size()))
-    std::cerr << "(" << jobs.size() << " of " << total << " jobs shown; " << total - static_cast<int64_t>(jobs.size())
-              << " more: raise --limit to see them)\n";
+  // A list cut by --limit says how many more match (the server's "remaining").
+  if (remaining > 0)
+    std::cerr << "(" << jobs.size() << " of " << total << " jobs shown; " << remaining << " more: raise --limit (now "
+              << a.limit << ") to see them)\n";
 }
 
 void run_jobs(const JobsArgs& a) {

@@ -139,6 +139,9 @@ void run(const std::string& what, const ReportArgs& a) {
     head = "Usage " + cell(j, "charge_period_start") + " .. " + cell(j, "charge_period_end") + "\n";
   }
   emit(verb, a, head + render_table(t));
+  // Why the report is empty or its costs 0 (the server's notes: no usage yet, no chargeback.rates).
+  for (const json& n : j.value("notes", json::array()))
+    if (n.is_string()) std::cerr << "note: " << n.get<std::string>() << "\n";
 }
 
 }  // namespace

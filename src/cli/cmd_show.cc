@@ -157,6 +157,8 @@ void run_show(const std::string& verb, const ShowArgs& a) {
                      (j.contains("exit_code") && !j["exit_code"].is_null()
                           ? " (exit code " + json_text(j, "exit_code") + ", ExitCode " + json_text(j, "exit") + " as code:signal)"
                           : ""));
+  if (const std::string st = json_text(j, "state"); (st == "running" || st == "checkpointing") && !json_text(j, "reason", "").empty())
+    line("Reason:", json_text(j, "reason"));  // e.g. an agentless server: nothing runs it
   if (const auto parent = json_int(j, "array_job_id"))
     line("Array:", "element " + json_text(j, "array_task_id") + " of array job " + std::to_string(*parent) + " (job id " +
                        json_text(j, "id") + ")" + (spec.contains("array") ? ", array " + json_text(spec, "array") : ""));

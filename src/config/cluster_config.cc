@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "config/job_spec.h"
 #include "config/yaml_fields.h"
 #include "core/placement/policy.h"
 
@@ -123,6 +124,16 @@ Status validate(const ClusterConfig& c, const std::vector<size_t>& node_origin) 
 }
 
 }  // namespace
+
+const PriorityClass* default_priority_class(const ClusterConfig& c) {
+  const std::string name = JobSpec{}.priority_class;
+  const PriorityClass* lowest = nullptr;
+  for (const PriorityClass& pc : c.scheduler.priority_classes) {
+    if (pc.name == name) return &pc;
+    if (!lowest || pc.value < lowest->value) lowest = &pc;
+  }
+  return lowest;
+}
 
 const char* idle_share_name(IdleShare r) {
   switch (r) {

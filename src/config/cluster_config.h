@@ -51,6 +51,10 @@ struct ClusterConfig {
   std::vector<QueueSpec> queues;               // default: one queue "default"
   // Per queue: the priority classes jobs in it may use (absent or empty = all classes).
   std::map<std::string, std::vector<std::string>> queue_classes;
+  // Per class (`priority_classes[].roles`): the roles besides admin that may use it. A class without
+  // it is open to team leads and members only up to the default class's value, or where their
+  // queue's `priority_classes` names it (default_priority_class, docs/server.md).
+  std::map<std::string, std::vector<std::string>> class_roles;
   SchedulerConfig scheduler;                   // `config:`, `priority_classes:`, `policy:`
   // The built-ins plus the `gpu_models:` declared (same fields as config/gpu_models.h's JSON format).
   // ClusterStates built from this config point into it: keep it alive as long as they live.
@@ -59,6 +63,10 @@ struct ClusterConfig {
   AutoscaleConfig autoscaling;                 // `autoscaling:` (elastic pools; the simulator uses it)
   StorageConfig storage;                       // `storage:` (what jobs in containers may mount)
 };
+
+// The class a job gets when its spec names none (JobSpec's "research"), or the lowest class when the
+// config has no such class; nullptr only for a config without classes.
+const PriorityClass* default_priority_class(const ClusterConfig& c);
 
 // Parses and validates everything, including building the cluster and the queue tree once.
 Result<ClusterConfig> parse_cluster_config_yaml(std::string_view text);

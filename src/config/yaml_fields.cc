@@ -153,14 +153,16 @@ Status parse_config(const YAML::Node& c, SchedulerConfig& cfg) {
   return {};
 }
 
-Status parse_priority_classes(const YAML::Node& list, std::vector<PriorityClass>& out) {
+Status parse_priority_classes(const YAML::Node& list, std::vector<PriorityClass>& out,
+                              std::map<std::string, std::vector<std::string>>& roles) {
   if (!list.IsSequence() || list.size() == 0)
-    return invalid_argument("priority_classes: must be a non-empty list of {name, value, preemptible, can_preempt, min_runtime}");
+    return invalid_argument("priority_classes: must be a non-empty list of {name, value, preemptible, can_preempt, min_runtime, roles}");
   out.clear();
+  roles.clear();
   for (size_t i = 0; i < list.size(); ++i) {
     const YAML::Node n = list[i];
     const std::string at = "priority_classes[" + std::to_string(i) + "]";
-    TESSERA_TRY(known_keys(n, at, {"name", "value", "preemptible", "can_preempt", "min_runtime"}));
+    TESSERA_TRY(known_keys(n, at, {"name", "value", "preemptible", "can_preempt", "min_runtime", "roles"}));
     PriorityClass pc;
     TESSERA_TRY(get(n, "name", at, pc.name, true));
     if (pc.name.empty()) return invalid_argument(at + ".name: must not be empty");
@@ -170,6 +172,15 @@ Status parse_priority_classes(const YAML::Node& list, std::vector<PriorityClass>
     TESSERA_TRY(get(n, "preemptible", at, pc.preemptible));
     TESSERA_TRY(get(n, "can_preempt", at, pc.can_preempt));
     TESSERA_TRY(non_negative(n, "min_runtime", at, pc.min_runtime));
+    if (n["roles"]) {  // who besides admins may use the class (docs/server.md, "Priority classes")
+      std::vector<std::string> rs;
+      TESSERA_TRY(get(n, "roles", at, rs));
+      for (size_t k = 0; k < rs.size(); ++k)
+        if (rs[k] != "team-lead" && rs[k] != "member" && rs[k] != "admin")
+          return invalid_argument(at + ".roles[" + std::to_string(k) + "]: unknown role \"" + rs[k] +
+                                  "\"; expected team-lead or member (admins may use every class)");
+      roles[pc.name] = std::move(rs);
+    }
     out.push_back(std::move(pc));
   }
   return {};
@@ -405,7 +416,7 @@ Status parse_cluster_sections(const YAML::Node& root, const std::string& top, Cl
   TESSERA_TRY(get(root, "levels", at_top, out.levels));
   if (const YAML::Node c = root["config"]) TESSERA_TRY(parse_config(c, out.scheduler));
   if (const YAML::Node pcs = root["priority_classes"])
-    TESSERA_TRY(parse_priority_classes(pcs, out.scheduler.priority_classes));
+    TESSERA_TRY(parse_priority_classes(pcs, out.scheduler.priority_classes, out.class_roles));
   TESSERA_TRY(get(root, "policy", at_top, out.scheduler.policy));  // the placement policy (after config.preset)
   // gpu_models: the built-ins plus those declared (before nodes, which name them).
   out.catalog = std::shared_ptr<const GpuCatalog>(std::shared_ptr<const GpuCatalog>{}, &GpuCatalog::builtin());

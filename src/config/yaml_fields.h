@@ -8,6 +8,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <nlohmann/json.hpp>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -51,8 +52,10 @@ std::string join(const std::vector<std::string>& v);
 const std::vector<std::pair<std::string, JobOrder>>& order_names();
 // `config:`: starts from `preset` (default: the configuration given), then each field given.
 Status parse_config(const YAML::Node& c, SchedulerConfig& cfg);
-// `priority_classes:` replaces `out`.
-Status parse_priority_classes(const YAML::Node& list, std::vector<PriorityClass>& out);
+// `priority_classes:` replaces `out`; each class's `roles:` (who besides admins may use it) goes to
+// `roles` by class name (classes without `roles:` are absent from it).
+Status parse_priority_classes(const YAML::Node& list, std::vector<PriorityClass>& out,
+                              std::map<std::string, std::vector<std::string>>& roles);
 
 // A YAML tree as JSON: plain scalars typed as YAML 1.2's core schema says (ints, true/false, null;
 // numbers that are not integers become non-integer JSON numbers), quoted scalars stay strings. Depth

@@ -240,6 +240,7 @@ Status Controller::reload(config::ClusterConfig cfg, const std::string& who) {
     s.fit_policy = std::move(*pol);
     s.config.queues = cfg.queues;
     s.config.queue_classes = cfg.queue_classes;
+    s.config.class_roles = cfg.class_roles;
     s.config.scheduler = cfg.scheduler;
     s.config.chargeback = cfg.chargeback;  // rates apply to reports from now on
     s.config.pools = cfg.pools;            // pool prices too

@@ -45,6 +45,12 @@ using Json = nlohmann::json;
 // The controller adds which nodes take work (admin state, agent ready) and which tasks stay held.
 ApplyOptions controller_apply_options();
 
+// What a job placed by an agentless controller says (its reason in the API), and what
+// `tessera server --agentless` prints at start.
+inline constexpr const char* kAgentlessReason =
+    "placed, but no agent runs tasks on this server (--agentless: placement only); it never executes and ends "
+    "only when cancelled or reported through the agent protocol";
+
 struct ControllerOptions {
   int64_t cycle_interval_ms = 1000;  // a cycle at least this often while work waits
   int64_t min_cycle_gap_ms = 20;     // event-driven cycles coalesce within this gap

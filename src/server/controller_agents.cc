@@ -14,6 +14,43 @@ std::string gpu_list_text(const Node& n) {
   return out.empty() ? "no GPUs" : out;
 }
 
+// Why an agent's node name is refused, naming the nodes the configuration has: a group with
+// `count: N` (N > 1) is named name-0 .. name-(N-1); a node with no count, or `count: 1`, keeps its
+// name as written (docs/server.md). An agent started as "mig-0" for a single node "mig" is told so.
+std::string unknown_node_text(const ClusterState& c, const std::string& node) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> groups;  // prefix -> indices, in config order
+  std::vector<std::string> shown;
+  const size_t scan = std::min<size_t>(c.nodes().size(), 4096);  // bounded work on the state thread
+  for (size_t k = 0; k < scan; ++k) {
+    const std::string& name = c.nodes()[k].name;
+    const size_t dash = name.rfind('-');
+    const bool indexed = dash != std::string::npos && dash + 1 < name.size() && name.size() - dash <= 7 &&
+                         name.find_first_not_of("0123456789", dash + 1) == std::string::npos;
+    if (indexed && !groups.empty() && groups.back().first == name.substr(0, dash)) {
+      groups.back().second.push_back(std::stoll(name.substr(dash + 1)));
+      continue;
+    }
+    if (indexed) groups.push_back({name.substr(0, dash), {std::stoll(name.substr(dash + 1))}});
+    else groups.push_back({name, {}});
+  }
+  for (const auto& [prefix, idx] : groups) {
+    if (idx.empty()) shown.push_back(prefix);
+    else if (idx.size() > 2 && idx.front() == 0 && idx.back() == int64_t(idx.size()) - 1)
+      shown.push_back(prefix + "-0 .. " + prefix + "-" + std::to_string(idx.back()));
+    else
+      for (int64_t i : idx) shown.push_back(prefix + "-" + std::to_string(i));
+  }
+  std::string list;
+  for (size_t i = 0; i < shown.size() && i < 12; ++i) list += (i ? ", " : "") + shown[i];
+  if (shown.size() > 12 || scan < c.nodes().size()) list += ", ... (" + std::to_string(c.nodes().size()) + " nodes in all)";
+  std::string hint;
+  if (node.size() > 2 && node.compare(node.size() - 2, 2, "-0") == 0 && c.find_node(node.substr(0, node.size() - 2)).ok())
+    hint = "; did you mean " + node.substr(0, node.size() - 2) +
+           "? a node without count (or with count: 1) keeps its name; only count: N > 1 adds -0 .. -(N-1)";
+  return "node " + node + ": not in the cluster configuration" + hint + "; configured nodes: " + list +
+         " (start the agent with --node NAME of one of them, or add it under nodes:)";
+}
+
 // The MIG layout the controller holds for each GPU of a node (what its agent must converge to).
 Json desired_mig(const Node& n) {
   Json out = Json::array();
@@ -67,7 +104,7 @@ Result<Json> Controller::agent_register(const Principal& who, const Json& body) 
     if (Status st = s.may_speak_for(who, node, "register"); !st.ok()) return reply->set_value(st.error());
     auto nid = s.cluster.find_node(node);
     if (!nid.ok()) {
-      reply->set_value(not_found("node " + node + ": not in the cluster configuration; add it under nodes: (or start the agent with --node NAME of a configured node)"));
+      reply->set_value(not_found(unknown_node_text(s.cluster, node)));
       return;
     }
     const Node& n = s.empty_cluster.node(*nid);
@@ -426,14 +463,14 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& body)
     const std::string& node = report->node;
     if (Status st = s.may_speak_for(who, node, "heartbeat"); !st.ok()) return reply->set_value(st.error());
     auto nid = s.cluster.find_node(node);
-    if (!nid.ok()) return reply->set_value(not_found("node " + node + ": not in the cluster configuration"));
+    if (!nid.ok()) return reply->set_value(not_found(unknown_node_text(s.cluster, node)));
     const NodeAdmin& na = s.node_admin[nid->value];
     if (s.opt.agents_required && !na.registered)
       return reply->set_value(failed_precondition("not_registered: node " + node +
                                                   " has not registered with this controller (it restarted?); register first"));
     if (s.opt.agents_required && na.reclaimed)
       return reply->set_value(failed_precondition("not_registered: node " + node + " was reclaimed by its spot pool at " +
-                                                  std::to_string(na.reclaim_at) + "; its agent must register again"));
+                                                  local_time_text(na.reclaim_at) + "; its agent must register again"));
     WriteBatch b;
     const BeatSample sample = observe_beat(s, *nid, *report, b);
     take_notice(s, *nid, *report, b);

@@ -203,17 +203,17 @@ Result<Json> Controller::list_jobs(const Principal& who, const JobFilter& f) {
       return true;
     };
     Json out = Json::array();
-    int64_t total = 0, last = 0;
-    bool more = false;
+    int64_t total = 0, last = 0, remaining = 0;  // remaining: matches after this page
     auto visit = [&](const JobRecord& r) {
       if (!match(r)) return;
       ++total;
       if (r.id <= f.after) return;
       if (int64_t(out.size()) < f.limit) {
         out.push_back(record_to_api(r, s.cluster, r.pending ? &*r.pending : nullptr, false));
+        s.explain_agentless(r, out.back());
         last = r.id;
       } else {
-        more = true;
+        ++remaining;
       }
     };
     if (f.array > 0) {
@@ -227,7 +227,8 @@ Result<Json> Controller::list_jobs(const Principal& who, const JobFilter& f) {
         return true;
       });
     }
-    return Json{{"jobs", std::move(out)}, {"next_after", more ? Json(last) : Json(nullptr)}, {"total", total}};
+    return Json{{"jobs", std::move(out)}, {"next_after", remaining > 0 ? Json(last) : Json(nullptr)}, {"total", total},
+                {"remaining", remaining}};
   });
 }
 
@@ -237,6 +238,7 @@ Result<Json> Controller::show_job(const Principal& who, int64_t id) {
     const JobRecord* r = s.jobs.find(id);
     if (!r) return not_found("job " + std::to_string(id) + ": no such job");
     Json j = record_to_api(*r, s.cluster, r->pending ? &*r->pending : nullptr, true);
+    s.explain_agentless(*r, j);
     if (Status st = s.may_see_detail(who, *r); !st.ok()) {
       for (const char* k : {"command", "env", "secret_env", "working_dir"}) j["spec"].erase(k);
       j["spec"]["checkpoint"].erase("dir");

@@ -25,8 +25,9 @@ std::vector<metrics::Family> Controller::State::gauges() const {
       "tessera_jobs", "Active jobs by state (pending, running, checkpointing) and leaf queue.", {"state", "queue"});
   metrics::Family pend_f = gauge_family(
       "tessera_jobs_pending", "Pending jobs by leaf queue and reason category (docs/metrics.md).", {"queue", "reason"});
-  static const char* const kCategories[] = {"backoff",   "capacity", "mig_reconfiguring", "new", "other",
-                                            "preempting", "priority", "quota",             "topology"};
+  static const char* const kCategories[] = {"array_limit", "backoff",  "begin_time", "capacity", "dependency", "held",
+                                            "mig_reconfiguring", "new", "other", "preempting", "priority", "quota",
+                                            "topology"};
   for (const Queue& q : tree->queues()) {
     if (!q.leaf()) continue;
     for (JobState st : {JobState::kPending, JobState::kRunning, JobState::kCheckpointing})
@@ -37,7 +38,14 @@ std::vector<metrics::Family> Controller::State::gauges() const {
     const JobRecord& r = jobs.at(id);
     jobs_f.values[{job_state_name(r.job.state), r.queue_name}] += 1;
     if (r.job.state != JobState::kPending) continue;
-    const char* cat = r.not_before > t ? "backoff" : r.pending ? pending_metric_category(r.pending->category) : "new";
+    const char* cat = r.gate ? (r.gate->gate == JobGate::kHeld                       ? "held"
+                                : r.gate->gate == JobGate::kBeginTime                ? "begin_time"
+                                : r.gate->gate == JobGate::kArrayTaskLimit           ? "array_limit"
+                                : r.gate->gate == JobGate::kBackoff                  ? "backoff"
+                                                                                     : "dependency")
+                      : r.not_before > t ? "backoff"
+                      : r.pending        ? pending_metric_category(r.pending->category)
+                                         : "new";
     pend_f.values[{r.queue_name, cat}] += 1;
   }
   out.push_back(std::move(jobs_f));

@@ -144,7 +144,7 @@ Result<Json> Controller::node_interrupt(const Principal& who, const std::string&
     Json jobs = s.interrupt(*id, reclaim, who.user, b, &handled);
     Json answer{{"node", node_json(s, *id)}, {"reclaim_at", na.reclaim_at}, {"notice_s", std::max<int64_t>(0, na.reclaim_at - t)},
                 {"jobs", jobs}};
-    if (!handled) answer["note"] = "node " + node + " already has an interruption notice (reclaim at " + std::to_string(na.reclaim_at) + ")";
+    if (!handled) answer["note"] = "node " + node + " already has an interruption notice (reclaim at " + local_time_text(na.reclaim_at) + ")";
     s.reply_when_durable(std::move(b), reply, answer);
   });
 }

@@ -41,7 +41,7 @@ Json Controller::State::interrupt(NodeId id, Time reclaim_at, const std::string&
   na.reclaim_at = na.last_notice = reclaim_at;
   if (na.state == NodeAdminState::kReady) {  // an admin's cordon or drain stays as it is
     na.state = NodeAdminState::kCordoned;
-    na.reason = "spot interruption: reclaimed at " + std::to_string(reclaim_at) + " (" + std::to_string(notice) + " s notice)";
+    na.reason = "spot interruption: reclaimed at " + local_time_text(reclaim_at) + " (" + std::to_string(notice) + " s notice)";
     na.notice_cordon = true;
     b.events.push_back(event(0, EventKind::kNodeCordon, actor, Json{{"node", name}, {"reason", na.reason}}));
   }
@@ -66,7 +66,7 @@ Json Controller::State::interrupt(NodeId id, Time reclaim_at, const std::string&
     std::string path, why;
     if (r.job.state == JobState::kCheckpointing) {
       path = "checkpoint";
-      why = "already checkpointing; it must finish by the reclaim at " + std::to_string(reclaim_at);
+      why = "already checkpointing; it must finish by the reclaim at " + local_time_text(reclaim_at);
       if (r.job.evict_by < 0 || r.job.evict_by > reclaim_at) r.job.evict_by = reclaim_at;
     } else if (r.spec.checkpoint.interval <= 0) {
       path = "requeue";

@@ -462,20 +462,14 @@ struct Controller::State {
   Status may_read(const Principal& who) const { return perm::may_read(who); }
 
   Status may_use_class(const Principal& who, const std::string& queue, const std::string& cls) const {
-    bool known = false;
-    for (const PriorityClass& pc : config.scheduler.priority_classes) known = known || pc.name == cls;
-    if (!known) {
-      std::string names;
-      for (const PriorityClass& pc : config.scheduler.priority_classes) names += (names.empty() ? "" : ", ") + pc.name;
-      return invalid_argument("priority_class: unknown \"" + cls + "\"; expected one of " + names);
-    }
-    if (who.role == Role::kAdmin) return {};
-    auto it = config.queue_classes.find(queue);
-    if (it == config.queue_classes.end() || it->second.empty()) return {};
-    if (std::find(it->second.begin(), it->second.end(), cls) != it->second.end()) return {};
-    std::string names;
-    for (const std::string& c : it->second) names += (names.empty() ? "" : ", ") + c;
-    return permission_denied("priority_class: queue " + queue + " allows only " + names);
+    return perm::may_use_class(who, config, queue, cls);
+  }
+
+  // With --agentless nothing runs the tasks: a placed job says so, or it would look stuck unexplained.
+  void explain_agentless(const JobRecord& r, Json& j) const {
+    if (opt.agents_required || (r.job.state != JobState::kRunning && r.job.state != JobState::kCheckpointing)) return;
+    const std::string was = j.contains("reason") && j["reason"].is_string() ? j["reason"].get<std::string>() : "";
+    j["reason"] = std::string(kAgentlessReason) + (was.empty() ? "" : "; " + was);
   }
 
   // May `who` see job r's command, environment, working directory and logs? (perm::may_see_detail)

@@ -1,5 +1,7 @@
 #include "server/permissions.h"
 
+#include <algorithm>
+
 namespace tessera::server::perm {
 
 namespace {
@@ -77,6 +79,42 @@ Status may_speak_for(const Principal& who, const std::string& node) {
   if (who.role != Role::kAgent) return permission_denied("only agent tokens may register and report for nodes");
   if (agent_may_speak_for(who.node, node)) return {};
   return permission_denied("agent token of " + who.user + " is bound to node " + who.node + ", not " + node);
+}
+
+Status may_use_class(const Principal& who, const config::ClusterConfig& config, const std::string& queue,
+                     const std::string& cls) {
+  const PriorityClass* pc = nullptr;
+  std::string names;
+  for (const PriorityClass& c : config.scheduler.priority_classes) {
+    if (c.name == cls) pc = &c;
+    names += (names.empty() ? "" : ", ") + c.name;
+  }
+  if (!pc) return invalid_argument("priority_class: unknown \"" + cls + "\"; expected one of " + names);
+  if (who.role == Role::kAdmin) return {};
+  auto join = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const std::string& x : v) out += (out.empty() ? "" : ", ") + x;
+    return out;
+  };
+  const auto q = config.queue_classes.find(queue);
+  const bool queue_lists = q != config.queue_classes.end() && !q->second.empty();
+  if (queue_lists && std::find(q->second.begin(), q->second.end(), cls) == q->second.end())
+    return permission_denied("priority_class: queue " + queue + " allows only " + join(q->second) +
+                             " (its priority_classes in the cluster config)");
+  const std::string role = role_name(who.role);
+  if (const auto r = config.class_roles.find(cls); r != config.class_roles.end()) {
+    if (std::find(r->second.begin(), r->second.end(), role) != r->second.end()) return {};
+    return permission_denied("priority_class: " + cls + " may be used by admins" +
+                             (r->second.empty() ? std::string(" only") : " and " + join(r->second)) + ", not by a " + role +
+                             " (priority_classes[" + cls + "].roles in the cluster config)");
+  }
+  if (queue_lists) return {};  // the queue names it
+  const PriorityClass* def = config::default_priority_class(config);
+  if (!def || pc->value <= def->value) return {};
+  return permission_denied("priority_class: " + cls + " (value " + std::to_string(pc->value) + ") is above the default class " +
+                           def->name + " (value " + std::to_string(def->value) + "): a " + role +
+                           " may use it only in a queue whose priority_classes names it, or if its roles: list " + role +
+                           " (cluster config; ask an admin)");
 }
 
 }  // namespace tessera::server::perm

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "config/cluster_config.h"
 #include "core/sched/queues.h"
 #include "core/status.h"
 #include "server/auth.h"
@@ -30,6 +31,11 @@ Status may_modify(const Principal& who, const QueueTree& tree, const std::string
 // A job's command, environment, working directory and logs: admins; team leads and members whose
 // subtree holds the job (its team); viewers when `viewers_see_details`.
 Status may_see_detail(const Principal& who, const QueueTree& tree, const std::string& queue, int64_t id, bool viewers_see_details);
+// Using priority class `cls` for a job in leaf queue `queue` (submit, or a priority change; docs/server.md,
+// "Priority classes"). An unknown class is invalid_argument. Admins may use every class. For the others:
+// a queue whose `priority_classes` lists classes allows only those; a class with `roles:` only the roles
+// listed; otherwise a class the queue names, or one no higher than the default class, is allowed.
+Status may_use_class(const Principal& who, const config::ClusterConfig& config, const std::string& queue, const std::string& cls);
 // Registering or reporting for `node`: admins, and agent tokens bound to it (name or pattern).
 Status may_speak_for(const Principal& who, const std::string& node);
 

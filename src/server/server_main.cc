@@ -208,6 +208,13 @@ int run_server(const ServerOptions& o) {
                o.config_path.empty() ? "(built-in)" : o.config_path, describe_config(*cfg));
   if (api.agent_port() >= 0)
     spdlog::info("event=agent_listener address={}:{} (agents' --server)", http.agent_host, api.agent_port());
+  if (o.agentless) {  // say why jobs never run, once at start (each placed job's reason says it too)
+    std::cout << "--agentless: no agent runs tasks on this server (placement only): jobs are placed and shown "
+                 "running but never execute, and end only when cancelled. To run them, start the server without "
+                 "--agentless with an agent on each node (docs/agent.md), or use `tessera up`."
+              << std::endl;
+    spdlog::warn("event=agentless reason=\"{}\"", kAgentlessReason);
+  }
   std::cout << "tessera server listening on http://" << http.host << ":" << api.port() << std::endl;
   if (!o.agentless)
     spdlog::info("event=waiting_for_agents nodes={} heartbeat_ms={} timeout_ms={} (nodes take work once their agent registers)",

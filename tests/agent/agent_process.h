@@ -92,4 +92,16 @@ class AgentProcess {
   pid_t pid_ = -1;
 };
 
+// Where `tessera up --node local` run as root keeps its tasks' directories: /var/tmp/tessera-up-local-HASH,
+// HASH the FNV-1a of the data directory's absolute path (src/cli/cmd_agent.cc, up_task_dir). A test
+// removes only its own: other tests' `up`s may run beside it. (Not root: DATA-tasks, under the data's
+// parent, removed with the test's directory.)
+inline std::string up_task_dir(const std::string& data) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : data) h = (h ^ c) * 1099511628211ULL;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return "/var/tmp/tessera-up-local-" + std::string(hex, 8);
+}
+
 }  // namespace tessera::testing

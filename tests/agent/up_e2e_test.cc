@@ -47,22 +47,12 @@ class UpProcess {
   pid_t pid_ = -1;
 };
 
-// The task directories `tessera up` made as root (/var/tmp/tessera-up-local-HASH).
-std::set<std::string> up_task_dirs() {
-  std::set<std::string> out;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/var/tmp", ec))
-    if (e.path().filename().string().rfind("tessera-up-local-", 0) == 0) out.insert(e.path().string());
-  return out;
-}
-
 HttpReply call(int port, const std::string& method, const std::string& path, const std::string& token, const Json& body = {}) {
   return http_call(port, method, path, token, body.dump());
 }
 
 TEST(Up, StartsAWorkingClusterStopsCleanlyAndResumes) {
   const std::string root = make_temp_dir("tessera-up");
-  const std::set<std::string> task_dirs_before = up_task_dirs();
   const std::string data = root + "/tessera-data";
   UpProcess up(data);
   int port = up.start();
@@ -117,8 +107,7 @@ TEST(Up, StartsAWorkingClusterStopsCleanlyAndResumes) {
   up.stop(SIGINT);
   std::filesystem::remove_all(root);
   std::error_code ec;
-  for (const std::string& d : up_task_dirs())
-    if (!task_dirs_before.count(d)) std::filesystem::remove_all(d, ec);
+  std::filesystem::remove_all(up_task_dir(data), ec);
 }
 
 
@@ -127,7 +116,6 @@ TEST(Up, StartsAWorkingClusterStopsCleanlyAndResumes) {
 // failure or preemption counted.
 TEST(Up, CtrlCIsAPlannedStopAndTheNextUpFinishesTheJobs) {
   const std::string root = make_temp_dir("tessera-up-plan");
-  const std::set<std::string> task_dirs_before = up_task_dirs();
   const std::string data = root + "/tessera-data";
   UpProcess up(data);
   int port = up.start();
@@ -182,8 +170,7 @@ TEST(Up, CtrlCIsAPlannedStopAndTheNextUpFinishesTheJobs) {
   up.stop(SIGINT);
   std::filesystem::remove_all(root);
   std::error_code ec;
-  for (const std::string& d : up_task_dirs())
-    if (!task_dirs_before.count(d)) std::filesystem::remove_all(d, ec);
+  std::filesystem::remove_all(up_task_dir(data), ec);
 }
 
 }  // namespace

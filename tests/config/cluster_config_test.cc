@@ -93,6 +93,37 @@ nodes: [{name: n, gpu_model: nvidia b200, gpus: 8, mig_gpus: [1]}]
   EXPECT_EQ(cluster->total_gpus(), 8);
 }
 
+// Issue 22: who may use which priority class is the config's policy: a class's `roles:`, and the
+// default class (the one a job gets when it names none) that bounds the others.
+TEST(ClusterConfig, PriorityClassRolesAndTheDefaultClass) {
+  auto c = parse_cluster_config_yaml(R"(
+nodes: [{name: n, gpu_model: T4, gpus: 1}]
+priority_classes:
+  - {name: production, value: 1000, roles: [team-lead]}
+  - {name: research, value: 100}
+  - {name: admins-only, value: 2000, roles: []}
+  - {name: preemptible, value: 0}
+)");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->class_roles.at("production"), std::vector<std::string>{"team-lead"});
+  EXPECT_TRUE(c->class_roles.at("admins-only").empty());
+  EXPECT_EQ(c->class_roles.count("research"), 0u) << "no roles: the default rule";
+  ASSERT_NE(default_priority_class(*c), nullptr);
+  EXPECT_EQ(default_priority_class(*c)->name, "research");
+  // Without a class named research, the lowest class is the default.
+  auto d = parse_cluster_config_yaml("nodes: [{name: n, gpu_model: T4, gpus: 1}]\n"
+                                     "priority_classes: [{name: high, value: 10}, {name: low, value: 1}]\n");
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_EQ(default_priority_class(*d)->name, "low");
+  // Nodes: count: N > 1 names name-0 .. name-(N-1); no count, or count: 1, keeps the name (docs/server.md).
+  auto e = parse_cluster_config_yaml("nodes: [{name: a, gpu_model: T4, gpus: 1}, {name: b, count: 1, gpu_model: T4, gpus: 1},"
+                                     " {name: c, count: 2, gpu_model: T4, gpus: 1}]\n");
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  std::vector<std::string> names;
+  for (const auto& n : e->nodes) names.push_back(n.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"a", "b", "c-0", "c-1"}));
+}
+
 std::string error_of(const std::string& text) {
   auto c = parse_cluster_config_yaml(text);
   return c.ok() ? "(parsed)" : c.error().message;
@@ -139,6 +170,8 @@ TEST(ClusterConfig, BadConfigsNameTheField) {
       {nodes + "policy: nope\n", "policy: unknown \"nope\"; expected one of"},
       {nodes + "config: {order: xyz}\n", "config.order: unknown \"xyz\""},
       {nodes + "priority_classes: [{name: a, value: 1}, {name: a, value: 2}]\n", "priority_classes[1].name: \"a\" used twice"},
+      {nodes + "priority_classes: [{name: a, value: 1, roles: [member, owner]}]\n",
+       "priority_classes[0].roles[1]: unknown role \"owner\"; expected team-lead or member"},
       {nodes + "gpu_models: [{name: X}]\n", "gpu_models[0].memory_mib: required"},
       {nodes + "gpu_models: [{name: t4, memory_mib: 1}]\n", "gpu_models: "},
       {"nodes: [{name: n\n", "cluster: not valid YAML at line"},

@@ -891,15 +891,21 @@ TEST_F(SchedulerTest, BlockedGangGetsAReservationAtTheEarliestEnd) {
   running(1, "a", "research", 1, 4, kNow - 100).expected_runtime = 1000;  // ends at kNow + 900
   running(2, "a", "research", 1, 4, kNow - 100).expected_runtime = 3000;  // ends at kNow + 2900
   running(3, "a", "research", 1, 4, kNow - 100).expected_runtime = 5000;  // ends at kNow + 4900
-  pending(4, "a", "research", 2, 8, 0);  // needs both nodes whole: only when all three are gone
+  Job& big = pending(4, "a", "research", 2, 8, 0);  // needs both nodes whole: only when all three are gone
+  big.gang.task.cpu = MilliCpu(0);  // asks GPUs only: its reason names no CPU or memory
+  big.gang.task.memory = MiB(0);
   Decisions d = cycle();
   const PendingInfo* p = info(d, 4);
   ASSERT_NE(p, nullptr);
   EXPECT_TRUE(p->reserved);
   ASSERT_TRUE(p->estimated_start.has_value());
   EXPECT_EQ(*p->estimated_start, kNow + 4900);
-  EXPECT_NE(p->reason.find("reserved to start at t=" + std::to_string(kNow + 4900) + " (in 1h21m)"), std::string::npos)
-      << p->reason;
+  // Relative to the cycle's time: no raw epoch seconds (the API carries estimated_start for local times).
+  EXPECT_NE(p->reason.find("reserved to start in 1h 21m"), std::string::npos) << p->reason;
+  EXPECT_EQ(p->reason.find("t="), std::string::npos) << p->reason;
+  EXPECT_NE(p->reason.find("(2 tasks of 8 GPUs)"), std::string::npos) << "the job asked no CPU or memory: " << p->reason;
+  EXPECT_EQ(p->reason.find("CPU"), std::string::npos) << p->reason;
+  EXPECT_EQ(p->reason.find("MiB"), std::string::npos) << p->reason;
 }
 
 TEST_F(SchedulerTest, BackfillStartsOnlyWhatDoesNotDelayTheReservation) {

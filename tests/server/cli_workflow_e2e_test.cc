@@ -416,6 +416,10 @@ TEST_F(CliWorkflow, ListingAndCancelByFilters) {
   ASSERT_EQ(r.status, 0) << show(r);
   EXPECT_TRUE(contains(r.err, "2 of 3 jobs shown; 1 more")) << show(r);
   EXPECT_FALSE(contains(r.out, "keep")) << show(r);
+  // The API's "remaining" (jobs that match after the page) reaches --json too.
+  r = cli({"jobs", "--me", "--name", "batch-x", "--limit", "2", "--json"});
+  ASSERT_EQ(r.status, 0) << show(r);
+  EXPECT_EQ(Json::parse(r.out).value("remaining", -1), 1) << show(r);
   r = cli({"jobs", "--start"});
   ASSERT_EQ(r.status, 0) << show(r);
   EXPECT_TRUE(contains(r.out, "START_TIME")) << show(r);

@@ -517,7 +517,7 @@ TEST_F(MetricsE2E, ScrapeIsValidAndFollowsTheCluster) {
     if (s.name == "tessera_jobs_pending")
       for (const auto& [k, v] : s.labels)
         if (k == "reason") categories.insert(v);
-  const std::set<std::string> known = {"backoff", "capacity", "mig_reconfiguring", "new", "other",
+  const std::set<std::string> known = {"array_limit", "backoff", "begin_time", "capacity", "dependency", "held", "mig_reconfiguring", "new", "other",
                                        "preempting", "priority", "quota", "topology"};
   EXPECT_EQ(categories, known);
 }

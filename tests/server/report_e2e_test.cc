@@ -292,3 +292,50 @@ TEST(ReportSpot, InterruptedHoursAndCountInTheRoutes) {
 
 }  // namespace
 }  // namespace tessera::testing
+
+namespace tessera::testing {
+namespace {
+
+// Issue 22: a fresh cluster (no job has run, no chargeback rates) says why its reports are empty and
+// why costs are 0, naming the config key, in the API's notes and through `tessera report`. The server
+// started with --agentless says at start that nothing runs its jobs, and so does each job it places.
+TEST(ReportFresh, EmptyReportsAndZeroCostsSayWhy) {
+  ServerProcess server(TESSERA_SOURCE_DIR "/tests/server/data/e2e_cluster.yaml");  // no chargeback: section
+  std::string out;
+  ASSERT_TRUE(server.start(&out)) << out;
+  EXPECT_NE(out.find("--agentless: no agent runs tasks on this server (placement only)"), std::string::npos) << out;
+  const std::string admin = server.admin_token();
+  auto has = [](const Json& notes, const std::string& part) {
+    for (const Json& n : notes)
+      if (n.is_string() && n.get<std::string>().find(part) != std::string::npos) return true;
+    return false;
+  };
+  const Json cb = server.get("/api/v1/reports/chargeback", admin).body;
+  EXPECT_TRUE(has(cb.value("notes", Json()), "No usage yet in this period")) << cb.dump(2);
+  EXPECT_TRUE(has(cb.value("notes", Json()), "Costs are 0 because no GPU rates are configured. Set chargeback.rates"))
+      << cb.dump(2);
+  const Json usage = server.get("/api/v1/reports/usage", admin).body;
+  EXPECT_TRUE(has(usage.value("notes", Json()), "No usage yet in this period")) << usage.dump(2);
+  const std::string url = "http://127.0.0.1:" + std::to_string(server.port());
+  const CliResult r = run_cli({"report", "chargeback", "--server", url, "--token", admin});
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("note: No usage yet in this period"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("chargeback.rates"), std::string::npos) << r.err;
+  const CliResult u = run_cli({"report", "usage", "--server", url, "--token", admin});
+  ASSERT_EQ(u.status, 0) << u.out << u.err;
+  EXPECT_NE(u.err.find("note: No usage yet in this period"), std::string::npos) << u.err;
+  // A job this agentless server places says that nothing runs it (API reason, `tessera jobs show`).
+  auto sub = server.post("/api/v1/jobs", admin, Json{{"name", "demo"}, {"queue", "default"}, {"resources", {{"gpus", 1}}},
+                                                     {"command", {"sleep", "60"}}});
+  ASSERT_EQ(sub.status, 201) << sub.raw;
+  const std::string id = std::to_string(sub.body["id"].get<int64_t>());
+  ASSERT_TRUE(eventually([&] { return server.get("/api/v1/jobs/" + id, admin).body.value("state", "") == "running"; }));
+  const std::string why = "no agent runs tasks on this server (--agentless: placement only)";
+  EXPECT_NE(server.get("/api/v1/jobs/" + id, admin).body.value("reason", "").find(why), std::string::npos);
+  const CliResult show = run_cli({"jobs", "show", id, "--server", url, "--token", admin});
+  ASSERT_EQ(show.status, 0) << show.out << show.err;
+  EXPECT_NE(show.out.find(why), std::string::npos) << show.out;
+}
+
+}  // namespace
+}  // namespace tessera::testing

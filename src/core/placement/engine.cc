@@ -29,7 +29,9 @@ std::string describe_task(const TaskRequest& t) {
   else if (t.whole_gpus()) s = std::to_string(t.gpu_count) + (t.gpu_count == 1 ? " GPU" : " GPUs");
   else if (t.gpu_share()) s = std::to_string(t.milli_per_gpu.v) + " milli-GPU share" + (t.gpu_count > 1 ? " x" + std::to_string(t.gpu_count) : "");
   else s = "no GPU";
-  s += ", " + std::to_string(t.cpu.v) + "m CPU, " + std::to_string(t.memory.v) + " MiB";
+  // Only what the task asks: a task with no CPU or memory request says nothing of them.
+  if (t.cpu.v > 0) s += ", " + std::to_string(t.cpu.v) + "m CPU";
+  if (t.memory.v > 0) s += ", " + std::to_string(t.memory.v) + " MiB";
   if (!t.gpu_models.empty()) {
     s += ", model ";
     for (size_t i = 0; i < t.gpu_models.size(); ++i) s += (i ? "|" : "") + t.gpu_models[i];

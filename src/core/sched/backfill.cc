@@ -18,8 +18,7 @@ namespace tessera::sched {
 
 std::string reservation_text(const CycleState& cs) {
   const Job& j = *cs.entries[cs.res.entry].job;
-  return "job " + j.name + "'s reservation at t=" + std::to_string(cs.res.start) + " (in " +
-         duration_text(cs.res.start - cs.now) + ")";
+  return "job " + j.name + "'s reservation starting " + in_text(cs.res.start, cs.now);
 }
 
 void no_room(CycleState& cs, Entry& e, const Gang& gang) {
@@ -27,7 +26,7 @@ void no_room(CycleState& cs, Entry& e, const Gang& gang) {
   if (!cs.cfg.backfill || cs.res.active) return;
   if (std::optional<Reservation> r = find_reservation(cs, e, gang)) {
     cs.res = std::move(*r);
-    e.reason += "; reserved to start at t=" + std::to_string(cs.res.start) + " (in " + duration_text(cs.res.start - cs.now) + ")";
+    e.reason += "; reserved to start " + in_text(cs.res.start, cs.now);
   }
 }
 

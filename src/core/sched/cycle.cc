@@ -205,7 +205,8 @@ void evict_expired(CycleState& cs) {
     d.victim = j.id;
     d.phase = PreemptPhase::kEvict;
     d.evict_by = cs.now;
-    d.reason = "checkpoint grace expired at t=" + std::to_string(j.evict_by) + " without the job leaving";
+    d.reason = "checkpoint grace expired" + (cs.now > j.evict_by ? " " + duration_text(cs.now - j.evict_by) + " ago" : std::string()) +
+               " without the job leaving";
     cs.out.preempt.push_back(std::move(d));
   }
 }

@@ -57,7 +57,7 @@ void plan_mig(CycleState& cs) {
     if (n == 0) continue;
     e.wait = WaitCategory::kMigReconfiguring;
     e.reason += "; " + std::string(mig ? "MIG layout change planned on " : "turning MIG GPUs back to whole on ") +
-                std::to_string(n) + (n == 1 ? " GPU" : " GPUs") + ", ready at t=" + std::to_string(ready);
+                std::to_string(n) + (n == 1 ? " GPU" : " GPUs") + ", ready " + in_text(ready, cs.now);
     if (e.estimated_start < 0 || ready < e.estimated_start) e.estimated_start = ready;
   }
 }
