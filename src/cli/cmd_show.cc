@@ -32,22 +32,6 @@ std::string time_and_relative(const json& obj, const char* key, int64_t now) {
 }
 
 // An event's detail as "key=value ..." (a detail stored as a JSON string is parsed first).
-std::string compact_detail(const json& detail) {
-  json d = detail;
-  if (d.is_string()) {
-    json parsed = json::parse(d.get<std::string>(), nullptr, /*allow_exceptions=*/false);
-    if (parsed.is_object()) d = std::move(parsed);
-    else return d.get<std::string>();
-  }
-  if (!d.is_object()) return d.is_null() ? "" : d.dump();
-  std::string out;
-  for (const auto& [k, v] : d.items())
-    out += (out.empty() ? "" : " ") + k + "=" +
-           (v.is_string() ? v.get<std::string>() : v.is_number_float() ? json_text(d, k.c_str()) : v.dump());
-  return out;
-}
-
-
 void print_placement(const json& placement) {
   Table t;
   t.headers = {"TASK", "NODE", "GPUS", "SHARE", "MIG"};
@@ -256,7 +240,7 @@ void run_show(const std::string& verb, const ShowArgs& a) {
     t.headers = {"TIME", "EVENT", "BY", "DETAIL"};
     for (const auto& e : j["events"])
       t.rows.push_back({format_local_time(json_int(e, "time").value_or(0)), json_text(e, "kind"), json_text(e, "actor"),
-                        truncate(compact_detail(e.value("detail", json())), 100)});
+                        truncate(compact_detail(e.value("detail", json())), 160)});
     for (const std::string& l : render_table_lines(t)) std::cout << "  " << l << "\n";
   }
 }

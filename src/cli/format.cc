@@ -68,6 +68,52 @@ std::string render_table(const Table& t) {
   return out;
 }
 
+namespace {
+
+std::string placement_text(const nlohmann::json& p) {
+  std::vector<std::pair<std::string, int>> nodes;  // in task order, with their task counts
+  std::string each;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const nlohmann::json& t = p[i];
+    if (!t.is_object()) continue;
+    const std::string node = t.contains("node") && t["node"].is_string() ? t["node"].get<std::string>() : "?";
+    if (nodes.empty() || nodes.back().first != node) nodes.emplace_back(node, 0);
+    ++nodes.back().second;
+    std::string gpus;
+    for (const auto& g : t.value("gpus", nlohmann::json::array())) gpus += (gpus.empty() ? "" : ",") + g.dump();
+    each += (each.empty() ? "" : "; ") + std::string("task ") + std::to_string(i) + " on " + node +
+            (gpus.empty() ? "" : " GPU" + std::string(t["gpus"].size() > 1 ? "s " : " ") + gpus);
+  }
+  if (p.size() <= 4) return each;
+  std::string out = std::to_string(p.size()) + " tasks on " + std::to_string(nodes.size()) + (nodes.size() == 1 ? " node: " : " nodes: ");
+  for (size_t i = 0; i < nodes.size() && i < 6; ++i)
+    out += (i ? ", " : "") + nodes[i].first + " (" + std::to_string(nodes[i].second) + ")";
+  if (nodes.size() > 6) out += ", +" + std::to_string(nodes.size() - 6) + " more";
+  return out;
+}
+
+}  // namespace
+
+std::string compact_detail(const nlohmann::json& detail) {
+  nlohmann::json d = detail;
+  if (d.is_string()) {
+    nlohmann::json parsed = nlohmann::json::parse(d.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_object()) d = std::move(parsed);
+    else return d.get<std::string>();
+  }
+  if (!d.is_object()) return d.is_null() ? "" : d.dump();
+  std::string out;
+  for (const auto& [k, v] : d.items()) {
+    std::string text;
+    if (k == "placement" && v.is_array()) text = placement_text(v);
+    else if (v.is_string()) text = v.get<std::string>();
+    else if (v.is_number_float()) text = json_text(d, k.c_str());
+    else text = v.dump();
+    out += (out.empty() ? "" : " ") + k + "=" + text;
+  }
+  return out;
+}
+
 std::string truncate(std::string_view s, size_t max) {
   if (display_width(s) <= max) return std::string(s);
   const size_t keep = max > 3 ? max - 3 : 0;

@@ -34,6 +34,11 @@ std::string render_table(const Table& t);
 // `s` cut to at most `max` code points, ending in "..." when cut (max >= 4).
 std::string truncate(std::string_view s, size_t max);
 
+// An event's detail for people, "key=value ..." (a detail stored as a JSON string is parsed first);
+// a placement reads "task 0 on n-3 GPUs 0,1; ..." (or "16 tasks on 2 nodes: n-3 (8), n-4 (8)"),
+// never a cut-off JSON array.
+std::string compact_detail(const nlohmann::json& detail);
+
 // ---- Times and durations ----
 
 // A short duration: "45s", "12m", "3h", "3h20m", "2d", "2d4h". Negative values count as 0.

@@ -202,5 +202,17 @@ TEST(CliFormat, JsonAccess) {
   EXPECT_EQ(json_int(j, "n"), std::nullopt);
 }
 
+// Events show a placement as words, whole, not as a JSON array cut off at the column's width.
+TEST(CliEvents, APlacementReadsAsTasksOnNodes) {
+  const json started = {{"attempt", 2},
+                        {"placement", json::array({json{{"task", 0}, {"node", "n-3"}, {"gpus", {0, 1}}},
+                                                   json{{"task", 1}, {"node", "n-4"}, {"gpus", {5}}}})}};
+  EXPECT_EQ(compact_detail(started), "attempt=2 placement=task 0 on n-3 GPUs 0,1; task 1 on n-4 GPU 5");
+  json big = json::array();
+  for (int t = 0; t < 16; ++t) big.push_back(json{{"task", t}, {"node", t < 8 ? "a" : "b"}, {"gpus", {t % 8}}});
+  EXPECT_EQ(compact_detail(json{{"placement", big}}), "placement=16 tasks on 2 nodes: a (8), b (8)");
+  EXPECT_EQ(compact_detail(json(R"({"reason": "cancelled by alice"})")), "reason=cancelled by alice");
+}
+
 }  // namespace
 }  // namespace tessera::cli
