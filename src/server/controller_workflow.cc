@@ -30,8 +30,10 @@ std::vector<int64_t> Controller::State::resolve(const config::JobRef& ref) const
   auto arr = arrays.find(ref.id);
   if (ref.index >= 0) {
     if (arr == arrays.end()) return {};
-    for (int64_t id : arr->second)
-      if (jobs.at(id).array_index == ref.index) return {id};
+    // Elements are in index order: a binary search.
+    auto it = std::lower_bound(arr->second.begin(), arr->second.end(), ref.index,
+                               [this](int64_t id, int32_t index) { return jobs.at(id).array_index < index; });
+    if (it != arr->second.end() && jobs.at(*it).array_index == ref.index) return {*it};
     return {};
   }
   if (arr != arrays.end()) return arr->second;
@@ -41,10 +43,15 @@ std::vector<int64_t> Controller::State::resolve(const config::JobRef& ref) const
 
 namespace {
 
-DepVerdict dependency_verdict(const Controller::State& s, const JobRecord& r, const NameIndex& names) {
+// Verdicts of (type, job reference) within one look at every pending job: an array's dependents (each
+// element afterok on a whole array) would otherwise walk that array once each.
+using DepMemo = std::map<std::pair<config::DependencyType, config::JobRef>, DepVerdict>;
+
+DepVerdict one_ref_verdict(const Controller::State& s, config::DependencyType type, const config::JobRef& ref);
+
+DepVerdict dependency_verdict(const Controller::State& s, const JobRecord& r, const NameIndex& names, DepMemo& memo) {
   DepVerdict wait;
   for (const config::Dependency& d : r.spec.workflow.dependencies) {
-    const std::string type = config::dependency_type_name(d.type);
     if (d.type == config::DependencyType::kSingleton) {
       const auto* n = names.find(r);
       const bool other_running = n && n->first > (placed(r.job.state) ? 1 : 0);
@@ -54,29 +61,39 @@ DepVerdict dependency_verdict(const Controller::State& s, const JobRecord& r, co
       continue;
     }
     for (const config::JobRef& ref : d.jobs) {
-      const std::vector<int64_t> ids = s.resolve(ref);
-      const std::string name = config::job_ref_text(ref);
-      if (ids.empty()) return {Verdict::kNever, type + ":" + name + ": no such job"};
-      for (int64_t id : ids) {
-        const JobRecord& o = s.jobs.at(id);
-        const JobState st = o.job.state;
-        const std::string what = type + ":" + name + " (job " + std::to_string(id) + " is " + job_state_name(st) + ")";
-        Verdict v = Verdict::kMet;
-        switch (d.type) {
-          case config::DependencyType::kAfter: v = o.attempt > 0 || !active(st) ? Verdict::kMet : Verdict::kWait; break;
-          case config::DependencyType::kAfterAny: v = active(st) ? Verdict::kWait : Verdict::kMet; break;
-          case config::DependencyType::kAfterOk:
-            v = st == JobState::kSucceeded ? Verdict::kMet : active(st) ? Verdict::kWait : Verdict::kNever;
-            break;
-          case config::DependencyType::kAfterNotOk:
-            v = ended_badly(st) ? Verdict::kMet : active(st) ? Verdict::kWait : Verdict::kNever;
-            break;
-          case config::DependencyType::kSingleton: break;
-        }
-        if (v == Verdict::kNever) return {Verdict::kNever, what};
-        if (v == Verdict::kWait && wait.v == Verdict::kMet) wait = {Verdict::kWait, what};
-      }
+      auto it = memo.find({d.type, ref});
+      if (it == memo.end()) it = memo.emplace(std::make_pair(d.type, ref), one_ref_verdict(s, d.type, ref)).first;
+      if (it->second.v == Verdict::kNever) return it->second;
+      if (it->second.v == Verdict::kWait && wait.v == Verdict::kMet) wait = it->second;
     }
+  }
+  return wait;
+}
+
+DepVerdict one_ref_verdict(const Controller::State& s, config::DependencyType type, const config::JobRef& ref) {
+  const std::vector<int64_t> ids = s.resolve(ref);
+  const std::string name = std::string(config::dependency_type_name(type)) + ":" + config::job_ref_text(ref);
+  if (ids.empty()) return {Verdict::kNever, name + ": no such job"};
+  DepVerdict wait;
+  for (int64_t id : ids) {
+    const JobRecord& o = s.jobs.at(id);
+    const JobState st = o.job.state;
+    Verdict v = Verdict::kMet;
+    switch (type) {
+      case config::DependencyType::kAfter: v = o.attempt > 0 || !active(st) ? Verdict::kMet : Verdict::kWait; break;
+      case config::DependencyType::kAfterAny: v = active(st) ? Verdict::kWait : Verdict::kMet; break;
+      case config::DependencyType::kAfterOk:
+        v = st == JobState::kSucceeded ? Verdict::kMet : active(st) ? Verdict::kWait : Verdict::kNever;
+        break;
+      case config::DependencyType::kAfterNotOk:
+        v = ended_badly(st) ? Verdict::kMet : active(st) ? Verdict::kWait : Verdict::kNever;
+        break;
+      case config::DependencyType::kSingleton: break;
+    }
+    if (v == Verdict::kMet) continue;
+    const std::string what = name + " (job " + std::to_string(id) + " is " + job_state_name(st) + ")";
+    if (v == Verdict::kNever) return {Verdict::kNever, what};
+    if (wait.v == Verdict::kMet) wait = {Verdict::kWait, what};
   }
   return wait;
 }
@@ -95,6 +112,7 @@ std::set<int64_t> Controller::State::gate_pending(Time t, WriteBatch& b) {
     else if (n.second == 0) n.second = id;  // active_ids ascend: the first pending is the smallest
   }
   std::vector<std::pair<int64_t, std::string>> kill;
+  DepMemo memo;
   for (int64_t id : active_ids) {
     JobRecord& r = jobs.at(id);
     if (r.job.state != JobState::kPending) continue;
@@ -111,7 +129,7 @@ std::set<int64_t> Controller::State::gate_pending(Time t, WriteBatch& b) {
       continue;
     }
     if (!w.dependencies.empty()) {
-      const DepVerdict v = dependency_verdict(*this, r, names);
+      const DepVerdict v = dependency_verdict(*this, r, names, memo);
       if (v.v == Verdict::kNever) {
         if (w.kill_on_invalid_dep) kill.emplace_back(id, v.why);
         else gate(JobGate::kDependencyNeverSatisfied, "DependencyNeverSatisfied: " + v.why + "; it can never start: cancel it");

@@ -198,5 +198,18 @@ TEST_F(Workflow, RequeueCheckpointsFirstAndCountsNoRestartOrPreemption) {
   ASSERT_TRUE(settles_as(id, "pending", "held"));
 }
 
+TEST_F(Workflow, AnArrayAfterAWholeArrayWaitsForEveryElementAndAnElementForOne) {
+  const int64_t a = submit_answer(spec("a", R"("array": "0-2")"), admin)["array_job_id"];
+  const int64_t b = submit_answer(spec("b", R"("array": "0-2", "dependency": "afterok:)" + std::to_string(a) + R"(")"), admin)["array_job_id"];
+  const int64_t one = submit_json(spec("one", R"("dependency": "afterok:)" + std::to_string(a) + R"(_1")"));
+  for (int64_t e = a; e < a + 3; ++e) ASSERT_TRUE(settles_as(e, "running"));
+  end_task(a + 1, "succeeded");  // element 1: "one" may go, the array b still waits
+  ASSERT_TRUE(settles_as(one, "running"));
+  for (int64_t e = b; e < b + 3; ++e) EXPECT_EQ(job(e)["wait"], "dependency") << job(e).dump();
+  end_task(a, "succeeded");
+  end_task(a + 2, "succeeded");
+  for (int64_t e = b; e < b + 3; ++e) ASSERT_TRUE(settles_as(e, "running")) << job(e).dump();
+}
+
 }  // namespace
 }  // namespace tessera
