@@ -328,13 +328,17 @@ Result<Json> Controller::queues(const Principal& who) {
       std::string path;
       for (QueueId a : tree.path_to_root(q.id)) path = tree.queue(a).name + (path.empty() ? "" : "/" + path);
       auto cls = s.config.queue_classes.find(q.name);
+      Json usable = Json::array();  // the classes the caller may use in this queue (the class policy)
+      for (const PriorityClass& pc : s.config.scheduler.priority_classes)
+        if (s.may_use_class(who, q.name, pc.name).ok()) usable.push_back(pc.name);
       out.push_back(Json{{"name", q.name}, {"parent", q.parent.valid() ? tree.queue(q.parent).name : ""}, {"path", path},
                          {"leaf", q.leaf()}, {"weight", q.weight}, {"guaranteed", amounts_json(q.guaranteed)},
                          {"limit", amounts_json(q.limit)}, {"used", amounts_json(used)}, {"borrowed", amounts_json(borrowed)},
                          {"fair_share", amounts_json(fair)}, {"pending", sub_pending[q.id.value]},
                          {"running", sub_running[q.id.value]},
                          {"usage", q.id.value < s.usage.size() ? s.usage[q.id.value] : 0.0},
-                         {"priority_classes", cls == s.config.queue_classes.end() ? Json::array() : Json(cls->second)}});
+                         {"priority_classes", cls == s.config.queue_classes.end() ? Json::array() : Json(cls->second)},
+                         {"usable_classes", std::move(usable)}});
     }
     return Json{{"queues", std::move(out)}};
   });

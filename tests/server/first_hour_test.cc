@@ -112,6 +112,18 @@ priority_classes:
   EXPECT_TRUE(submit_as(bob, "team-b", "production-training").ok());
   EXPECT_TRUE(denied(submit_as(bob, "team-b", "preemptible"), "queue team-b allows only research, production-training"));
   EXPECT_TRUE(denied(submit_as(bob, "team-b", "production-inference"), "queue team-b allows only"));
+  // The queues answer says which classes the caller may use there (the portal's submit form offers those).
+  auto usable = [&](const Principal& who, const std::string& queue) {
+    std::vector<std::string> out;
+    const Result<Json> all = ctl->queues(who);
+    for (const Json& q : (*all)["queues"])
+      if (q["name"] == queue) out = q["usable_classes"].get<std::vector<std::string>>();
+    return out;
+  };
+  EXPECT_EQ(usable(alice, "team-a"), (std::vector<std::string>{"research", "preemptible"}));
+  EXPECT_EQ(usable(lead, "team-a"), (std::vector<std::string>{"production-inference", "research", "preemptible"}));
+  EXPECT_EQ(usable(bob, "team-b"), (std::vector<std::string>{"production-training", "research"}));
+  EXPECT_EQ(usable(admin, "team-a").size(), 4u);
   // An unknown class is a bad request, not a denial.
   auto unknown = submit_as(alice, "team-a", "urgent");
   ASSERT_FALSE(unknown.ok());

@@ -98,6 +98,7 @@ export type Amounts = Record<string, number>;
 export interface QueueInfo {
   name: string; parent: string; path: string; leaf: boolean; weight: number; guaranteed: Amounts; limit: Amounts;
   used: Amounts; borrowed: Amounts; fair_share: Amounts; pending: number; running: number; priority_classes: string[];
+  usable_classes?: string[];  // the classes the caller may use in this queue (the server's class policy)
 }
 export interface GpuInfo {
   index: number; health: string; mig: boolean; used_milli: number; jobs: number[];

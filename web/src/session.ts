@@ -46,6 +46,7 @@ export function allClasses(): string[] {
 // The classes a job in `queue` may use for this user (admins are not limited by the queue).
 export function allowedClasses(queue: string, me: Me | null = session.me): string[] {
   const q = queueByName(queue);
+  if (q && Array.isArray(q.usable_classes)) return q.usable_classes;  // the server's class policy for this caller
   if (me?.role === 'admin' || !q || q.priority_classes.length === 0) return allClasses();
   return q.priority_classes;
 }
