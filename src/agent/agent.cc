@@ -260,7 +260,7 @@ void Agent::Impl::converge(const Json& ans) {
   // Forget tasks that ended and are no longer wanted (the controller has their final state).
   for (auto it = tasks.begin(); it != tasks.end();) {
     if (it->second.terminal() && !wanted.count(it->first)) {
-      if (it->second.out_fd >= 0) ::close(it->second.out_fd);
+      it->second.close_output();
       std::error_code ec;
       fs::remove(pid_path(opt.state_dir, it->second.job, it->second.attempt, it->second.task), ec);
       if (!it->second.scratch.empty())

@@ -3,6 +3,8 @@
 // checkpointing and polling tasks). Owned by Agent::run()'s thread; see agent.h for threads.
 #pragma once
 
+#include <unistd.h>
+
 #include <chrono>
 #include <ctime>
 #include <cstdint>
@@ -72,11 +74,15 @@ struct LocalTask {
   AckStamp save_stamp;
   int64_t saves = 0, cost_ms = -1;
   int64_t signal_done = -1;  // the controller's signal_seq this task has had (-1: not seen yet)
-  // The job's `output` file (Slurm's --output), opened as the task's user once it runs; its log is
-  // copied there as it grows. -1: none or not open yet.
-  int out_fd = -1;
+  // The job's `output` file (Slurm's --output), opened as the task's user once it runs, and its own
+  // log (out_src), copied there as it grows. -1: none or not open yet. close_output() closes both.
+  int out_fd = -1, out_src = -1;
   bool out_tried = false;
   int64_t out_copied = 0;
+  void close_output() {
+    for (int* fd : {&out_fd, &out_src})
+      if (*fd >= 0) ::close(*fd), *fd = -1;
+  }
   bool terminal() const { return state != "starting" && state != "running"; }
 };
 

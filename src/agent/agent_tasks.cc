@@ -334,41 +334,37 @@ bool Agent::Impl::drive_saves(LocalTask& t) {
 
 // Exits, checkpoint acknowledgements and deadlines. Returns true when something changed.
 void Agent::Impl::mirror_output(LocalTask& t, bool final) {
-  const std::string path = str_field(t.assignment, "output");
-  if (path.empty() || !t.proc) return;
+  if (!t.proc || (t.out_tried && t.out_fd < 0)) return;  // no output file, or it could not be opened
   if (!t.out_tried) {
     t.out_tried = true;
-    // As the task's user (a path it could not write stays unwritten), no link followed, and only a
-    // regular file: a FIFO there must not stall the agent. Truncated at each attempt, as Slurm does.
-    ScopedFsUser as_task(t.user);
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    const std::string path = str_field(t.assignment, "output");
+    if (path.empty()) return;
+    {
+      // As the task's user (a path it could not write stays unwritten), no link followed, and only a
+      // regular file: a FIFO there must not stall the agent. Truncated at each attempt, as Slurm does.
+      ScopedFsUser as_task(t.user);
+      t.out_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    }
+    const int err = errno;
     struct stat st {};
-    if (fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-      t.out_fd = fd;
-    } else {
-      const int err = errno;
-      if (fd >= 0) ::close(fd);
+    const bool regular = t.out_fd >= 0 && ::fstat(t.out_fd, &st) == 0 && S_ISREG(st.st_mode);
+    if (regular) t.out_src = ::open(log_path(opt.state_dir, t.job, t.attempt, t.task).c_str(), O_RDONLY | O_CLOEXEC);
+    if (!regular || t.out_src < 0) {
       spdlog::warn("event=output_file_unwritable node={} job={} task={} path={} reason=\"{}\" (its log stays in the API)",
-                   opt.node, t.job, t.task, path, fd >= 0 ? "not a regular file" : std::strerror(err));
+                   opt.node, t.job, t.task, path,
+                   t.out_fd < 0 ? std::strerror(err) : !regular ? "not a regular file" : "its log cannot be read");
+      t.close_output();
+      return;
     }
   }
-  if (t.out_fd >= 0) {
-    const int in = ::open(log_path(opt.state_dir, t.job, t.attempt, t.task).c_str(), O_RDONLY | O_CLOEXEC);
-    if (in >= 0) {
-      char buf[65536];
-      for (int rounds = 0; rounds < 64; ++rounds) {  // at most 4 MiB a call: the loop stays responsive
-        const ssize_t n = ::pread(in, buf, sizeof buf, t.out_copied);
-        if (n <= 0) break;
-        if (::write(t.out_fd, buf, size_t(n)) != n) break;
-        t.out_copied += n;
-      }
-      ::close(in);
-    }
+  char buf[65536];
+  for (int rounds = 0; rounds < 64; ++rounds) {  // at most 4 MiB a call: the loop stays responsive
+    const ssize_t n = ::pread(t.out_src, buf, sizeof buf, t.out_copied);
+    if (n <= 0) break;
+    if (::write(t.out_fd, buf, size_t(n)) != n) break;
+    t.out_copied += n;
   }
-  if (final && t.out_fd >= 0) {
-    ::close(t.out_fd);
-    t.out_fd = -1;
-  }
+  if (final) t.close_output();
 }
 
 bool Agent::Impl::poll_tasks() {

@@ -186,6 +186,14 @@ void Controller::State::interrupt_job(JobRecord& r, StopCause cause, const std::
 
 namespace {
 
+// Holds r for `who`: an admin's hold on another user's job is an admin hold. A held job keeps its hold.
+void hold_for(JobRecord& r, const Principal& who) {
+  if (r.held) return;
+  r.held = true;
+  r.held_by = who.user;
+  r.admin_hold = who.role == Role::kAdmin && r.job.user != who.user;
+}
+
 // What one verb does to one job: nullopt = done (its row is in the batch), else why it was skipped.
 using JobAction = std::function<std::optional<Error>(Controller::State&, JobRecord&, WriteBatch&)>;
 
@@ -224,7 +232,7 @@ static Result<Json> act_on_ref(Controller::State& s, const Principal& who, const
     }
     if (e) {
       if (!whole_array) only_error = *e;
-      skipped.push_back(Json{{"ref", record_to_api(r, s.cluster, nullptr, false)["ref"]}, {"reason", e->message}});
+      skipped.push_back(Json{{"ref", job_ref(r)}, {"reason", e->message}});
     } else {
       changed.push_back(record_to_api(r, s.cluster, nullptr, false));
     }
@@ -270,9 +278,7 @@ Result<Json> Controller::job_verb(const Principal& who, const config::JobRef& re
             return failed_precondition("job " + std::to_string(r.id) + " is " + job_state_name(r.job.state) +
                                        "; only pending jobs can be held (requeue --hold stops and holds a running one)");
           if (r.held) return failed_precondition("job " + std::to_string(r.id) + " is already held");
-          r.held = true;
-          r.held_by = by;
-          r.admin_hold = who.role == Role::kAdmin && r.job.user != by;
+          hold_for(r, who);
           r.gate = GateInfo{JobGate::kHeld, "held by " + by};
           wb.events.push_back(st.event(r.id, EventKind::kHeld, by, Json{{"admin_hold", r.admin_hold}}));
           wb.jobs.push_back(st.row(r));
@@ -299,7 +305,7 @@ Result<Json> Controller::job_verb(const Principal& who, const config::JobRef& re
         act = [by, who, hold_after](State& st, JobRecord& r, WriteBatch& wb) -> std::optional<Error> {
           if (r.job.state == JobState::kPending) {
             if (!hold_after) return failed_precondition("job " + std::to_string(r.id) + " is already pending");
-            if (!r.held) r.held = true, r.held_by = by, r.admin_hold = who.role == Role::kAdmin && r.job.user != by;
+            hold_for(r, who);
             wb.jobs.push_back(st.row(r));
             return std::nullopt;
           }
@@ -314,7 +320,7 @@ Result<Json> Controller::job_verb(const Principal& who, const config::JobRef& re
             st.active_ids.insert(r.id);
             wb.events.push_back(st.event(r.id, EventKind::kRequeued, by, Json{{"reason", r.end_reason}}));
           }
-          if (hold_after) r.held = true, r.held_by = by, r.admin_hold = who.role == Role::kAdmin && r.job.user != by;
+          if (hold_after) hold_for(r, who);
           wb.jobs.push_back(st.row(r));
           st.dirty = true;
           return std::nullopt;

@@ -50,14 +50,6 @@ const char* stop_cause_name(StopCause c) {
   return "preempt";
 }
 
-std::string duration_text(int64_t s) {
-  if (s < 0) s = -s;
-  if (s < 60) return std::to_string(s) + "s";
-  if (s < 3600) return std::to_string(s / 60) + "m" + (s % 60 ? " " + std::to_string(s % 60) + "s" : "");
-  if (s < 86400) return std::to_string(s / 3600) + "h" + (s % 3600 / 60 ? " " + std::to_string(s % 3600 / 60) + "m" : "");
-  return std::to_string(s / 86400) + "d" + (s % 86400 / 3600 ? " " + std::to_string(s % 86400 / 3600) + "h" : "");
-}
-
 std::string local_time_text(int64_t t) {
   const time_t tt = time_t(t);
   struct tm tm {};
@@ -224,6 +216,10 @@ Json placement_json(const JobRecord& r, const ClusterState& cluster) {
   return out;
 }
 
+std::string job_ref(const JobRecord& r) {
+  return r.array_job > 0 ? std::to_string(r.array_job) + "_" + std::to_string(r.array_index) : std::to_string(r.id);
+}
+
 Json record_to_api(const JobRecord& r, const ClusterState& cluster, const PendingInfo* pending, bool detail) {
   std::set<std::string> nodes;
   for (const TaskPlacement& p : r.job.placement) nodes.insert(cluster.node(p.node).name);
@@ -241,7 +237,7 @@ Json record_to_api(const JobRecord& r, const ClusterState& cluster, const Pendin
   const bool ended = !waiting && r.job.state != JobState::kRunning && r.job.state != JobState::kCheckpointing;
   const int64_t elapsed = r.job.started >= 0 ? (ended && r.finished >= r.job.started ? r.finished - r.job.started : -1) : -1;
   Json j{{"id", r.id},
-         {"ref", r.array_job > 0 ? std::to_string(r.array_job) + "_" + std::to_string(r.array_index) : std::to_string(r.id)},
+         {"ref", job_ref(r)},
          {"array_job_id", r.array_job > 0 ? Json(r.array_job) : Json(nullptr)},
          {"array_task_id", r.array_job > 0 ? Json(r.array_index) : Json(nullptr)},
          {"name", r.spec.name},

@@ -38,10 +38,9 @@ enum class StopCause : uint8_t { kPreempt, kRequeue, kPlannedStop };
 const char* stop_cause_name(StopCause c);  // "preempt", "requeue", "planned_stop"
 
 // Local time for people: "2026-12-24 18:00:00 CET", and with `now` a relative part "(in 2h 5m)" or
-// "(3m ago)".
+// "(3m ago)" (core's duration_text).
 std::string local_time_text(int64_t t);
 std::string local_time_text(int64_t t, int64_t now);
-std::string duration_text(int64_t seconds);  // "2h 5m", "45s", "3d 4h"
 
 // One task of the current attempt, as its agent reports it.
 struct TaskRun {
@@ -129,6 +128,9 @@ class JobTable {
 // Storage form (everything needed to rebuild the record; node names, not ids).
 nlohmann::json record_to_json(const JobRecord& r, const ClusterState& cluster);
 Result<JobRecord> record_from_json(const nlohmann::json& j, const QueueTree& tree, const ClusterState& cluster);
+
+// How people name the job: "12", or "12_3" for element 3 of the array job 12.
+std::string job_ref(const JobRecord& r);
 
 // API form: the summary fields of `GET /jobs`; with `detail`, also spec, placement, pending and
 // counters (GET /jobs/{id} adds events).

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "../agent/agent_process.h"
+#include "cli/format.h"
 
 namespace tessera::testing {
 namespace {
@@ -38,15 +39,6 @@ int64_t number_after(const std::string& text, const std::string& prefix) {
   return std::stoll(text.substr(at + prefix.size()));
 }
 
-// Unix seconds as the CLI shows local times.
-std::string format_local_time_for_test(int64_t t) {
-  const std::time_t tt = static_cast<std::time_t>(t);
-  std::tm tm{};
-  localtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-  return buf;
-}
 
 class CliWorkflow : public ::testing::Test {
  protected:
@@ -459,7 +451,7 @@ TEST_F(CliWorkflow, ListingAndCancelByFilters) {
   ASSERT_TRUE(eventually([&] { return job(next)["estimated_start"].is_number(); }, 20)) << job(next).dump();
   r = cli({"jobs", "--start"});
   ASSERT_EQ(r.status, 0) << show(r);
-  const std::string when = format_local_time_for_test(job(next)["estimated_start"].get<int64_t>());
+  const std::string when = cli::format_local_time(job(next)["estimated_start"].get<int64_t>());
   EXPECT_TRUE(contains(r.out, when)) << when << "\n" << show(r);
   cli({"cancel", std::to_string(big), std::to_string(next)});
 }

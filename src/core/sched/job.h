@@ -18,6 +18,18 @@ namespace tessera {
 using Time = int64_t;      // seconds since an epoch the caller chooses; the core never reads a clock
 using Duration = int64_t;  // seconds
 
+// A duration as people read it: "45s", "16m 40s", "23h 58m", "3d 4h" (the server's texts use it too). Reasons
+// give times relative to the cycle's time with it: core has no clock or time zone, and the API
+// carries the absolute times (estimated_start) for clients to show in local time.
+inline std::string duration_text(Duration d) {
+  if (d < 0) d = -d;
+  auto part = [](Duration v, const char* unit) { return v ? " " + std::to_string(v) + unit : std::string(); };
+  if (d < 60) return std::to_string(d) + "s";
+  if (d < 3600) return std::to_string(d / 60) + "m" + part(d % 60, "s");
+  if (d < 86400) return std::to_string(d / 3600) + "h" + part(d % 3600 / 60, "m");
+  return std::to_string(d / 86400) + "d" + part(d % 86400 / 3600, "h");
+}
+
 // A priority class. Higher value = more important. Defaults (priority_classes_default()):
 //   production-inference 1000: never preempted by lower classes, may preempt anything lower;
 //   production-training   500: may preempt research and preemptible;
