@@ -19,5 +19,6 @@ check config 'sim/|server/|agent/|cli/|httplib|sqlite3' "depends on core only"
 check sim 'server/|agent/|cli/' "depends on config and core only"
 check server 'sim/|agent/|cli/' "depends on config and core only"
 check agent 'sim/|server/|cli/|sqlite3' "depends on config and core only (talks to the server over HTTP)"
+check bench 'server/|agent/|cli/|sqlite3' "depends on sim, config and core only (talks to the server over HTTP)"
 [ "$fail" -eq 0 ] || exit 1
-echo "layers hold: $(ls "$src"/core/*.h "$src"/core/*/*.h 2>/dev/null | wc -l) core headers pure; config, sim, server, agent point inward"
+echo "layers hold: $(ls "$src"/core/*.h "$src"/core/*/*.h 2>/dev/null | wc -l) core headers pure; config, sim, server, agent, bench point inward"

@@ -155,6 +155,7 @@ Json Agent::Impl::heartbeat_body() {
   }
   Json body{{"node", opt.node}, {"tasks", ts}, {"gpus", stats}, {"mig", mig}};
   if (leaving) body["leaving"] = true;
+  if (round_trip_ms >= 0) body["round_trip_ms"] = round_trip_ms;
   if (Json n = interruption_notice(); !n.is_null()) body["interruption_notice"] = n;
   return body;
 }
@@ -202,9 +203,70 @@ bool Agent::Impl::heartbeat() {
   if (opt.heartbeat_interval_ms <= 0) interval_ms = ans.value("heartbeat_interval_ms", interval_ms);
   lease_ms = ans.value("task_lease_ms", lease_ms);
   last_ok_beat = sent;
+  round_trip_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - sent).count();
   last_answer_empty = ans.value("run", Json::array()).empty();
   converge(ans);
+  const Json& seq = ans.contains("seq") ? ans["seq"] : Json();
+  seq_seen.store(seq.is_number_integer() ? seq.get<int64_t>() : -1);
+  wake_cv.notify_all();  // the watch waits for a new number after it fired
   return true;
+}
+
+// The watch thread. A watch answered with a number other than the one seen wakes run(), which
+// heartbeats; the next watch waits for that heartbeat's number. A controller without watches (404)
+// is asked again a minute later; heartbeats carry on meanwhile.
+void Agent::Impl::watch_loop() {
+  constexpr int64_t kWaitMs = 20000;
+  auto pause = [this](std::chrono::milliseconds d, int64_t until_not = INT64_MIN) {
+    std::unique_lock lock(wake_mu);
+    wake_cv.wait_for(lock, d, [&] { return watch_stop.load() || (until_not != INT64_MIN && seq_seen.load() != until_not); });
+  };
+  while (!watch_stop.load()) {
+    const int64_t seen = seq_seen.load();
+    if (seen < 0) {
+      pause(std::chrono::milliseconds(500), seen);
+      continue;
+    }
+    httplib::Client cli(opt.server);
+    cli.set_connection_timeout(3, 0);
+    cli.set_read_timeout(std::chrono::milliseconds(kWaitMs + 10000));
+    cli.set_bearer_token_auth(opt.token);
+    cli.set_tcp_nodelay(true);
+    {
+      std::lock_guard lock(wake_mu);
+      if (watch_stop.load()) break;
+      watch_cli = &cli;
+    }
+    auto r = cli.Post("/api/v1/agent/watch", Json{{"node", opt.node}, {"seen", seen}, {"wait_ms", kWaitMs}}.dump(),
+                      "application/json");
+    {
+      std::lock_guard lock(wake_mu);
+      watch_cli = nullptr;
+    }
+    if (watch_stop.load()) break;
+    if (!r || r->status != 200) {
+      if (r && r->status == 404) {
+        spdlog::info("event=watch_unsupported node={} (the controller has no watch; heartbeats only)", opt.node);
+        pause(std::chrono::seconds(60));
+      } else {
+        pause(std::chrono::seconds(1));
+      }
+      continue;
+    }
+    const Json ans = Json::parse(r->body, nullptr, false);
+    const Json& seq = ans.is_object() && ans.contains("seq") ? ans["seq"] : Json();
+    if (seq.is_number_integer() && seq.get<int64_t>() != seen) {
+      wake_up();
+      pause(std::chrono::seconds(2), seen);  // until run()'s heartbeat brings the new number
+    }
+  }
+}
+
+void Agent::Impl::stop_watch() {
+  std::lock_guard lock(wake_mu);
+  watch_stop.store(true);
+  if (watch_cli) watch_cli->stop();
+  wake_cv.notify_all();
 }
 
 void Agent::Impl::converge(const Json& ans) {
@@ -413,9 +475,15 @@ Agent::~Agent() {
 
 int Agent::log_port() const { return impl_->log_port; }
 
+void Agent::stop() {
+  stop_.store(true);
+  impl_->wake_up();
+}
+
 void Agent::run() {
   Impl& m = *impl_;
   auto next_register = Clock::now();
+  std::thread watcher([&m] { m.watch_loop(); });
   while (!stop_.load()) {
     const auto now = Clock::now();
     if (!m.registered) {
@@ -429,12 +497,26 @@ void Agent::run() {
     }
     if (m.fence_if_lease_expired()) m.next_beat = now;
     if (m.poll_tasks()) m.next_beat = now;
+    {
+      std::lock_guard lock(m.wake_mu);
+      if (m.wake) m.wake = false, m.next_beat = now;
+    }
     if (m.registered && now >= m.next_beat) {
       m.next_beat = now + std::chrono::milliseconds(m.interval_ms);
-      m.heartbeat();
+      if (!m.heartbeat() && !m.registered) m.seq_seen.store(-1);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    // Tasks are polled every 50 ms while any runs (10 ms in the 2 s after a start, so that a short
+    // task's exit is reported as it happens); an idle agent sleeps until its next heartbeat (at most
+    // a second) unless the watch or stop() wakes it.
+    auto wait = std::chrono::milliseconds(Clock::now() - m.last_start < std::chrono::seconds(2) ? 10 : 50);
+    if (m.registered && !m.has_live_tasks())
+      wait = std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(m.next_beat - Clock::now()),
+                        std::chrono::milliseconds(50), std::chrono::milliseconds(1000));
+    std::unique_lock lock(m.wake_mu);
+    m.wake_cv.wait_for(lock, wait, [&] { return m.wake || stop_.load(); });
   }
+  m.stop_watch();
+  watcher.join();
   if (m.opt.stop_tasks_on_exit) {
     m.leave();
     m.stop_all_tasks();               // whatever the controller did not settle in time

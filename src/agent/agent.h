@@ -70,7 +70,7 @@ class Agent {
 
   // Runs until stop(). Never returns an error for a controller that is down: it retries.
   void run();
-  void stop() { stop_.store(true); }
+  void stop();
   int log_port() const;
 
   struct Impl;

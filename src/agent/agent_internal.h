@@ -5,11 +5,14 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <ctime>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -112,6 +115,32 @@ struct Agent::Impl {
   int64_t lease_ms = 0;
   Clock::time_point last_ok_beat{};  // when the last heartbeat the controller answered was sent
 
+  // ---- the watch (a long poll that wakes run() when the controller has something for this node) ----
+  // seq_seen: the node's notice number in the latest heartbeat answer (-1: none yet, or a controller
+  // without watches). The watch thread holds POST /agent/watch open with it; an answer that differs
+  // sets `wake`, and run() heartbeats at once. wake_mu guards wake and watch_cli.
+  std::atomic<int64_t> seq_seen{-1};
+  std::atomic<bool> watch_stop{false};
+  std::mutex wake_mu;
+  std::condition_variable wake_cv;
+  bool wake = false;
+  httplib::Client* watch_cli = nullptr;  // the watch in flight, for stop
+  Clock::time_point last_start{};        // the latest task start (run() polls faster just after)
+  int64_t round_trip_ms = -1;            // the latest heartbeat's, reported with the next
+  void watch_loop();
+  void stop_watch();
+  void wake_up() {
+    {
+      std::lock_guard lock(wake_mu);
+      wake = true;
+    }
+    wake_cv.notify_all();
+  }
+  bool has_live_tasks() const {
+    for (const auto& [key, t] : tasks)
+      if (!t.terminal()) return true;
+    return false;
+  }
   // ---- controller calls ---------------------------------------------------------------------------
   httplib::Result post(const std::string& path, const Json& body);
   void log_error(const std::string& what);

@@ -135,6 +135,7 @@ void Agent::Impl::try_start(LocalTask& t) {
                "user={} start_ms={}", opt.node, t.job, t.attempt, t.task, t.proc->pid(), t.task, world, launch.env["MASTER_ADDR"],
                port, t.proc->limits_enforced() ? "cgroup" : "none", t.user ? t.user->name : "agent", start_ms);
   next_beat = Clock::now();  // report the start (and task 0's port) now
+  last_start = next_beat;
 }
 
 namespace {
@@ -219,6 +220,7 @@ void Agent::Impl::start_container(LocalTask& t, int port) {
                l.env["MASTER_ADDR"], port, l.user, l.devices.size(), l.mounts.size(),
                std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count());
   next_beat = Clock::now();
+  last_start = next_beat;
 }
 
 void Agent::Impl::fail_start(LocalTask& t, const std::string& log, const std::string& why) {

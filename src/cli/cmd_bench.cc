@@ -13,6 +13,7 @@ namespace tessera::cli {
 void register_bench(CLI::App& app) {
   auto* bench = app.add_subcommand("bench", "Benchmarks");
   bench->require_subcommand(1);
+  register_bench_cluster(*bench);  // tessera bench cluster: hollow nodes against a real server (cmd_bench_cluster.cc)
   auto* place = bench->add_subcommand("place", "Placement speed on a large synthetic cluster under a mixed request stream");
   auto o = std::make_shared<sim::BenchPlaceOptions>();
   auto json_path = std::make_shared<std::string>();

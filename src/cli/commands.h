@@ -13,6 +13,7 @@ void register_sim_run(CLI::App& sim);   // tessera sim run --cluster FILE --work
 void register_server(CLI::App& app);      // tessera server --data DIR --listen HOST:PORT [--config FILE]
 void register_bench_api(CLI::App& bench);  // tessera bench api (under the bench subcommand)
 void register_bench_attack(CLI::App& bench);  // tessera bench attack (under the bench subcommand)
+void register_bench_cluster(CLI::App& bench);  // tessera bench cluster (cmd_bench_cluster.cc)
 // The REST API client verbs: queues, nodes, cordon, drain, resume, token, whoami, admin
 // (cmd_client.cc); it also calls the four below.
 void register_client(CLI::App& app);

@@ -223,6 +223,7 @@ Result<HeartbeatReport> parse_heartbeat(const Json& body) {
     h.mig.push_back(std::move(out));
   }
   TRY_ASSIGN(h.leaving, f.boolean("leaving", false));
+  TRY_ASSIGN(h.round_trip_ms, f.integer("round_trip_ms", -1, 3600 * 1000, -1));
   if (f.has("interruption_notice")) {
     const Json& n = body["interruption_notice"];
     if (!n.is_object()) return invalid_argument("interruption_notice: must be an object {noticed_at, reclaim_at}");
@@ -232,6 +233,17 @@ Result<HeartbeatReport> parse_heartbeat(const Json& body) {
     TRY_ASSIGN(h.reclaim_at, nf.integer("reclaim_at", 0, kMaxI64, -1));
   }
   return h;
+}
+
+Result<WatchRequest> parse_watch(const Json& body) {
+  if (!body.is_object()) return invalid_argument("body: must be a JSON object {node, seen, wait_ms}");
+  Fields f(body, "");
+  WatchRequest w;
+  TRY_ASSIGN(w.node, f.text("node", true));
+  if (w.node.empty()) return invalid_argument("node: required (the watching node's name)");
+  TRY_ASSIGN(w.seen, f.integer("seen", 0, kMaxI64, 0));
+  TRY_ASSIGN(w.wait_ms, f.integer("wait_ms", 100, 60000, 20000));
+  return w;
 }
 
 }  // namespace tessera::server

@@ -72,9 +72,19 @@ struct HeartbeatReport {
   // A planned stop of the agent (tessera up's Ctrl-C, an agent stopped with --stop-tasks-on-exit): the
   // node takes no new work, and its jobs are checkpointed and requeued without a restart counted.
   bool leaving = false;
+  int64_t round_trip_ms = -1;  // the agent's previous heartbeat, sent to answered (-1: not measured)
+};
+
+// An agent's watch (a long poll): answered as soon as the node's notice number differs from `seen`,
+// or after wait_ms with the current one.
+struct WatchRequest {
+  std::string node;
+  int64_t seen = 0;
+  int64_t wait_ms = 20000;  // 100 .. 60000
 };
 
 Result<AgentRegistration> parse_registration(const nlohmann::json& body);
+Result<WatchRequest> parse_watch(const nlohmann::json& body);
 Result<HeartbeatReport> parse_heartbeat(const nlohmann::json& body);
 
 }  // namespace tessera::server

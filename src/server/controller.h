@@ -51,6 +51,8 @@ inline constexpr const char* kAgentlessReason =
     "placed, but no agent runs tasks on this server (--agentless: placement only); it never executes and ends "
     "only when cancelled or reported through the agent protocol";
 
+struct HeartbeatReport;  // agent_protocol.h
+
 struct ControllerOptions {
   int64_t cycle_interval_ms = 1000;  // a cycle at least this often while work waits
   int64_t min_cycle_gap_ms = 20;     // event-driven cycles coalesce within this gap
@@ -129,6 +131,10 @@ class Controller {
   // report in, its desired state out (docs/api.md, "Agents").
   Result<Json> agent_register(const Principal& who, const Json& registration);
   Result<Json> agent_heartbeat(const Principal& who, const Json& report);
+  // An agent's watch (a long poll): `done` gets {seq} once the node's notice number differs from the
+  // body's `seen` (something to tell it: heartbeat now), or after its wait_ms. Called from any thread;
+  // `done` runs on the state thread (or is dropped unanswered when the controller stops).
+  void agent_watch(const Principal& who, const Json& body, std::function<void(Result<Json>)> done);
   // Where task `task` of job `id` ran last (for logs): {node, address, log_port, log_secret, attempt}.
   // attempt > 0: that attempt's (its node from the job's started event; the agent keeps the logs of
   // attempts it ran until it forgets the job).
@@ -168,6 +174,7 @@ class Controller {
   struct State;
 
  private:
+  Result<Json> handle_heartbeat(const Principal& who, std::shared_ptr<const HeartbeatReport> report);
   Controller(Store* store, ControllerOptions options);
   // The one way other threads reach the state: `fn` runs on the state thread and answers through the
   // promise, at once or later (e.g. once its writes are durable). An exception it throws is logged

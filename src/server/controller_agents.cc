@@ -14,6 +14,8 @@ std::string gpu_list_text(const Node& n) {
   return out.empty() ? "no GPUs" : out;
 }
 
+}  // namespace
+
 // Why an agent's node name is refused, naming the nodes the configuration has: a group with
 // `count: N` (N > 1) is named name-0 .. name-(N-1); a node with no count, or `count: 1`, keeps its
 // name as written (docs/server.md). An agent started as "mig-0" for a single node "mig" is told so.
@@ -50,6 +52,8 @@ std::string unknown_node_text(const ClusterState& c, const std::string& node) {
   return "node " + node + ": not in the cluster configuration" + hint + "; configured nodes: " + list +
          " (start the agent with --node NAME of one of them, or add it under nodes:)";
 }
+
+namespace {
 
 // The MIG layout the controller holds for each GPU of a node (what its agent must converge to).
 Json desired_mig(const Node& n) {
@@ -292,6 +296,10 @@ Reconciled reconcile(State& s, NodeId nid, int64_t beat, const std::vector<TaskR
         b.jobs.push_back(s.row(*r));
       }
     }
+    if (r->start_sent) {  // the attempt's first report: a task running (or already ended: it ran)
+      s.m.start_to_running->observe({}, std::chrono::duration<double>(Clock::now() - *r->start_sent).count());
+      r->start_sent.reset();
+    }
     if (tr.state != rep.state) {
       tr.state = rep.state;
       tr.exit_code = rep.exit_code;
@@ -310,7 +318,7 @@ void charge_and_find_lost(State& s, NodeId nid, const BeatSample& sample, const 
   const auto& seen = rec.seen;
   const auto& held = sample.held;
   const int64_t dt_ms = sample.dt_ms;
-  for (int64_t jid : std::vector<int64_t>(s.placed_ids.begin(), s.placed_ids.end())) {
+  for (int64_t jid : s.jobs_on(nid)) {
     JobRecord& r = s.jobs.at(jid);
     if (!placed(r.job.state)) continue;
     if (sample.charge()) add_utilisation_sample(r, nid, held, dt_ms);
@@ -347,7 +355,7 @@ void take_mig_layouts(State& s, NodeId nid, const HeartbeatReport& report) {
 // The node's desired state: every task to run here, and checkpoint-stops for jobs asked to stop.
 Json desired_state(State& s, NodeId nid, Json stop) {
   Json run = Json::array();
-  for (int64_t jid : s.placed_ids) {
+  for (int64_t jid : s.jobs_on(nid)) {
     const JobRecord& r = s.jobs.at(jid);
     if (!placed(r.job.state)) continue;
     for (size_t t = 0; t < r.job.placement.size(); ++t) {
@@ -381,7 +389,8 @@ Json desired_state(State& s, NodeId nid, Json stop) {
     }
   }
   return Json{{"run", run}, {"stop", stop}, {"mig", desired_mig(s.cluster.node(nid))},
-              {"heartbeat_interval_ms", s.opt.heartbeat_interval_ms}, {"task_lease_ms", s.opt.lease_ms()}};
+              {"heartbeat_interval_ms", s.opt.heartbeat_interval_ms}, {"task_lease_ms", s.opt.lease_ms()},
+              {"seq", s.seq_of(nid)}};
 }
 
 }  // namespace
@@ -398,8 +407,7 @@ static void plan_stop(Controller::State& s, NodeId nid, WriteBatch& b) {
     spdlog::info("event=node_leaving node={} (planned stop: its jobs checkpoint and are requeued)", node);
     b.events.push_back(s.event(0, EventKind::kNodeLeaving, "agent", Json{{"node", node}}));
   }
-  std::vector<int64_t> ids(s.placed_ids.begin(), s.placed_ids.end());
-  for (int64_t id : ids) {
+  for (int64_t id : s.jobs_on(nid)) {
     JobRecord& r = s.jobs.at(id);
     if (r.job.state == JobState::kCheckpointing && r.stop_cause == StopCause::kPlannedStop) continue;
     bool here = false;
@@ -456,9 +464,16 @@ void settle_jobs(Controller::State& s, const std::set<int64_t>& touched, const s
 }
 
 Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& body) {
+  const auto received = Clock::now();
   auto parsed = parse_heartbeat(body);  // typed and checked here, off the state thread
   if (!parsed.ok()) return parsed.error();
   const auto report = std::make_shared<const HeartbeatReport>(std::move(*parsed));
+  auto out = handle_heartbeat(who, report);
+  state_->m.heartbeat_seconds->observe({}, std::chrono::duration<double>(Clock::now() - received).count());
+  return out;
+}
+
+Result<Json> Controller::handle_heartbeat(const Principal& who, std::shared_ptr<const HeartbeatReport> report) {
   return answer<Json>([=, this](State& s, const Reply& reply) {
     const std::string& node = report->node;
     if (Status st = s.may_speak_for(who, node, "heartbeat"); !st.ok()) return reply->set_value(st.error());
@@ -471,6 +486,7 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& body)
     if (s.opt.agents_required && na.reclaimed)
       return reply->set_value(failed_precondition("not_registered: node " + node + " was reclaimed by its spot pool at " +
                                                   local_time_text(na.reclaim_at) + "; its agent must register again"));
+    if (report->round_trip_ms >= 0) s.m.heartbeat_round_trip->observe({}, double(report->round_trip_ms) / 1000.0);
     WriteBatch b;
     const BeatSample sample = observe_beat(s, *nid, *report, b);
     take_notice(s, *nid, *report, b);
@@ -488,7 +504,7 @@ Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& body)
     Json answer = desired_state(s, *nid, std::move(rec.stop));
     if (b.empty()) return reply->set_value(answer);
     s.dirty = true;
-    s.reply_when_durable(std::move(b), reply, answer);
+    s.reply_when_durable(std::move(b), reply, answer, *nid);
   });
 }
 

@@ -108,7 +108,11 @@ void Controller::State::apply(const Decisions& d, uint64_t generation) {
     r.fail_verdict_at.reset();
     r.pending.reset();
     r.gate.reset();
-    placed_ids.insert(r.id);
+    r.started_ms = now_ms();
+    r.start_sent = Clock::now();
+    if (r.attempt == 1 && r.submitted_ms >= 0)
+      m.submit_to_start->observe({}, double(std::max<int64_t>(0, r.started_ms - r.submitted_ms)) / 1000.0);
+    mark_placed(r);
     ++started;
     b.events.push_back(event(r.id, EventKind::kStarted, "scheduler",
                              Json{{"attempt", r.attempt}, {"placement", placement_json(r, cluster)}}));
@@ -172,8 +176,14 @@ void Controller::State::check_agents(WriteBatch& b, Clock::time_point wall) {
     spdlog::warn("event=node_not_ready node={} reason=\"no heartbeat within {} ms\"", cluster.node(id).name, opt.agent_timeout_ms);
   }
   if (wall - started_at < timeout) return;  // after a restart, agents get one timeout to register
-  for (int64_t id : std::vector<int64_t>(placed_ids.begin(), placed_ids.end())) {
+  // The jobs on nodes that are not ready (a look at each such node's jobs, not at every placed job).
+  std::set<int64_t> stranded;
+  for (size_t i = 0; i < node_admin.size(); ++i)
+    if (!node_admin[i].agent_ready)
+      for (int64_t id : jobs_on(NodeId{uint32_t(i)})) stranded.insert(id);
+  for (int64_t id : stranded) {
     JobRecord& r = jobs.at(id);
+    if (!placed(r.job.state)) continue;
     for (const TaskPlacement& p : r.job.placement) {
       const NodeAdmin& na = node_admin[p.node.value];
       if (na.agent_ready) continue;
@@ -197,6 +207,7 @@ void Controller::State::tick() {
   const auto wall = Clock::now();
   if (wall < loop.next_tick) return;
   loop.next_tick = wall + std::chrono::milliseconds(100);
+  expire_watches(wall);
   WriteBatch b;
   for (auto it = mig_ready.begin(); it != mig_ready.end();) {
     if (!opt.agents_required && it->first <= t) {  // with agents: when the agent reports the layout

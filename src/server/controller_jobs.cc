@@ -121,6 +121,7 @@ Result<Json> Controller::submit(const Principal& who, config::JobSpec spec, cons
         r.job.gang.id = r.job.id;
         r.job.gang.queue = *q;
         r.job.submitted = s.now();
+        r.submitted_ms = s.now_ms();
         r.job.expected_runtime = r.spec.expected_runtime;
         r.job.max_runtime = r.spec.max_runtime;
         r.job.checkpoint.interval = r.spec.checkpoint.interval;

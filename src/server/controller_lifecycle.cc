@@ -51,10 +51,11 @@ void Controller::State::finish(JobRecord& r, JobState final_state, const std::st
   }
   r.job.state = final_state;
   r.finished = t;
+  r.finished_ms = now_ms();
   r.end_reason = reason;
   m.finished->inc({job_state_name(final_state), r.queue_name});
   active_ids.erase(r.id);
-  placed_ids.erase(r.id);
+  unmark_placed(r.id);
   r.pending.reset();
   detail["reason"] = reason;
   add_utilisation(r, detail);
@@ -96,7 +97,7 @@ void Controller::State::requeued(JobRecord& r, const Vacated& v, Time t, EventKi
   }
   if (r.job.started >= 0) r.job.attained_gpu_s += v.milli * std::max<Time>(0, t - r.job.started) / 1000;
   gave_back(r, v);
-  placed_ids.erase(r.id);
+  unmark_placed(r.id);
   r.master_port = 0;
   r.stop_cause = StopCause::kPreempt;
   r.stop_by.clear();

@@ -100,7 +100,7 @@ Result<WriteBatch> recover(Controller::State& s, const LoadedState& loaded) {
       }
     }
     if (active(r.job.state)) s.active_ids.insert(r.id);
-    if (placed(r.job.state)) s.placed_ids.insert(r.id);
+    if (placed(r.job.state)) s.mark_placed(r);
     if (r.array_job > 0) s.arrays[r.array_job].push_back(r.id);  // rows load in id order: index order
     s.jobs.insert(std::move(r));
   }

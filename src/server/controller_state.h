@@ -152,6 +152,10 @@ struct ControllerMetrics {
   metrics::CounterFamily* submitted = nullptr;
   metrics::CounterFamily* finished = nullptr;
   metrics::CounterFamily* spot_interruptions = nullptr;
+  metrics::HistogramFamily* heartbeat_seconds = nullptr;
+  metrics::HistogramFamily* heartbeat_round_trip = nullptr;
+  metrics::HistogramFamily* submit_to_start = nullptr;
+  metrics::HistogramFamily* start_to_running = nullptr;
 
   ControllerMetrics() {
     // The names are constants: a bad one is a programming error (the metrics tests render them all).
@@ -165,6 +169,22 @@ struct ControllerMetrics {
     cycle_seconds = must(registry.histogram("tessera_scheduling_cycle_seconds",
                                             "Time the scheduling cycle took to decide (on the cycle thread), seconds.",
                                             {}, metrics::latency_buckets()));
+    heartbeat_seconds = must(registry.histogram(
+        "tessera_agent_heartbeat_seconds",
+        "Time the controller took to answer an agent's heartbeat (its report applied and durable), seconds.", {},
+        metrics::latency_buckets()));
+    heartbeat_round_trip = must(registry.histogram(
+        "tessera_agent_heartbeat_round_trip_seconds",
+        "Heartbeat round trip as agents measure it (sent to answered; reported with their next heartbeat), seconds.", {},
+        metrics::latency_buckets()));
+    std::vector<double> waits = metrics::latency_buckets();
+    for (double w : {30.0, 60.0, 300.0, 900.0, 3600.0, 14400.0, 86400.0}) waits.push_back(w);
+    submit_to_start = must(registry.histogram("tessera_job_submit_to_start_seconds",
+                                              "From a job's submission to its first start decision, seconds.", {}, waits));
+    start_to_running = must(registry.histogram(
+        "tessera_task_start_to_running_seconds",
+        "From a start decision to its agent's first report of the attempt's task, running (or already ended), seconds.", {},
+        metrics::latency_buckets()));
     cycle_decisions = must(registry.histogram("tessera_scheduling_cycle_decisions",
                                               "Decisions applied per scheduling cycle (starts + preemptions + MIG changes).",
                                               {}, {0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000}));
@@ -246,6 +266,9 @@ struct StateLoop {
   }
 };
 
+// Why an agent's node name is refused, naming the configured nodes (controller_agents.cc).
+std::string unknown_node_text(const ClusterState& c, const std::string& node);
+
 struct Controller::State {
   Controller* self = nullptr;
   ControllerOptions opt;
@@ -263,6 +286,29 @@ struct Controller::State {
   std::vector<StoppingTask> stopping_tasks;              // held until their agents report them gone
   std::set<int64_t> active_ids;                          // pending, running, checkpointing
   std::set<int64_t> placed_ids;                          // running, checkpointing
+  // The placed jobs with a task on each node (by NodeId), so that a heartbeat costs what is on its
+  // node, not a walk of every placed job; kept with placed_ids by mark_placed / unmark_placed.
+  std::vector<std::set<int64_t>> jobs_by_node;
+  std::map<int64_t, std::vector<uint32_t>> nodes_of_placed;  // the index's entries of each placed job
+  void mark_placed(const JobRecord& r) {
+    placed_ids.insert(r.id);
+    if (jobs_by_node.size() < cluster.nodes().size()) jobs_by_node.resize(cluster.nodes().size());
+    std::vector<uint32_t>& nodes = nodes_of_placed[r.id];
+    for (const TaskPlacement& p : r.job.placement)
+      if (jobs_by_node[p.node.value].insert(r.id).second) nodes.push_back(p.node.value);
+  }
+  void unmark_placed(int64_t id) {
+    placed_ids.erase(id);
+    auto it = nodes_of_placed.find(id);
+    if (it == nodes_of_placed.end()) return;
+    for (uint32_t n : it->second) jobs_by_node[n].erase(id);
+    nodes_of_placed.erase(it);
+  }
+  // The placed jobs with a task on `n`, in id order (a copy: the caller may end them).
+  std::vector<int64_t> jobs_on(NodeId n) const {
+    if (n.value >= jobs_by_node.size()) return {};
+    return std::vector<int64_t>(jobs_by_node[n.value].begin(), jobs_by_node[n.value].end());
+  }
   // Idempotency keys are each user's own: (user, key) -> job id.
   std::map<std::pair<std::string, std::string>, int64_t> by_idempotency_key;
   std::vector<NodeAdmin> node_admin;                     // by NodeId
@@ -284,6 +330,13 @@ struct Controller::State {
   bool dirty = true;  // something changed since the last cycle began: run one soon
 
   Time now() const { return opt.clock(); }
+  // Unix milliseconds: the wall clock's when it agrees with now() to the second, else now() * 1000
+  // (a test's clock), so that *_ms and the seconds never disagree.
+  int64_t now_ms() const {
+    const Time s = now();
+    const int64_t wall = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    return wall / 1000 == s ? wall : s * 1000;
+  }
   Clock::time_point started_at = Clock::now();
 
   // A node takes new work when its admin state is ready and (with agents) its agent is ready.
@@ -335,17 +388,39 @@ struct Controller::State {
     return JobRow{r.id, job_state_name(r.job.state), r.queue_name, r.job.user, r.job.submitted, record_to_json(r, cluster).dump(-1, ' ', false, Json::error_handler_t::replace)};
   }
 
-  // Queues the batch; `done` gets the store's verdict on the writer thread.
-  void persist(WriteBatch b, std::function<void(Status)> done = nullptr) { store->write(std::move(b), std::move(done)); }
+  // Queues the batch; `done` gets the store's verdict on the writer thread. Once it is durable, the
+  // agents of the nodes it tells something (nodes_told) are woken, except `answered`'s, whose agent
+  // gets the change in the answer it is waiting for.
+  void persist(WriteBatch b, std::function<void(Status)> done = nullptr, std::optional<NodeId> answered = std::nullopt);
 
-  void reply_when_durable(WriteBatch b, Reply reply, Json answer) {
+  void reply_when_durable(WriteBatch b, Reply reply, Json answer, std::optional<NodeId> answered = std::nullopt) {
     persist(std::move(b), [reply, answer = std::move(answer)](Status s) {
       if (s.ok())
         reply->set_value(answer);
       else
         reply->set_value(store_failure(s, "the change was not saved"));
-    });
+    }, answered);
   }
+
+  // ---- agents' watches (controller_watch.cc) ------------------------------------------------------
+  // A node's notice number changes whenever what its agent must hear changes (a task to start or
+  // stop, a checkpoint or signal, a MIG layout); an agent's watch is answered when it differs from
+  // the one the agent saw, so decisions reach agents at once, not on their next heartbeat. Numbers
+  // start from the controller's start time in microseconds, so they never repeat across restarts.
+  struct NodeWatch {
+    int64_t seen = 0;
+    Clock::time_point until{};
+    std::function<void(Result<Json>)> done;
+  };
+  static constexpr size_t kMaxWatchesPerNode = 4;  // more: the oldest is answered at once
+  std::vector<int64_t> node_seq;                    // by NodeId
+  std::map<uint32_t, std::vector<NodeWatch>> watches;  // open watches by node
+  Clock::time_point next_watch_expiry = Clock::time_point::max();
+  int64_t seq_of(NodeId id);
+  std::vector<NodeId> nodes_told(const WriteBatch& b) const;
+  void notify_nodes(const std::vector<NodeId>& nodes);
+  void watch(NodeId id, NodeWatch w);
+  void expire_watches(Clock::time_point now);  // answers watches past their time
 
   // The job's state changes (start, checkpoint request, leaving, ending) are core's
   // (core/sched/apply.h); what it gives back is released there, except that with agents a task whose

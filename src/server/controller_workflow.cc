@@ -314,6 +314,7 @@ Result<Json> Controller::job_verb(const Principal& who, const config::JobRef& re
           } else {  // ended: back to pending for a new attempt, as Slurm requeues a finished batch job
             r.job.state = JobState::kPending;
             r.finished = -1;
+            r.finished_ms = -1;
             r.exit_code = 0;
             r.end_reason = "requeued by " + by;
             r.not_before = -1;

@@ -243,6 +243,19 @@ void HttpApi::agent_routes(HttpServer& s) {
     if (!body.ok()) return send_error(res, body.error());
     send_result(res, c.agent_heartbeat(*p, *body));
   });
+  // A long poll: the responder is answered on the state thread once there is something to tell.
+  s.PostDeferred("/api/v1/agent/watch", [auth, &c](const httplib::Request& req, std::shared_ptr<HttpResponder> out) {
+    httplib::Response res;
+    auto p = auth(req, res);
+    if (!p) return (void)out->answer(std::move(res));
+    auto body = json_body(req);
+    if (!body.ok()) return send_error(res, body.error()), (void)out->answer(std::move(res));
+    c.agent_watch(*p, *body, [out](const Result<Json>& r) {
+      httplib::Response answer;
+      send_result(answer, r);
+      out->answer(std::move(answer));
+    });
+  });
   s.Post("/api/v1/agent/register", [auth, &c](const httplib::Request& req, httplib::Response& res) {
     auto p = auth(req, res);
     if (!p) return;

@@ -27,6 +27,14 @@ struct HttpServer::Call {
   bool body_too_large = false;
 };
 
+// A deferred request's link: `call` is set until it is answered. The mutex makes the answer
+// exactly-once and lets stop() wait for an answer in progress.
+struct HttpResponder::Shared {
+  std::mutex mu;
+  HttpServer* server = nullptr;
+  HttpServer::Call* call = nullptr;
+};
+
 namespace {
 
 MHD_Result collect_header(void* cls, MHD_ValueKind, const char* key, const char* value) {
@@ -155,7 +163,39 @@ HttpServer::HttpServer() = default;
 HttpServer::~HttpServer() { stop(); }
 
 void HttpServer::route(const std::string& method, const std::string& pattern, HttpHandler h) {
-  routes_.push_back(Route{method, std::regex(pattern), std::move(h)});
+  routes_.push_back(Route{method, std::regex(pattern), std::move(h), nullptr});
+}
+
+void HttpServer::PostDeferred(const std::string& pattern, DeferredHandler h) {
+  routes_.push_back(Route{"POST", std::regex(pattern), nullptr, std::move(h)});
+}
+
+bool HttpResponder::answer(httplib::Response res) {
+  std::lock_guard lock(s_->mu);
+  HttpServer::Call* call = s_->call;
+  if (!call) return false;
+  s_->call = nullptr;
+  call->res = std::move(res);
+  s_->server->finish(call);
+  s_->server->complete(call);
+  return true;
+}
+
+bool HttpResponder::answered() const {
+  std::lock_guard lock(s_->mu);
+  return s_->call == nullptr;
+}
+
+HttpResponder::~HttpResponder() {
+  if (!s_) return;
+  httplib::Response res;
+  answer_plain(res, 503, "unavailable", "the request was dropped unanswered; retry");
+  answer(std::move(res));
+}
+
+void HttpServer::complete(Call* call) {
+  call->done = true;
+  MHD_resume_connection(call->connection);
 }
 
 const HttpServer::Route* HttpServer::find(Call& call) const {
@@ -177,13 +217,28 @@ void HttpServer::dispatch(Call* call) {
   answer_plain(call->res, 503, "unavailable", "the server is busy or stopping; retry shortly");
   call->res.set_header("Retry-After", "1");
   finish(call);
-  call->done = true;
-  MHD_resume_connection(call->connection);
+  complete(call);
 }
 
-void HttpServer::run(Call* call) {
+bool HttpServer::run(Call* call) {
+  std::shared_ptr<HttpResponder> responder;
   try {
-    if (const Route* r = find(*call)) {
+    const Route* r = find(*call);
+    if (r && r->deferred) {
+      auto shared = std::make_shared<HttpResponder::Shared>();
+      shared->server = this;
+      shared->call = call;
+      {
+        std::lock_guard lock(mu_);
+        if (deferred_.size() >= 64 && deferred_.size() >= 2 * deferred_pruned_)
+          std::erase_if(deferred_, [](const auto& w) { return w.expired(); }), deferred_pruned_ = deferred_.size();
+        deferred_.push_back(shared);
+      }
+      responder = std::make_shared<HttpResponder>(shared);
+      r->deferred(call->req, responder);  // the responder answers (or, dropped, answers 503)
+      return false;
+    }
+    if (r) {
       r->handler(call->req, call->res);
     } else {
       call->res.status = 404;
@@ -192,14 +247,23 @@ void HttpServer::run(Call* call) {
     }
   } catch (const std::exception& e) {
     spdlog::error("event=handler_exception method={} path={} error=\"{}\"", call->req.method, call->req.path, e.what());
+    if (responder) return internal_error(*responder), false;
     call->res = httplib::Response{};
     answer_plain(call->res, 500, "internal", "internal error (logged)");
   } catch (...) {
     spdlog::error("event=handler_exception method={} path={} error=unknown", call->req.method, call->req.path);
+    if (responder) return internal_error(*responder), false;
     call->res = httplib::Response{};
     answer_plain(call->res, 500, "internal", "internal error (logged)");
   }
   finish(call);
+  return true;
+}
+
+void HttpServer::internal_error(HttpResponder& responder) {
+  httplib::Response res;
+  answer_plain(res, 500, "internal", "internal error (logged)");
+  responder.answer(std::move(res));
 }
 
 void HttpServer::finish(Call* call) {
@@ -228,9 +292,7 @@ void HttpServer::worker_loop() {
       call = queue_.front();
       queue_.pop_front();
     }
-    run(call);
-    call->done = true;
-    MHD_resume_connection(call->connection);
+    if (run(call)) complete(call);
     {
       std::lock_guard lock(mu_);
       --in_flight_;
@@ -292,6 +354,21 @@ void HttpServer::stop() {
   // suspended when the daemon stops (MHD requires that).
   for (std::thread& t : workers_) t.join();
   workers_.clear();
+  // Deferred requests still open are answered now (an answer in progress is waited for).
+  std::vector<std::weak_ptr<HttpResponder::Shared>> open;
+  {
+    std::lock_guard lock(mu_);
+    open.swap(deferred_);
+    deferred_pruned_ = 0;
+  }
+  for (const auto& w : open) {
+    if (auto shared = w.lock()) {
+      httplib::Response res;
+      answer_plain(res, 503, "unavailable", "the server is stopping; retry shortly");
+      res.set_header("Retry-After", "1");
+      HttpResponder(shared).answer(std::move(res));
+    }
+  }
   MHD_stop_daemon(daemon_);
   daemon_ = nullptr;
 }

@@ -15,6 +15,11 @@
 // up) and may answer. Handlers run on workers and must be thread-safe; an exception a handler throws
 // is answered 500 and logged, and the server goes on.
 //
+// A deferred route (PostDeferred) answers later, from any thread, through the HttpResponder it is
+// given (a long poll: an agent's watch). Its connection stays suspended meanwhile and holds no worker.
+// Every responder is answered exactly once: by its owner, by its destructor (503, so that a dropped
+// one never strands a client), or by stop() (503 "stopping") for those still open.
+//
 // Thread-safety: register routes and hooks before start(); start/stop from one thread.
 #pragma once
 
@@ -39,6 +44,23 @@ struct MHD_Daemon;
 namespace tessera::server {
 
 using HttpHandler = std::function<void(const httplib::Request&, httplib::Response&)>;
+
+// The answer to one deferred request. Thread-safe; answer() after the first is ignored.
+class HttpResponder {
+ public:
+  struct Shared;  // the link to the request, cut when it is answered (http_server.cc)
+  explicit HttpResponder(std::shared_ptr<Shared> s) : s_(std::move(s)) {}
+  ~HttpResponder();  // unanswered: 503
+  HttpResponder(const HttpResponder&) = delete;
+  HttpResponder& operator=(const HttpResponder&) = delete;
+  // Sends `res`; false when the request was already answered (e.g. by the server's stop).
+  bool answer(httplib::Response res);
+  bool answered() const;
+
+ private:
+  std::shared_ptr<Shared> s_;
+};
+using DeferredHandler = std::function<void(const httplib::Request&, std::shared_ptr<HttpResponder>)>;
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
@@ -69,6 +91,8 @@ class HttpServer {
   void Get(const std::string& pattern, HttpHandler h) { route("GET", pattern, std::move(h)); }
   void Post(const std::string& pattern, HttpHandler h) { route("POST", pattern, std::move(h)); }
   void Delete(const std::string& pattern, HttpHandler h) { route("DELETE", pattern, std::move(h)); }
+  // The handler runs on a worker and returns at once; the request is answered through the responder.
+  void PostDeferred(const std::string& pattern, DeferredHandler h);
   void set_pre_routing(PreRouting f) { pre_routing_ = std::move(f); }
   void set_logger(Logger f) { logger_ = std::move(f); }
   void set_error_body(ErrorBody f) { error_body_ = std::move(f); }
@@ -86,13 +110,17 @@ class HttpServer {
     std::string method;
     std::regex pattern;
     HttpHandler handler;
+    DeferredHandler deferred;  // set instead of handler for a deferred route
   };
   void route(const std::string& method, const std::string& pattern, HttpHandler h);
   friend struct Access;
+  friend class HttpResponder;
   // The handler of a whole request (nullptr: no route; *method_known tells 404 from 405).
   const Route* find(Call& call) const;
   void dispatch(Call* call);   // on the I/O thread: queue for a worker, or 503
-  void run(Call* call);        // on a worker
+  bool run(Call* call);        // on a worker; false: deferred (answered later through its responder)
+  void complete(Call* call);   // the answer is ready: resume the connection (any thread)
+  static void internal_error(HttpResponder& responder);
   void finish(Call* call);     // the error body and the log, before the answer is queued
   void worker_loop();
 
@@ -107,6 +135,8 @@ class HttpServer {
   std::condition_variable cv_;
   std::deque<Call*> queue_;
   size_t in_flight_ = 0;  // queued or running
+  std::vector<std::weak_ptr<HttpResponder::Shared>> deferred_;  // open deferred requests (pruned as they go)
+  size_t deferred_pruned_ = 0;  // deferred_'s size after the last prune
   bool stopping_ = false;
   std::vector<std::thread> workers_;
 };

@@ -108,6 +108,9 @@ Json record_to_json(const JobRecord& r, const ClusterState& cluster) {
               {"stop_by", r.stop_by},
               {"signal_seq", r.signal_seq},
               {"signal_name", r.signal_name},
+              {"submitted_ms", r.submitted_ms},
+              {"started_ms", r.started_ms},
+              {"finished_ms", r.finished_ms},
               {"placement", placement}};
 }
 
@@ -158,6 +161,9 @@ Result<JobRecord> record_from_json(const Json& j, const QueueTree& tree, const C
     r.checkpoint_cost_ms = j.value("checkpoint_cost_ms", int64_t(-1));
     r.array_job = j.value("array_job", int64_t(0));
     r.array_index = j.value("array_index", int32_t(-1));
+    r.submitted_ms = j.value("submitted_ms", r.job.submitted * 1000);  // older records: the second
+    r.started_ms = j.value("started_ms", r.job.started >= 0 ? r.job.started * 1000 : int64_t(-1));
+    r.finished_ms = j.value("finished_ms", r.finished >= 0 ? r.finished * 1000 : int64_t(-1));
     r.held = j.value("held", false);
     r.held_by = j.value("held_by", "");
     r.admin_hold = j.value("admin_hold", false);
@@ -251,6 +257,9 @@ Json record_to_api(const JobRecord& r, const ClusterState& cluster, const Pendin
          {"submitted", r.job.submitted},
          {"started", nullable(r.job.started)},
          {"finished", nullable(r.finished)},
+         {"submitted_ms", r.submitted_ms},
+         {"started_ms", r.job.started >= 0 ? nullable(r.started_ms) : Json(nullptr)},
+         {"finished_ms", r.finished >= 0 ? nullable(r.finished_ms) : Json(nullptr)},
          {"reason", reason},
          {"queue_position", pending ? Json(pending->queue_position) : Json(nullptr)},
          {"estimated_start", pending && pending->estimated_start ? Json(*pending->estimated_start) : Json(nullptr)},

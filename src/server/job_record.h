@@ -91,6 +91,10 @@ struct JobRecord {
   // sums of utilisation% × milli-GPU × ms, and of milli-GPU × ms sampled.
   int64_t util_weighted = 0, util_sampled = 0;
   std::optional<PendingInfo> pending;  // why it waits, from the last cycle (not stored)
+  // Wall-clock times in unix milliseconds (the API's *_ms; -1 = not yet): sub-second latencies.
+  int64_t submitted_ms = -1, started_ms = -1, finished_ms = -1;
+  // When the current attempt started, until its first task is reported running (not stored).
+  std::optional<std::chrono::steady_clock::time_point> start_sent;
 };
 
 // Every job by id. Ids are dense (1, 2, ...) and never reused, so a vector indexed by id serves

@@ -43,6 +43,8 @@ class AgentProcess {
 
   const std::string& dir() const { return dir_; }
   const std::string& node() const { return node_; }
+  // The agent's own heartbeat interval (200 ms by default; "0": the controller's).
+  void set_heartbeat_ms(int ms) { heartbeat_ms_ = std::to_string(ms); }
   std::string output() const { return read_file(dir_ + "/agent.out"); }
 
   // Starts (or, after kill(), restarts) the agent on the same state directory.
@@ -54,7 +56,7 @@ class AgentProcess {
       dup2(fd, 2);
       std::vector<std::string> args = {TESSERA_BINARY, "agent", "--server", "http://127.0.0.1:" + std::to_string(server_port),
                                         "--token", token, "--node", node_, "--gpus", gpus_, "--state-dir", dir_ + "/state",
-                                        "--heartbeat-interval-ms", "200", "--stop-grace", "3", "--log-level", "info"};
+                                        "--heartbeat-interval-ms", heartbeat_ms_, "--stop-grace", "3", "--log-level", "info"};
       args.insert(args.end(), extra.begin(), extra.end());
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
@@ -88,6 +90,7 @@ class AgentProcess {
   }
 
  private:
+  std::string heartbeat_ms_ = "200";
   std::string node_, gpus_, dir_;
   pid_t pid_ = -1;
 };
