@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/async_http.h"
+#include "bench/http_channel.h"
 #include "core/gpu_catalog.h"
 
 namespace tessera::bench {
@@ -65,7 +65,7 @@ struct Node {
   size_t index = 0;
   std::string reg_body;
   bool registered = false, silent = false, ever_registered = false;
-  AsyncHttpConn hb, watch;
+  HttpChannel hb, watch;
   Call call = Call::kNone;
   Clock::time_point sent{}, next_beat = kNever, next_register{}, last_ok{}, next_watch{}, armed = kNever;
   bool beat_asked = false, watch_in_flight = false, rewatch_after_beat = false;
@@ -75,6 +75,9 @@ struct Node {
 
 struct Loop {
   int epfd = -1, wakefd = -1;
+  // Two libcurl multis, their sockets in epfd: heartbeats and registrations, and the long polls. Apart,
+  // so that looking for an idle connection (libcurl walks its cache) does not walk the held watches.
+  std::unique_ptr<HttpMulti> http[2];
   std::thread thread;
   std::priority_queue<std::pair<Clock::time_point, size_t>, std::vector<std::pair<Clock::time_point, size_t>>,
                       std::greater<>> timers;
@@ -83,17 +86,24 @@ struct Loop {
   std::vector<double> rtts;
   std::vector<TaskArrival> arrivals;
   std::mt19937_64 rng;
+  ~Loop() {
+    for (auto& h : http) h.reset();
+    if (epfd >= 0) ::close(epfd);
+    if (wakefd >= 0) ::close(wakefd);
+  }
 };
 
 }  // namespace
 
 struct HollowFleet::Impl {
   HollowFleetOptions opt;
-  sockaddr_in server{};
-  std::string host_header;
+  std::string base_url;      // http://HOST:PORT
+  // Every request's headers: the token, JSON, and no `Expect: 100-continue` wait before a body.
+  std::unique_ptr<curl_slist, void (*)(curl_slist*)> headers{nullptr, curl_slist_free_all};
+  // Declared before the nodes, so destroyed after them: a node's channels leave their loop's multi first.
+  std::vector<std::unique_ptr<Loop>> loops;
   std::vector<std::unique_ptr<Node>> nodes;
   std::unique_ptr<std::atomic<bool>[]> silent_flags;
-  std::vector<std::unique_ptr<Loop>> loops;
   std::atomic<bool> stop{false};
   std::atomic<bool> watch_off{false}, watch_supported{false};
   std::atomic<int64_t> registered{0}, registrations{0}, heartbeats{0}, heartbeat_failures{0}, watches_answered{0},
@@ -389,15 +399,11 @@ struct HollowFleet::Impl {
     n.next_watch = now;
   }
 
-  void on_io(Loop& l, uint64_t tag, uint32_t events) {
-    Node& n = *nodes[size_t(tag >> 1)];
-    const bool is_watch = tag & 1;
-    AsyncHttpConn& c = is_watch ? n.watch : n.hb;
-    if (!c.busy()) {  // an idle keep-alive connection the server closed
-      c.close();
-      return;
-    }
-    if (!c.on_ready(events)) return;
+  // A channel's request finished (answer or failure).
+  void on_finished(Loop& l, HttpChannel& c) {
+    Node& n = *nodes[size_t(c.tag() >> 1)];
+    const bool is_watch = c.tag() & 1;
+    if (!c.finished()) return;
     const auto now = Clock::now();
     if (is_watch) on_watch_answer(l, n, now);
     else on_call_answer(l, n, now);
@@ -405,14 +411,29 @@ struct HollowFleet::Impl {
     rearm(l, n);
   }
 
+  void drain_finished(Loop& l, HttpMulti& h) {
+    while (HttpChannel* c = h.next_finished()) on_finished(l, *c);
+  }
+
+  // libcurl's timeouts that are due, and the requests they finished.
+  void run_curl_timeouts(Loop& l) {
+    for (auto& h : l.http) {
+      h->on_timeout(Clock::now());
+      drain_finished(l, *h);
+    }
+  }
+
   void run_loop(Loop& l) {
     std::vector<epoll_event> events(512);
     while (!stop.load()) {
       auto now = Clock::now();
+      Clock::time_point wake = std::min(l.http[0]->next_timeout(), l.http[1]->next_timeout());
+      const bool curl_due = wake <= now;  // libcurl asked to be called at once
+      if (!l.timers.empty()) wake = std::min(wake, l.timers.top().first);
       int timeout_ms = 100;
-      if (!l.timers.empty())
-        timeout_ms = int(std::clamp<int64_t>(
-            std::chrono::duration_cast<std::chrono::milliseconds>(l.timers.top().first - now).count() + 1, 0, 100));
+      if (wake != kNever)
+        timeout_ms = int(std::clamp<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1, 0, 100));
+      if (curl_due) timeout_ms = 0;
       const int k = ::epoll_wait(l.epfd, events.data(), int(events.size()), timeout_ms);
       for (int e = 0; e < k; ++e) {
         if (events[size_t(e)].data.u64 == kWakeTag) {
@@ -420,8 +441,13 @@ struct HollowFleet::Impl {
           (void)!::read(l.wakefd, &v, sizeof v);
           continue;
         }
-        on_io(l, events[size_t(e)].data.u64, events[size_t(e)].events);
+        const uint64_t tag = events[size_t(e)].data.u64;
+        const uint32_t id = HttpMulti::id_of(tag);
+        if (id >= 2) continue;
+        l.http[id]->on_socket(HttpMulti::fd_of(tag), events[size_t(e)].events);
+        drain_finished(l, *l.http[id]);
       }
+      run_curl_timeouts(l);
       std::vector<std::function<void()>> cmds;
       {
         std::lock_guard<std::mutex> g(l.mu);
@@ -438,6 +464,7 @@ struct HollowFleet::Impl {
         tick(l, n, now);
         rearm(l, n);
       }
+      run_curl_timeouts(l);  // starts the requests just added
     }
   }
 };
@@ -446,15 +473,27 @@ Result<std::unique_ptr<HollowFleet>> HollowFleet::start(std::vector<HollowNodeSp
   if (specs.empty()) return invalid_argument("hollow nodes: no nodes");
   if (o.loops < 1 || o.loops > 64) return invalid_argument("hollow nodes: loops must be 1..64, got " + std::to_string(o.loops));
   auto m = std::make_unique<Impl>();
-  if (!parse_server_address(o.server, &m->server, &m->host_header))
+  if (!server_base_url(o.server, &m->base_url))
     return invalid_argument("hollow nodes: server must be HOST:PORT with an IPv4 address, got \"" + o.server + "\"");
   m->opt = std::move(o);
+  curl_slist* headers = nullptr;
+  for (const std::string& h : {"Authorization: Bearer " + m->opt.token, std::string("Content-Type: application/json"),
+                               std::string("Expect:")})
+    headers = curl_slist_append(headers, h.c_str());
+  m->headers.reset(headers);
+  // Connections kept per loop: one per node for the watches (each holds one); for heartbeats, what
+  // a loop's nodes have in flight at once at most in steady state (the beats spread over an interval),
+  // so that a burst (registration) does not leave thousands idle.
+  const long per_loop = long((specs.size() + size_t(m->opt.loops) - 1) / size_t(m->opt.loops));
   m->silent_flags = std::make_unique<std::atomic<bool>[]>(specs.size());
   for (size_t i = 0; i < size_t(m->opt.loops); ++i) {
     auto l = std::make_unique<Loop>();
     l->epfd = ::epoll_create1(EPOLL_CLOEXEC);
     l->wakefd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (l->epfd < 0 || l->wakefd < 0) return internal_error("hollow nodes: cannot create an epoll set");
+    l->http[0] = std::make_unique<HttpMulti>(l->epfd, 0, std::min(per_loop, 256L) + 16);
+    l->http[1] = std::make_unique<HttpMulti>(l->epfd, 1, per_loop + 16);
+    if (!l->http[0]->ok() || !l->http[1]->ok()) return internal_error("hollow nodes: cannot create a curl multi handle");
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = kWakeTag;
@@ -484,8 +523,9 @@ Result<std::unique_ptr<HollowFleet>> HollowFleet::start(std::vector<HollowNodeSp
                        {"inventory", {{"source", "fake"}, {"driver_version", "hollow"}, {"gpus", gpus}, {"links", Json::array()}}}}
                       .dump();
     Loop& l = m->loop_of(i);
-    n->hb.configure(l.epfd, uint64_t(i) << 1, m->server, m->host_header, m->opt.token);
-    n->watch.configure(l.epfd, (uint64_t(i) << 1) | 1, m->server, m->host_header, m->opt.token);
+    if (!n->hb.configure(l.http[0].get(), m->base_url, m->headers.get(), uint64_t(i) << 1) ||
+        !n->watch.configure(l.http[1].get(), m->base_url, m->headers.get(), (uint64_t(i) << 1) | 1))
+      return internal_error("hollow nodes: cannot create a curl easy handle");
     n->next_register = now + std::chrono::milliseconds(spread(rng));
     n->armed = n->next_register;
     l.timers.push({n->armed, i});
@@ -509,7 +549,7 @@ HollowFleet::~HollowFleet() {
     if (l->thread.joinable()) l->thread.join();
   }
   for (auto& n : impl_->nodes) n->hb.close(), n->watch.close();
-  for (auto& l : impl_->loops) ::close(l->epfd), ::close(l->wakefd);
+  // The rest goes with impl_: the nodes' easy handles, then each loop's multi and epoll set.
 }
 
 size_t HollowFleet::size() const { return impl_->nodes.size(); }

@@ -1,8 +1,9 @@
 // Hollow nodes: a fleet of simulated GPU nodes that speak the real agent protocol (docs/api.md,
 // "Agent protocol") over real HTTP to a real controller, with fake GPUs and tasks that "run" for
-// their declared duration without a process. Many nodes share a few event-loop threads (a timer heap
-// and an epoll set each); every node keeps its own keep-alive connection for heartbeats and, when
-// watching, one for its long poll, so 5,000 nodes fit in one process.
+// their declared duration without a process. Many nodes share a few event-loop threads (a timer heap,
+// an epoll set and a libcurl multi handle each, bench/http_channel.h); every node has its own channel
+// for register and heartbeats and, when watching, one for its long poll, over keep-alive connections,
+// so 5,000 nodes fit in one process.
 //
 // What a hollow node does, as the real agent (src/agent/agent.cc) does:
 // - registers with a fake inventory (the model's catalog memory, synthetic UUIDs, source "fake");

@@ -107,7 +107,13 @@ void register_bench(CLI::App& app) {
                      {"preemptions", r->preemptions},
                      {"reserved", r->reserved},
                      {"backfill_held", r->backfill_held},
-                     {"pending_after", r->pending}};
+                     {"pending_after", r->pending},
+                     {"small_ms_p50", r->small_ms_p50},
+                     {"small_ms_p99", r->small_ms_p99},
+                     {"small_ms_max", r->small_ms_max},
+                     {"small_starts", r->small_starts},
+                     {"small_preemptions", r->small_preemptions},
+                     {"small_pending_after", r->small_pending}};
     if (*cjson == "-") {
       std::cout << j.dump(2) << "\n";
       return;
@@ -115,8 +121,12 @@ void register_bench(CLI::App& app) {
     if (!cjson->empty()) std::ofstream(*cjson) << j.dump(2) << "\n";
     std::printf("bench cycle: %d nodes, %d pending, %d queues, %lld running before\n", co->nodes, co->pending,
                 co->queues, (long long)r->running_before);
-    std::printf("  cycle p50 %.1f ms, p99 %.1f ms, max %.1f ms; %.0f decisions/s\n", r->cycle_ms_p50, r->cycle_ms_p99,
+    std::printf("  full cycle p50 %.1f ms, p99 %.1f ms, max %.1f ms; %.0f decisions/s\n", r->cycle_ms_p50, r->cycle_ms_p99,
                 r->cycle_ms_max, r->decisions_per_s);
+    std::printf("  after a small change (%d arrivals, %d ends): p50 %.1f ms, p99 %.1f ms, max %.1f ms; %lld starts, "
+                "%lld preemptions, %lld pending after\n", co->small_arrivals, co->small_finishes, r->small_ms_p50,
+                r->small_ms_p99, r->small_ms_max, (long long)r->small_starts, (long long)r->small_preemptions,
+                (long long)r->small_pending);
     std::printf("  first cycle: %lld starts, %lld preemptions, %lld pending (%lld holding a reservation, %lld held back "
                 "by it)\n",
                 (long long)r->starts, (long long)r->preemptions, (long long)r->pending, (long long)r->reserved,

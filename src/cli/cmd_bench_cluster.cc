@@ -1,75 +1,36 @@
-// `tessera bench cluster`: the live system at scale (bench/bench_cluster.h): a real `tessera server`
-// child process driven by hollow nodes and REST clients. Progress goes to stderr, the table to
-// stdout, `--json FILE` (or -) writes the record. Outside churn, a NotReady node or a job lost or
-// restarted makes it exit 1 (after the report).
-#include <cstdio>
-#include <fstream>
+// `tessera bench cluster`: runs tessera-bench-cluster, installed beside this binary, with the rest of
+// the command line (`tessera bench cluster --help` lists its options). The live-scale benchmark is its
+// own executable so that its HTTP client library (libcurl) is not loaded by every tessera command.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
 
-#include "bench/bench_cluster.h"
 #include "cli/commands.h"
 
 namespace tessera::cli {
 
 void register_bench_cluster(CLI::App& bench) {
   auto* cmd = bench.add_subcommand("cluster", "The real controller driven by hollow nodes (agent protocol over HTTP, fake GPUs) "
-                                              "and REST clients: submits/s, submit->start, heartbeats, CPU, RSS");
-  auto o = std::make_shared<bench::BenchClusterOptions>();
-  auto json_path = std::make_shared<std::string>();
-  cmd->add_option("--nodes", o->nodes, "Hollow nodes")->capture_default_str();
-  cmd->add_option("--gpus-per-node", o->gpus_per_node, "GPUs per node")->capture_default_str();
-  cmd->add_option("--gpu-model", o->gpu_model, "GPU model of every node (catalog name)")->capture_default_str();
-  cmd->add_option("--heartbeat-ms", o->heartbeat_ms, "Heartbeat interval the server tells agents")->capture_default_str();
-  cmd->add_option("--agent-timeout-ms", o->agent_timeout_ms, "NotReady after this much silence (0: 3 heartbeats)")->capture_default_str();
-  cmd->add_option("--task-lease-ms", o->task_lease_ms, "The server's --task-lease-ms (0: its default)")->capture_default_str();
-  cmd->add_option("--workload", o->workload, "storm, trace or churn")->capture_default_str();
-  cmd->add_option("--clients", o->clients, "REST clients submitting (keep-alive connections)")->capture_default_str();
-  cmd->add_option("--jobs", o->jobs, "storm/churn: jobs to submit (0: until --duration)")->capture_default_str();
-  cmd->add_option("--duration", o->duration_s,
-                  "Seconds: storm stops submitting after it; trace: compressed trace seconds to replay; churn: how long")
-      ->capture_default_str();
-  cmd->add_option("--rate", o->rate, "Submissions per second in all (0: as fast as acknowledged)")->capture_default_str();
-  cmd->add_option("--job-gpus", o->job_gpus, "storm/churn: GPUs per job")->capture_default_str();
-  cmd->add_option("--job-seconds", o->job_seconds, "storm/churn: each job runs `sleep S`")->capture_default_str();
-  cmd->add_option("--trace", o->trace_dir, "trace: the Philly trace directory (Gavel's)")->capture_default_str();
-  cmd->add_option("--time-scale", o->time_scale, "trace: arrivals and run times divided by this")->capture_default_str();
-  cmd->add_option("--churn-every", o->churn_every_s, "churn: a node silenced, one drained, a job cancelled this often (s)")
-      ->capture_default_str();
-  cmd->add_option("--drain", o->drain_s, "After submitting, wait at most this many seconds for every job to end")->capture_default_str();
-  cmd->add_flag("--watch", o->watch, "Hollow nodes hold a watch (long poll) open, when the server answers it");
-  cmd->add_option("--loops", o->loops, "Hollow-node event-loop threads")->capture_default_str();
-  cmd->add_option("--server-arg", o->server_args, "A flag for `tessera server`, passed as it is (repeat; e.g. --server-arg=--threads=128)")
-      ->allow_extra_args(false);
-  cmd->add_option("--server-binary", o->server_binary, "The tessera binary to run as the server")->capture_default_str();
-  cmd->add_option("--work-dir", o->work_dir, "Keep the server's data and log here (default: a temporary directory, removed)");
-  cmd->add_option("--seed", o->seed, "Random seed (heartbeat phases, churn)")->capture_default_str();
-  cmd->add_option("--json", *json_path, "Write the record as JSON to FILE, or - for stdout");
-  cmd->callback([o, json_path] {
-    auto r = bench::run_bench_cluster(*o, [](const std::string& s) { std::fprintf(stderr, "  bench cluster: %s\n", s.c_str()); });
-    if (!r.ok()) {
-      std::cerr << "tessera bench cluster: " << r.error().message << "\n";
-      throw CLI::RuntimeError(2);
-    }
-    const nlohmann::json j = r->to_json();
-    if (*json_path == "-") {
-      std::cout << j.dump(2) << "\n";
-    } else {
-      std::cout << bench::bench_cluster_table(*r);
-      if (!json_path->empty()) {
-        std::ofstream f(*json_path);
-        f << j.dump(2) << "\n";
-        if (!f) {
-          std::cerr << "tessera bench cluster: --json: cannot write " << *json_path << "\n";
-          throw CLI::RuntimeError(2);
-        }
-      }
-    }
-    // Outside churn nothing may be lost or restarted and no node may go NotReady: exit 1 when it did.
-    if (o->workload != "churn" && (r->jobs_lost > 0 || r->jobs_restarted > 0 || r->nodes_not_ready > 0)) {
-      std::cerr << "tessera bench cluster: FAILED: " << r->nodes_not_ready << " nodes went NotReady, " << r->jobs_lost
-                << " jobs lost, " << r->jobs_restarted << " restarted (all must be 0 outside --workload churn)\n";
-      throw CLI::RuntimeError(1);
-    }
+                                              "and REST clients: submits/s, submit->start, heartbeats, CPU, RSS "
+                                              "(`tessera bench cluster --help` for its options)");
+  cmd->prefix_command();
+  cmd->set_help_flag();  // --help goes to tessera-bench-cluster, which knows the options
+  cmd->callback([cmd] {
+    std::error_code ec;
+    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    const std::string exe = ((ec ? std::filesystem::path(".") : self.parent_path()) / "tessera-bench-cluster").string();
+    std::vector<std::string> args{exe};
+    for (const std::string& a : cmd->remaining()) args.push_back(a);
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(exe.c_str(), argv.data());
+    std::cerr << "tessera bench cluster: cannot run " << exe << ": " << std::strerror(errno)
+              << " (it is built beside tessera: cmake --build --preset release)\n";
+    throw CLI::RuntimeError(2);
   });
 }
 

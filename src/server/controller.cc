@@ -6,7 +6,12 @@ namespace tessera::server {
 Controller::Controller(Store* store, ControllerOptions options) : store_(store), options_(std::move(options)) {}
 
 Result<std::unique_ptr<Controller>> Controller::start(config::ClusterConfig cfg, Store* store, ControllerOptions options) {
-  if (!options.clock) options.clock = [] { return int64_t(std::time(nullptr)); };
+  // The system clock's seconds (time() reads a coarser clock that lags it by a few ms, so the two
+  // would disagree about which second it is just after a boundary; now_ms reads this one too).
+  if (!options.clock)
+    options.clock = [] {
+      return int64_t(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+    };
   if (!options.steady_clock) options.steady_clock = [] { return std::chrono::steady_clock::now(); };
   std::unique_ptr<Controller> c(new Controller(store, options));
   auto st = std::make_unique<State>();

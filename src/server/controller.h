@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <atomic>
 #include <future>
 #include <memory>
 #include <string>
@@ -52,6 +53,33 @@ inline constexpr const char* kAgentlessReason =
     "only when cancelled or reported through the agent protocol";
 
 struct HeartbeatReport;  // agent_protocol.h
+
+// One command's answer, set exactly once from whichever thread has it (the state thread, or the
+// store's writer once a write is durable): it fulfils a waiting caller's future (Controller::answer)
+// or runs a callback (answer_async). A second set_value throws std::future_error, as a promise's
+// does. One dropped unset (the controller stopped first) answers "unavailable".
+template <class T>
+class Answer {
+ public:
+  explicit Answer(std::function<void(Result<T>)> done) : done_(std::move(done)) {}
+  ~Answer() {
+    if (set_.exchange(true)) return;
+    try {
+      done_(Error{ErrorCode::kUnavailable, "the server is shutting down; retry shortly"});
+    } catch (...) {
+    }
+  }
+  Answer(const Answer&) = delete;
+  Answer& operator=(const Answer&) = delete;
+  void set_value(Result<T> v) {
+    if (set_.exchange(true)) throw std::future_error(std::future_errc::promise_already_satisfied);
+    done_(std::move(v));
+  }
+
+ private:
+  std::function<void(Result<T>)> done_;
+  std::atomic<bool> set_{false};
+};
 
 struct ControllerOptions {
   int64_t cycle_interval_ms = 1000;  // a cycle at least this often while work waits
@@ -131,6 +159,10 @@ class Controller {
   // report in, its desired state out (docs/api.md, "Agents").
   Result<Json> agent_register(const Principal& who, const Json& registration);
   Result<Json> agent_heartbeat(const Principal& who, const Json& report);
+  // The same without blocking the caller: `done` gets the answer (on the state thread, or the store's
+  // writer once the report's changes are durable). The HTTP API uses this, so a heartbeat holds no
+  // server thread while it waits.
+  void agent_heartbeat_async(const Principal& who, const Json& report, std::function<void(Result<Json>)> done);
   // An agent's watch (a long poll): `done` gets {seq} once the node's notice number differs from the
   // body's `seen` (something to tell it: heartbeat now), or after its wait_ms. Called from any thread;
   // `done` runs on the state thread (or is dropped unanswered when the controller stops).
@@ -174,13 +206,15 @@ class Controller {
   struct State;
 
  private:
-  Result<Json> handle_heartbeat(const Principal& who, std::shared_ptr<const HeartbeatReport> report);
   Controller(Store* store, ControllerOptions options);
-  // The one way other threads reach the state: `fn` runs on the state thread and answers through the
-  // promise, at once or later (e.g. once its writes are durable). An exception it throws is logged
-  // and answered as an internal error for that call only. Blocks until answered.
+  // The one way other threads reach the state: `fn` runs on the state thread and answers through its
+  // Answer, at once or later (e.g. once its writes are durable). An exception it throws is logged
+  // and answered as an internal error for that call only. answer() blocks until answered;
+  // answer_async() returns at once and `done` gets the answer.
   template <class T>
-  Result<T> answer(std::function<void(State&, const std::shared_ptr<std::promise<Result<T>>>&)> fn);
+  Result<T> answer(std::function<void(State&, const std::shared_ptr<Answer<T>>&)> fn);
+  template <class T>
+  void answer_async(std::function<void(State&, const std::shared_ptr<Answer<T>>&)> fn, std::function<void(Result<T>)> done);
   // answer() for a function that returns its result at once.
   template <class T>
   Result<T> call(std::function<Result<T>(State&)> fn);

@@ -464,17 +464,23 @@ void settle_jobs(Controller::State& s, const std::set<int64_t>& touched, const s
 }
 
 Result<Json> Controller::agent_heartbeat(const Principal& who, const Json& body) {
-  const auto received = Clock::now();
-  auto parsed = parse_heartbeat(body);  // typed and checked here, off the state thread
-  if (!parsed.ok()) return parsed.error();
-  const auto report = std::make_shared<const HeartbeatReport>(std::move(*parsed));
-  auto out = handle_heartbeat(who, report);
-  state_->m.heartbeat_seconds->observe({}, std::chrono::duration<double>(Clock::now() - received).count());
-  return out;
+  auto promise = std::make_shared<std::promise<Result<Json>>>();
+  auto f = promise->get_future();
+  agent_heartbeat_async(who, body, [promise](Result<Json> r) { promise->set_value(std::move(r)); });
+  return f.get();
 }
 
-Result<Json> Controller::handle_heartbeat(const Principal& who, std::shared_ptr<const HeartbeatReport> report) {
-  return answer<Json>([=, this](State& s, const Reply& reply) {
+void Controller::agent_heartbeat_async(const Principal& who, const Json& body, std::function<void(Result<Json>)> done) {
+  const auto received = Clock::now();
+  auto parsed = parse_heartbeat(body);  // typed and checked here, off the state thread
+  if (!parsed.ok()) return done(parsed.error());
+  const auto report = std::make_shared<const HeartbeatReport>(std::move(*parsed));
+  metrics::HistogramFamily* took = state_->m.heartbeat_seconds;
+  auto timed = [took, received, done = std::move(done)](Result<Json> r) {
+    took->observe({}, std::chrono::duration<double>(Clock::now() - received).count());
+    done(std::move(r));
+  };
+  answer_async<Json>([=, this](State& s, const Reply& reply) {
     const std::string& node = report->node;
     if (Status st = s.may_speak_for(who, node, "heartbeat"); !st.ok()) return reply->set_value(st.error());
     auto nid = s.cluster.find_node(node);
@@ -505,7 +511,7 @@ Result<Json> Controller::handle_heartbeat(const Principal& who, std::shared_ptr<
     if (b.empty()) return reply->set_value(answer);
     s.dirty = true;
     s.reply_when_durable(std::move(b), reply, answer, *nid);
-  });
+  }, std::move(timed));
 }
 
 }  // namespace tessera::server

@@ -45,7 +45,7 @@
 
 namespace tessera::server {
 
-using Reply = std::shared_ptr<std::promise<Result<Json>>>;
+using Reply = std::shared_ptr<Answer<Json>>;
 using Clock = std::chrono::steady_clock;
 
 inline Json amounts_json(const ClassAmounts& a) {
@@ -330,12 +330,14 @@ struct Controller::State {
   bool dirty = true;  // something changed since the last cycle began: run one soon
 
   Time now() const { return opt.clock(); }
-  // Unix milliseconds: the wall clock's when it agrees with now() to the second, else now() * 1000
-  // (a test's clock), so that *_ms and the seconds never disagree.
+  // Unix milliseconds within now()'s second: the wall clock's when it is within a second of now()
+  // (kept inside that second, should the clock tick between the two reads), else now() * 1000 (a
+  // test's clock), so that *_ms and the seconds never disagree.
   int64_t now_ms() const {
     const Time s = now();
     const int64_t wall = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-    return wall / 1000 == s ? wall : s * 1000;
+    if (wall < (s - 1) * 1000 || wall >= (s + 2) * 1000) return s * 1000;
+    return std::clamp<int64_t>(wall, s * 1000, s * 1000 + 999);
   }
   Clock::time_point started_at = Clock::now();
 
@@ -659,7 +661,7 @@ Result<WriteBatch> recover(Controller::State& s, const LoadedState& loaded);
 // Answers `reply` with `e` unless the command answered already (a command that threw after its
 // answer was set, or after handing the reply to the store).
 template <class T>
-inline void answer_once(const std::shared_ptr<std::promise<Result<T>>>& reply, Error e) {
+inline void answer_once(const std::shared_ptr<Answer<T>>& reply, Error e) {
   try {
     reply->set_value(std::move(e));
   } catch (const std::future_error&) {
@@ -667,12 +669,20 @@ inline void answer_once(const std::shared_ptr<std::promise<Result<T>>>& reply, E
 }
 
 template <class T>
-Result<T> Controller::answer(std::function<void(State&, const std::shared_ptr<std::promise<Result<T>>>&)> fn) {
-  auto p = std::make_shared<std::promise<Result<T>>>();
-  auto f = p->get_future();
+Result<T> Controller::answer(std::function<void(State&, const std::shared_ptr<Answer<T>>&)> fn) {
+  auto promise = std::make_shared<std::promise<Result<T>>>();
+  auto f = promise->get_future();
+  answer_async<T>(std::move(fn), [promise](Result<T> r) { promise->set_value(std::move(r)); });
+  return f.get();
+}
+
+template <class T>
+void Controller::answer_async(std::function<void(State&, const std::shared_ptr<Answer<T>>&)> fn,
+                              std::function<void(Result<T>)> done) {
+  auto p = std::make_shared<Answer<T>>(std::move(done));
   {
     std::lock_guard lock(state_->loop.mu);
-    if (state_->loop.stopping) return Error{ErrorCode::kUnavailable, "the server is shutting down; retry shortly"};
+    if (state_->loop.stopping) return p->set_value(Error{ErrorCode::kUnavailable, "the server is shutting down; retry shortly"});
     // No exception leaves a command: it is logged and its caller answered 500; the state thread goes on.
     state_->loop.commands.push_back([p, fn = std::move(fn)](State& s) {
       try {
@@ -687,12 +697,11 @@ Result<T> Controller::answer(std::function<void(State&, const std::shared_ptr<st
     });
   }
   state_->loop.cv.notify_one();
-  return f.get();
 }
 
 template <class T>
 Result<T> Controller::call(std::function<Result<T>(State&)> fn) {
-  return answer<T>([fn = std::move(fn)](State& s, const std::shared_ptr<std::promise<Result<T>>>& reply) { reply->set_value(fn(s)); });
+  return answer<T>([fn = std::move(fn)](State& s, const std::shared_ptr<Answer<T>>& reply) { reply->set_value(fn(s)); });
 }
 
 // Jobs whose tasks changed state (reported by `node`'s agent): requeued (asked to stop, stopped),

@@ -222,6 +222,9 @@ Status HttpApi::start(const HttpOptions& o) {
     ao.port = o.agent_port;
     ao.workers = std::max(2, o.threads / 4);
     ao.max_connections_per_ip = 0;
+    // An agent's requests carry a few small headers, and every agent holds a watch open: a smaller
+    // per-connection pool keeps thousands of open watches cheap (the body is streamed, not pooled).
+    ao.header_memory_bytes = 16 << 10;
     agent_server_ = std::make_unique<HttpServer>();
     configure(*agent_server_);
     agent_routes(*agent_server_);
@@ -236,12 +239,16 @@ void HttpApi::agent_routes(HttpServer& s) {
   Controller& c = controller_;
   auto auth = authenticator();
   s.Get("/healthz", [&c](const httplib::Request&, httplib::Response& res) { send_json(res, 200, c.health()); });
-  s.Post("/api/v1/agent/heartbeat", [auth, &c](const httplib::Request& req, httplib::Response& res) {
+  // Answered when the report is applied (and its changes durable), holding no server thread meanwhile.
+  s.PostDeferred("/api/v1/agent/heartbeat", [auth, &c](const httplib::Request& req, std::shared_ptr<HttpResponder> out) {
+    httplib::Response res;
     auto p = auth(req, res);
-    if (!p) return;
+    if (!p) return (void)out->answer(std::move(res));
     auto body = json_body(req);
-    if (!body.ok()) return send_error(res, body.error());
-    send_result(res, c.agent_heartbeat(*p, *body));
+    if (!body.ok()) return send_error(res, body.error()), (void)out->answer(std::move(res));
+    c.agent_heartbeat_async(*p, *body, [out](Result<Json> r) {
+      out->answer_with([r = std::move(r)](httplib::Response& res) { send_result(res, r); });  // encoded on a worker
+    });
   });
   // A long poll: the responder is answered on the state thread once there is something to tell.
   s.PostDeferred("/api/v1/agent/watch", [auth, &c](const httplib::Request& req, std::shared_ptr<HttpResponder> out) {
@@ -250,10 +257,8 @@ void HttpApi::agent_routes(HttpServer& s) {
     if (!p) return (void)out->answer(std::move(res));
     auto body = json_body(req);
     if (!body.ok()) return send_error(res, body.error()), (void)out->answer(std::move(res));
-    c.agent_watch(*p, *body, [out](const Result<Json>& r) {
-      httplib::Response answer;
-      send_result(answer, r);
-      out->answer(std::move(answer));
+    c.agent_watch(*p, *body, [out](Result<Json> r) {
+      out->answer_with([r = std::move(r)](httplib::Response& res) { send_result(res, r); });
     });
   });
   s.Post("/api/v1/agent/register", [auth, &c](const httplib::Request& req, httplib::Response& res) {

@@ -25,6 +25,7 @@ struct HttpServer::Call {
   bool dispatched = false;      // handed to a worker (the connection is suspended)
   std::atomic<bool> done{false};  // the worker's answer is ready
   bool body_too_large = false;
+  std::function<void(httplib::Response&)> fill;  // a deferred answer to build on a worker
 };
 
 // A deferred request's link: `call` is set until it is answered. The mutex makes the answer
@@ -181,6 +182,30 @@ bool HttpResponder::answer(httplib::Response res) {
   return true;
 }
 
+bool HttpResponder::answer_with(std::function<void(httplib::Response&)> fill) {
+  std::lock_guard lock(s_->mu);
+  HttpServer::Call* call = s_->call;
+  if (!call) return false;
+  s_->call = nullptr;
+  call->fill = std::move(fill);
+  s_->server->queue_fill(call);
+  return true;
+}
+
+void HttpServer::queue_fill(Call* call) {
+  {
+    std::lock_guard lock(mu_);
+    if (!stopping_) {
+      queue_.push_back(call);
+      ++in_flight_;
+      cv_.notify_one();
+      return;
+    }
+  }
+  run(call);  // the workers may be gone: fill it here
+  complete(call);
+}
+
 bool HttpResponder::answered() const {
   std::lock_guard lock(s_->mu);
   return s_->call == nullptr;
@@ -223,6 +248,12 @@ void HttpServer::dispatch(Call* call) {
 bool HttpServer::run(Call* call) {
   std::shared_ptr<HttpResponder> responder;
   try {
+    if (call->fill) {  // a deferred answer's body, built here
+      auto fill = std::exchange(call->fill, nullptr);
+      fill(call->res);
+      finish(call);
+      return true;
+    }
     const Route* r = find(*call);
     if (r && r->deferred) {
       auto shared = std::make_shared<HttpResponder::Shared>();

@@ -55,6 +55,9 @@ class HttpResponder {
   HttpResponder& operator=(const HttpResponder&) = delete;
   // Sends `res`; false when the request was already answered (e.g. by the server's stop).
   bool answer(httplib::Response res);
+  // Has a worker build the answer with `fill` (e.g. encode a large JSON body) and send it, so that the
+  // thread that has the result (the controller's state thread) does not spend time encoding it.
+  bool answer_with(std::function<void(httplib::Response&)> fill);
   bool answered() const;
 
  private:
@@ -120,6 +123,7 @@ class HttpServer {
   void dispatch(Call* call);   // on the I/O thread: queue for a worker, or 503
   bool run(Call* call);        // on a worker; false: deferred (answered later through its responder)
   void complete(Call* call);   // the answer is ready: resume the connection (any thread)
+  void queue_fill(Call* call);  // a deferred answer's fill: on a worker (inline once stopping)
   static void internal_error(HttpResponder& responder);
   void finish(Call* call);     // the error body and the log, before the answer is queued
   void worker_loop();

@@ -2,6 +2,11 @@
 // spine/leaf), a queue tree (orgs -> teams) with guarantees and limits, jobs already running on about
 // half the GPUs and a large pending backlog (1-GPU, shares, 8-GPU, 4x8-GPU gangs, mixed priority
 // classes) - timed over several cycles. Single-threaded.
+//
+// Two figures: the full cycle (the same snapshot scheduled again each time, as a cold start or a
+// cycle after a large change), and the cycle after a small change: from the state after a cycle was
+// applied (core/sched/apply.h), `small_arrivals` new jobs arrive and `small_finishes` running jobs
+// end, time passes `small_step` seconds, and the next cycle is timed and applied; `cycles` times.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +25,9 @@ struct BenchCycleOptions {
   int cycles = 5;
   int score_nodes = 64;
   uint64_t seed = 42;
+  int small_arrivals = 100;   // per small change: new pending jobs
+  int small_finishes = 100;   // per small change: running jobs that end
+  int small_step = 10;        // per small change: seconds between cycles
 };
 
 struct BenchCycleResult {
@@ -29,6 +37,11 @@ struct BenchCycleResult {
   int64_t reserved = 0;           // first cycle: pending jobs holding a backfill reservation
   int64_t backfill_held = 0;      // first cycle: jobs kept waiting so as not to delay it
   int64_t running_before = 0;
+  // The cycle after a small change (the state after the previous cycle was applied, plus
+  // small_arrivals arrivals and small_finishes ends), over `cycles` such changes.
+  double small_ms_p50 = 0, small_ms_p99 = 0, small_ms_max = 0;
+  int64_t small_starts = 0, small_preemptions = 0;  // summed over the small-change cycles
+  int64_t small_pending = 0;                        // after the last small-change cycle
 };
 
 Result<BenchCycleResult> run_bench_cycle(const BenchCycleOptions& o, const std::function<void(int, int)>& progress = {});

@@ -1,6 +1,7 @@
 #!/bin/bash
 # `tessera VERB ...` builds only VERB's options (src/cli/main.cc); `tessera --help VERB ...` builds every
-# verb. Each verb's and sub-verb's help must read the same both ways.
+# verb. Each verb's and sub-verb's help must read the same both ways (but `bench cluster`'s, which is
+# tessera-bench-cluster's own).
 set -u
 bin=$1
 subs() { awk '/^Subcommands:/{f=1;next} f && /^  [a-z]/{print $1} f && /^$/{f=0}'; }
@@ -16,7 +17,11 @@ verbs=$("$bin" --help | subs)
 for v in $verbs; do
   same "$v --help" "--help $v"
   n=$((n + 1))
-  for s in $("$bin" $v --help | subs); do same "$v $s --help" "--help $v $s"; n=$((n + 1)); done
+  for s in $("$bin" $v --help | subs); do
+    # `bench cluster` passes its whole command line, --help too, to tessera-bench-cluster.
+    [ "$v $s" = "bench cluster" ] && continue
+    same "$v $s --help" "--help $v $s"; n=$((n + 1))
+  done
 done
 echo "$n verbs and sub-verbs checked"
 exit $fail

@@ -21,6 +21,11 @@ TEST(BenchCycle, SmallRunStartsPreemptsAndExplains) {
   EXPECT_EQ(r->starts + r->pending, 2000) << "every pending job is started or told why it waits";
   EXPECT_LE(r->cycle_ms_p50, r->cycle_ms_p99);
   EXPECT_GT(r->decisions_per_s, 0);
+  // After small changes (100 ends, 100 arrivals each): timed, and the freed GPUs are used again.
+  EXPECT_GT(r->small_ms_p50, 0);
+  EXPECT_LE(r->small_ms_p50, r->small_ms_p99);
+  EXPECT_GT(r->small_starts, 0);
+  EXPECT_GT(r->small_pending, 0);
 }
 
 TEST(BenchCycle, BadOptionsNameTheFlag) {

@@ -143,6 +143,8 @@ void collect_entries(CycleState& cs) {
       cs.invalid.push_back(std::move(e));
     }
   }
+  for (size_t i = 0; i < cs.entries.size(); ++i)
+    if (cs.reference || cs.entries[i].running) cs.running.push_back(i);
 }
 
 void compute_books(CycleState& cs) {

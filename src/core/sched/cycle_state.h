@@ -156,8 +156,8 @@ inline EngineOptions engine_options(const SchedulerConfig& cfg, bool explain_fai
 }
 
 struct CycleState {
-  CycleState(const SchedulerConfig& c, const ScoringPolicy& p, const Snapshot& s, Time t)
-      : cfg(c), policy(p), snap(s), tree(*s.queues), now(t), work(*s.cluster),
+  CycleState(const SchedulerConfig& c, const ScoringPolicy& p, const Snapshot& s, Time t, bool reference_run = false)
+      : cfg(c), policy(p), snap(s), tree(*s.queues), now(t), reference(reference_run), work(*s.cluster),
         engine(p, engine_options(c, true)), trial(p, engine_options(c, false)) {
     if (cfg.elastic_capacity || cfg.topology_wait > 0 || cfg.gather_spread)
       for (const Node& n : work.nodes()) max_node_gpus = std::max<int64_t>(max_node_gpus, int64_t(n.gpus.size()));
@@ -169,6 +169,9 @@ struct CycleState {
   const Snapshot& snap;
   const QueueTree& tree;
   Time now;
+  // The reference run (Scheduler::cycle_reference): the shortcuts that must not change decisions
+  // are off (every scan walks every entry), so that tests can compare the two.
+  bool reference = false;
   int64_t max_node_gpus = 0;  // GPUs of the largest node (elastic_capacity, topology_wait, gather_spread)
 
   // ---- Working copy and engines ----
@@ -183,6 +186,10 @@ struct CycleState {
   std::set<std::string> present_classes;  // of those (not "any"), the classes of some node's GPUs
   std::vector<Entry> entries;           // valid jobs, by id
   std::vector<Entry> invalid;           // pending jobs that cannot be scheduled, by id
+  // Indices of the running entries (kRunning or kCheckpointing in the snapshot), ascending: what
+  // victim scans walk instead of every entry (the reference run: every index; scans still test
+  // Entry::running).
+  std::vector<size_t> running;
   std::map<std::string, int64_t> user_milli;  // running GPU usage per user (and this cycle's starts)
   std::vector<int64_t> leaving_milli;   // per node: whole GPUs (milli) of jobs checkpointing toward exit
   std::vector<size_t> order;            // entries indices in the cycle's order

@@ -172,8 +172,8 @@ VictimSearch find_victims(CycleState& cs, Entry& e, const Gang& gang, int budget
   ScratchEdits claimed(cs.work);
   bool claims_active = cs.claims_ok && !cs.claims.empty();
   if (claims_active) {
-    for (const Entry& v : cs.entries)
-      if (v.running && (v.victim || v.claimed) && !v.holding.empty()) {
+    for (size_t i : cs.running)
+      if (const Entry& v = cs.entries[i]; v.running && (v.victim || v.claimed) && !v.holding.empty()) {
         const bool ok = claimed.release(v.holding);
         assert(ok && "releasing a victim for a later preemptor failed");
         (void)ok;
@@ -257,16 +257,19 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
     bool by_reclaim = false;
   };
   std::vector<Cand> cands;
+  // Neither priority nor reclaim may take anything for it: no candidate (the scans below would find
+  // none; skipped but in the reference run).
+  if (!cs.reference && !may_reclaim && !(cs.cfg.preemption && e.pc->can_preempt)) return s;
   // Jobs already checkpointing on their way out free their GPUs within their save time: count them
   // first (no new decision, no lost work), so a preemptor waiting for its victims to leave does not
   // preempt more jobs in the cycles in between.
   if ((cs.cfg.preemption && e.pc->can_preempt) || may_reclaim)
-    for (size_t i = 0; i < cs.entries.size(); ++i) {
+    for (size_t i : cs.running) {
       const Entry& v = cs.entries[i];
       if (v.running && !v.claimed && v.job->state == JobState::kCheckpointing && !v.holding.empty())
         cands.push_back({i, -1, true, true});
     }
-  for (size_t i = 0; i < cs.entries.size(); ++i) {
+  for (size_t i : cs.running) {
     const Entry& v = cs.entries[i];
     const Job& vj = *v.job;
     if (!v.running || v.victim || vj.state != JobState::kRunning || vj.placement.empty()) continue;
@@ -395,8 +398,9 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
   // Rule (b) holds across the cycle: the victims chosen before (by earlier searches this cycle, or
   // still checkpointing from an earlier cycle) are gone already, so a victim queue that stops
   // borrowing once they leave gives up nothing more.
-  for (const Entry& v : cs.entries)
-    if (v.running && (v.victim || v.job->state == JobState::kCheckpointing)) after.add(v.job->queue, amounts(v), -1);
+  for (size_t i : cs.running)
+    if (const Entry& v = cs.entries[i]; v.running && (v.victim || v.job->state == JobState::kCheckpointing))
+      after.add(v.job->queue, amounts(v), -1);
   std::vector<Cand> chosen;
   bool fits = false, room_opened = false;
   ScratchEdits released(cs.work);  // the chosen victims' releases; undone before this returns

@@ -104,7 +104,11 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(SchedulerConfig config) {
   return s;
 }
 
-Decisions Scheduler::cycle(const Snapshot& snapshot, Time now) const {
+Decisions Scheduler::cycle(const Snapshot& snapshot, Time now) const { return run(snapshot, now, false); }
+
+Decisions Scheduler::cycle_reference(const Snapshot& snapshot, Time now) const { return run(snapshot, now, true); }
+
+Decisions Scheduler::run(const Snapshot& snapshot, Time now, bool reference) const {
   if (!snapshot.cluster || !snapshot.queues) {
     Decisions d;
     for (const Job& j : snapshot.jobs)
@@ -118,7 +122,7 @@ Decisions Scheduler::cycle(const Snapshot& snapshot, Time now) const {
            (config_.gather_spread && j.state == JobState::kRunning && sched::runs_spread_wanting_one_node(j));
   });
   if (idle) return {};
-  sched::CycleState cs(config_, *policy_, snapshot, now);
+  sched::CycleState cs(config_, *policy_, snapshot, now, reference);
   return sched::run_cycle(cs);
 }
 

@@ -227,9 +227,13 @@ class Scheduler {
  public:
   static Result<std::unique_ptr<Scheduler>> create(SchedulerConfig config);
   Decisions cycle(const Snapshot& snapshot, Time now) const;
+  // The same cycle with the shortcuts that skip work without changing a decision turned off (every
+  // scan walks every job): the reference that tests compare cycle() with. Slower; same decisions.
+  Decisions cycle_reference(const Snapshot& snapshot, Time now) const;
   const SchedulerConfig& config() const { return config_; }
 
  private:
+  Decisions run(const Snapshot& snapshot, Time now, bool reference) const;
   explicit Scheduler(SchedulerConfig c) : config_(std::move(c)) {}
   SchedulerConfig config_;
   std::unique_ptr<ScoringPolicy> policy_;
