@@ -222,6 +222,7 @@ Status HttpApi::start(const HttpOptions& o) {
     ao.port = o.agent_port;
     ao.workers = std::max(2, o.threads / 4);
     ao.max_connections_per_ip = 0;
+    if (o.agent_max_connections > 0) ao.max_connections = o.agent_max_connections;
     // An agent's requests carry a few small headers, and every agent holds a watch open: a smaller
     // per-connection pool keeps thousands of open watches cheap (the body is streamed, not pooled).
     ao.header_memory_bytes = 16 << 10;

@@ -31,6 +31,7 @@ struct HttpOptions {
   // Agents' own listener (the agent routes and /healthz only): -1 = none, 0 = any free port.
   std::string agent_host;        // "" = host
   int agent_port = -1;
+  int agent_max_connections = 0;  // on the agents' listener; 0 = max_connections
 };
 
 class HttpApi {

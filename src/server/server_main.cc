@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -116,6 +117,14 @@ int run_server(const ServerOptions& o) {
     std::cerr << "tessera server: config: " << cfg.error().message << "\n";
     return 1;
   }
+  // Each agent holds up to two connections (a heartbeat and its watch): the agents' listener takes
+  // that many for every configured node, and more than --max-connections when the cluster needs it.
+  const int agent_connections = int(std::min<size_t>(2 * cfg->nodes.size() + 256, 1 << 20));
+  http.agent_max_connections = std::max(http.max_connections, agent_connections);
+  if (o.agent_listen.empty() && agent_connections > http.max_connections)
+    spdlog::warn("event=connections_low max_connections={} nodes={} (each agent holds up to two connections: "
+                 "use --agent-listen, or raise --max-connections to at least {})",
+                 http.max_connections, cfg->nodes.size(), agent_connections);
   // Signals go to one waiting thread (blocked everywhere else, before any thread starts).
   sigset_t signals;
   sigemptyset(&signals);
