@@ -6,8 +6,12 @@
 // podman cannot run a container on this machine.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -394,7 +398,19 @@ TEST_F(Containers, TorchGangTrainsInContainersAndResumesOnAnotherNodeFromTheShar
   const std::string out = base + "/out";
   const int steps = 60;
   // The uninterrupted run, on the host: 2 ranks.
-  const std::string ref_cmd = "cd " + out + " && for r in 0 1; do MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + $$ % 20000)) " +
+  // A rendezvous port the kernel picks (a port derived from the pid could be one in use).
+  int port = 0;
+  if (int fd = ::socket(AF_INET, SOCK_STREAM, 0); fd >= 0) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+      port = ntohs(a.sin_port);
+    ::close(fd);
+  }
+  ASSERT_GT(port, 0);
+  const std::string ref_cmd = "cd " + out + " && for r in 0 1; do MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " " +
                               "WORLD_SIZE=2 RANK=$r LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 TESSERA_CHECKPOINT_DIR=" + out +
                               " GLOO_SOCKET_IFNAME=lo OMP_NUM_THREADS=1 timeout 300 " + kPython + " " TESSERA_SOURCE_DIR
                               "/examples/ddp_train.py --steps " + std::to_string(steps) + " --out " + out +
