@@ -240,28 +240,25 @@ void HttpApi::agent_routes(HttpServer& s) {
   Controller& c = controller_;
   auto auth = authenticator();
   s.Get("/healthz", [&c](const httplib::Request&, httplib::Response& res) { send_json(res, 200, c.health()); });
-  // Answered when the report is applied (and its changes durable), holding no server thread meanwhile.
-  s.PostDeferred("/api/v1/agent/heartbeat", [auth, &c](const httplib::Request& req, std::shared_ptr<HttpResponder> out) {
-    httplib::Response res;
-    auto p = auth(req, res);
-    if (!p) return (void)out->answer(std::move(res));
-    auto body = json_body(req);
-    if (!body.ok()) return send_error(res, body.error()), (void)out->answer(std::move(res));
-    c.agent_heartbeat_async(*p, *body, [out](Result<Json> r) {
-      out->answer_with([r = std::move(r)](httplib::Response& res) { send_result(res, r); });  // encoded on a worker
+  // A JSON call the controller answers later (`call` hands its result to `done`): the request holds no
+  // server thread meanwhile, and the answer is encoded on a worker, not on the thread that has it.
+  using AsyncCall = void (Controller::*)(const Principal&, const Json&, std::function<void(Result<Json>)>);
+  auto deferred = [&s, auth, &c](const std::string& path, AsyncCall call) {
+    s.PostDeferred(path, [auth, &c, call](const httplib::Request& req, std::shared_ptr<HttpResponder> out) {
+      httplib::Response res;
+      auto p = auth(req, res);
+      if (!p) return (void)out->answer(std::move(res));
+      auto body = json_body(req);
+      if (!body.ok()) return send_error(res, body.error()), (void)out->answer(std::move(res));
+      (c.*call)(*p, *body, [out](Result<Json> r) {
+        out->answer_with([r = std::move(r)](httplib::Response& res) { send_result(res, r); });
+      });
     });
-  });
-  // A long poll: the responder is answered on the state thread once there is something to tell.
-  s.PostDeferred("/api/v1/agent/watch", [auth, &c](const httplib::Request& req, std::shared_ptr<HttpResponder> out) {
-    httplib::Response res;
-    auto p = auth(req, res);
-    if (!p) return (void)out->answer(std::move(res));
-    auto body = json_body(req);
-    if (!body.ok()) return send_error(res, body.error()), (void)out->answer(std::move(res));
-    c.agent_watch(*p, *body, [out](Result<Json> r) {
-      out->answer_with([r = std::move(r)](httplib::Response& res) { send_result(res, r); });
-    });
-  });
+  };
+  // Answered when the report is applied (and its changes durable).
+  deferred("/api/v1/agent/heartbeat", &Controller::agent_heartbeat_async);
+  // A long poll, answered once there is something to tell the node or its wait ends.
+  deferred("/api/v1/agent/watch", &Controller::agent_watch);
   s.Post("/api/v1/agent/register", [auth, &c](const httplib::Request& req, httplib::Response& res) {
     auto p = auth(req, res);
     if (!p) return;

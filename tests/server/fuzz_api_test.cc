@@ -106,7 +106,7 @@ class Fuzzer {
 
 struct Route {
   std::string method, path;  // {id}, {node}, {op} are filled in
-  std::string body_kind;     // "", job, register, heartbeat, reason, interruption, token, priority
+  std::string body_kind;     // "", job, register, heartbeat, watch, reason, interruption, token, priority
 };
 
 Json valid_body(const std::string& kind, Fuzzer& f, int64_t job_id) {
@@ -127,6 +127,8 @@ Json valid_body(const std::string& kind, Fuzzer& f, int64_t job_id) {
                 {"tasks", {Json{{"job", job_id}, {"attempt", 1}, {"task", 0}, {"state", f.chance(80) ? "running" : "succeeded"},
                                 {"exit_code", 0}, {"master_port", 29500}, {"checkpoint", "/ckpt/1"}}}},
                 {"gpus", stats}, {"mig", Json::array()}};
+  if (kind == "watch")  // a short wait, so that a held watch does not slow the run
+    return Json{{"node", node}, {"seen", int64_t(f.pick(3))}, {"wait_ms", 100 + int64_t(f.pick(200))}};
   if (kind == "reason") return Json{{"reason", "fuzz"}};
   if (kind == "interruption") return Json{{"notice_s", 600}};
   if (kind == "token") return Json{{"user", "fz"}, {"role", f.chance(50) ? "viewer" : "member"}, {"queue", "team-a"}};
@@ -158,6 +160,7 @@ TEST(ApiFuzz, NoRequestCrashesHangsOrFailsTheServer) {
       {"GET", "/api/v1/tokens", ""}, {"GET", "/api/v1/events", ""}, {"POST", "/api/v1/admin/reload", ""},
       {"POST", "/api/v1/agent/register", "register"}, {"POST", "/api/v1/agent/heartbeat", "heartbeat"},
       {"POST", "/api/v1/agent/heartbeat", "heartbeat"}, {"POST", "/api/v1/agent/heartbeat", "heartbeat"},
+      {"POST", "/api/v1/agent/watch", "watch"},
       {"GET", "/api/v1/reports/chargeback", ""}, {"GET", "/api/v1/reports/usage", ""}, {"GET", "/api/v1/utilisation", ""},
   };
   const std::vector<std::string> params = {"queue", "user", "state", "active", "limit", "after", "task", "offset",
