@@ -374,8 +374,7 @@ Status ClusterState::set_health(GpuRef gpu, GpuHealth h) {
 
 Status ClusterState::set_schedulable(NodeId id, bool schedulable) {
   if (id.value >= nodes_.size()) return invalid_argument("set_schedulable: no such node");
-  nodes_[id.value].schedulable = schedulable;
-  ++capacity_generation_;
+  nodes_[id.value].schedulable = schedulable;  // not a capacity change: see capacity_generation()
   nodes_[id.value].generation = next_generation();
   reindex(nodes_[id.value], true);
   return {};

@@ -185,6 +185,9 @@ class ClusterState {
   static void release_on(Node& n, const TaskPlacement& p);
   static void refresh_derived(Node& n);
   uint64_t next_generation() { return ++generation_counter_; }
+  // The newest Node::generation handed out: changes whenever any node changes (never goes back), so
+  // an answer computed from the whole cluster may be cached by it.
+  uint64_t generation() const { return generation_counter_; }
 
   // Candidate index for large clusters: schedulable nodes grouped by how much GPU they can still
   // give, so that the engine can visit the tightest candidates first.
@@ -200,8 +203,10 @@ class ClusterState {
   const std::set<uint32_t>& mig_creatable(int shape, int k) const { return mig_creatable_[shape][k]; }
   // mig_idle(shape): schedulable nodes holding an idle (created, unused) instance of that shape.
   const std::set<uint32_t>& mig_idle(int shape) const { return mig_idle_[shape]; }
-  // Changes whenever what the cluster could hold when empty changes (nodes added, health,
-  // schedulability, MIG mode): "can this ever fit" answers may be cached by it.
+  // Changes whenever what the cluster could hold when empty changes (nodes added, health, MIG mode):
+  // "can this ever fit" answers may be cached by it. Schedulability is not part of it: a node that
+  // takes no work now is counted as if it did (cordons come and go; the scheduler blocks reserved
+  // nodes for a trial many times a cycle).
   uint64_t capacity_generation() const { return capacity_generation_; }
 
  private:

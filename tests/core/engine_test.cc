@@ -194,3 +194,39 @@ TEST(PlacementEngine, SameSeedSamePlacement) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// The never-fits answer counts what nodes could hold when empty, alike for nodes of one kind and
+// whatever they hold or whether they take work now: cordoning nodes (which does not change
+// capacity_generation, so the answer is not recomputed) never turns "later" into "never", and
+// nodes of different kinds are each counted by what they are.
+TEST(PlacementEngine, NeverFitsCountsEveryKindOfNodeAndCordonedOnes) {
+  ClusterState c;
+  NodeId h0 = *c.add_node(node_spec("h0", "H100-80GB-SXM", 8));
+  NodeId h1 = *c.add_node(node_spec("h1", "H100-80GB-SXM", 8));
+  ASSERT_TRUE(c.add_node(node_spec("l0", "L40S", 4)).ok());
+  ASSERT_TRUE(c.add_node(node_spec("l1", "L40S", 2)).ok());
+  FirstFitPolicy ff;
+  PlacementEngine e(ff, {});
+  // Whole 4-GPU tasks: 2 + 2 on the H100s, 1 on the 4-GPU L40S node, none on the 2-GPU one: 5.
+  EXPECT_NE(e.place(c, gang(6, whole(4))).reason.find("even an empty cluster holds at most 5"), std::string::npos);
+  const uint64_t cap = c.capacity_generation();
+  const uint64_t gen = c.generation();
+  ASSERT_TRUE(c.set_schedulable(h0, false).ok());
+  ASSERT_TRUE(c.set_schedulable(h1, false).ok());
+  EXPECT_EQ(c.capacity_generation(), cap) << "taking no work now is not a capacity change";
+  EXPECT_GT(c.generation(), gen) << "but it is a change of the cluster";
+  const PlacementResult cordoned = e.place(c, gang(5, whole(4)));
+  EXPECT_EQ(cordoned.outcome, Outcome::kRetryLater) << cordoned.reason;
+  ASSERT_TRUE(c.set_schedulable(h0, true).ok());
+  ASSERT_TRUE(c.set_schedulable(h1, true).ok());
+  EXPECT_EQ(e.place(c, gang(5, whole(4))).outcome, Outcome::kPlaced);
+  const uint64_t healthy = c.capacity_generation();
+  ASSERT_TRUE(c.set_health(GpuRef{h1, 0}, GpuHealth::kUnhealthy).ok());
+  EXPECT_GT(c.capacity_generation(), healthy) << "health is capacity";
+}
+
+}  // namespace
+}  // namespace tessera

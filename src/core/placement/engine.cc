@@ -64,6 +64,40 @@ int64_t empty_capacity(const Node& n, const TaskRequest& t) {
   return k;
 }
 
+// empty_capacity(n, t) over many nodes: nodes alike in what they offer when empty (capacities, pool,
+// and per GPU its index, model and MIG mode: all that empty_capacity reads) hold the same number of
+// tasks, computed once per kind of node (clusters have few kinds; past 64, every further kind is
+// computed each time).
+class EmptyCapacities {
+ public:
+  explicit EmptyCapacities(const TaskRequest& t) : t_(t) {}
+  int64_t of(const Node& n) {
+    for (const Kind& k : kinds_)
+      if (alike(*k.node, n)) return k.tasks;
+    const int64_t c = empty_capacity(n, t_);
+    if (kinds_.size() < 64) kinds_.push_back({&n, c});
+    return c;
+  }
+
+ private:
+  static bool alike(const Node& a, const Node& b) {
+    if (a.cpu_capacity != b.cpu_capacity || a.memory_capacity != b.memory_capacity || a.pool != b.pool ||
+        a.pool_kind != b.pool_kind || a.gpus.size() != b.gpus.size())
+      return false;
+    for (size_t i = 0; i < a.gpus.size(); ++i)
+      if (a.gpus[i].index != b.gpus[i].index || a.gpus[i].model != b.gpus[i].model ||
+          a.gpus[i].mig_enabled != b.gpus[i].mig_enabled)
+        return false;
+    return true;
+  }
+  struct Kind {
+    const Node* node;
+    int64_t tasks;
+  };
+  const TaskRequest& t_;
+  std::vector<Kind> kinds_;
+};
+
 // How many tasks like t fit on n now (exact for whole GPUs and CPU-only, an upper bound for shares
 // and MIG; the greedy fill finds the exact number).
 int64_t room_for(const Node& n, const TaskRequest& t) {
@@ -284,10 +318,11 @@ PlacementResult PlacementEngine::place_one(const ClusterState& cluster, const Ga
   auto empty_cluster_room = [&]() -> int64_t {
     std::map<uint32_t, int64_t> cap_by_domain;
     int64_t total_cap = 0;
+    EmptyCapacities empty(t);
     for (const Node& n : cluster.nodes()) {
       const Misfit m = check_fit(n, t);
       if (misfit_is_permanent(m) && m != Misfit::kUnschedulable) continue;
-      const int64_t c = empty_capacity(n, t);
+      const int64_t c = empty.of(n);
       total_cap += c;
       if (outermost >= 0) cap_by_domain[domain_at(net, n, outermost)] += c;
     }

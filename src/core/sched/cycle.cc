@@ -145,6 +145,23 @@ void collect_entries(CycleState& cs) {
   }
   for (size_t i = 0; i < cs.entries.size(); ++i)
     if (cs.reference || cs.entries[i].running) cs.running.push_back(i);
+  cs.running_facts.reserve(cs.running.size());
+  for (size_t i : cs.running) {
+    const Entry& v = cs.entries[i];
+    const Job& j = *v.job;
+    RunningFacts f;
+    f.entry = uint32_t(i);
+    f.queue = j.queue.value;
+    f.prio = v.prio;
+    f.class_value = v.pc->value;
+    if (v.running && j.state == JobState::kRunning && !j.placement.empty()) f.flags |= RunningFacts::kRunningPlaced;
+    if (v.running && j.state == JobState::kCheckpointing) f.flags |= RunningFacts::kCheckpointing;
+    if (v.pc->preemptible) f.flags |= RunningFacts::kPreemptible;
+    if ((j.started >= 0 && cs.now - j.started < v.pc->min_runtime) ||
+        (j.last_preempted >= 0 && cs.now - j.last_preempted < cs.cfg.preemption_protection))
+      f.flags |= RunningFacts::kProtected;
+    cs.running_facts.push_back(f);
+  }
 }
 
 void compute_books(CycleState& cs) {

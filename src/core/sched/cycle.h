@@ -252,7 +252,9 @@ std::string reservation_text(const CycleState& cs);
 
 // ---- preempt.cc ----
 // off_reservation: the reserved nodes are blocked on the working copy for this search (an owner
-// takes its guarantee back elsewhere rather than wait for a borrower's reservation).
+// takes its guarantee back elsewhere rather than wait for a borrower's reservation). It blocks them
+// itself, and only once the search looks at the cluster (not for an answer from its memos); the
+// caller must not have blocked them (ReservedBlocked does not nest).
 VictimSearch try_preempt(CycleState& cs, Entry& e, const Gang& gang, bool off_reservation = false);
 VictimSearch find_victims(CycleState& cs, Entry& e, const Gang& gang, int budget, bool off_reservation);
 // claims_active: the working copy has this cycle's victims released and the waiting preemptors'

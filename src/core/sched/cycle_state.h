@@ -26,6 +26,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -114,6 +115,31 @@ struct PlaceNow {
   bool only_on_reserved = false;
 };
 
+// A running entry's facts that stay fixed for the cycle, as victim scans test them first.
+struct RunningFacts {
+  enum : uint8_t {
+    kRunningPlaced = 1,  // kRunning with a placement (a possible victim)
+    kCheckpointing = 2,  // already asked to checkpoint and leave
+    kPreemptible = 4,    // its priority class may be preempted
+    kProtected = 8,      // within its class's min_runtime or preemption_protection now
+  };
+  uint32_t entry = 0;   // index in CycleState::entries
+  uint32_t queue = 0;
+  int64_t prio = 0;     // Entry::prio
+  int class_value = 0;  // its priority class's value
+  uint8_t flags = 0;
+};
+
+// The engine's last answer for one shape (place_now), with what it was asked and the working copy's
+// ClusterState::generation() then: while neither changed, the engine (whose policy is cacheable,
+// i.e. deterministic) would answer the same, so jobs of one shape that find room but do not start
+// (limits, owed guarantees, reservations) ask it once per change instead of once each.
+struct PlaceMemo {
+  uint64_t generation = std::numeric_limits<uint64_t>::max();  // none yet
+  Gang ask;  // id and name cleared
+  PlacementResult result;
+};
+
 // Defragmenting moves (SchedulerConfig::defragment) for an owed gang that reclaiming every borrower
 // cannot place (find_moves): which jobs go and where the movers restart (indices into entries).
 struct MovePlan {
@@ -190,6 +216,13 @@ struct CycleState {
   // victim scans walk instead of every entry (the reference run: every index; scans still test
   // Entry::running).
   std::vector<size_t> running;
+  // Per `running` index, in the same order: what a victim scan tests first, packed so that a scan
+  // skips the jobs that cannot be victims without reading their Entry and Job (not in the reference
+  // run, where every scan tests every entry in full).
+  std::vector<RunningFacts> running_facts;
+  // Entries marked victim or claimed this cycle, in the order marked (may repeat): what the scans
+  // for jobs leaving walk instead of every running entry (not in the reference run).
+  std::vector<size_t> marked_leaving;
   std::map<std::string, int64_t> user_milli;  // running GPU usage per user (and this cycle's starts)
   std::vector<int64_t> leaving_milli;   // per node: whole GPUs (milli) of jobs checkpointing toward exit
   std::vector<size_t> order;            // entries indices in the cycle's order
@@ -222,9 +255,10 @@ struct CycleState {
   mutable std::deque<std::pair<const GpuModel*, std::string>> class_cache;  // accounted_class()
   std::map<std::string, NoRoom> no_room;              // by shape_key
   std::map<std::pair<std::string, int64_t>, ClassAmounts> asked;  // amounts_of(class, milli), shared by entries
-  std::set<std::string> no_victims;                   // (shape, class, queue) preemption found nothing for
+  std::unordered_set<std::string> no_victims;         // (shape, class, queue) preemption found nothing for
   std::set<std::string> no_room_off_reservation;      // shapes that found no room off the reserved nodes
   mutable std::map<std::string, bool> fits_free_memo;  // by shape_key
+  std::map<std::string, PlaceMemo> place_memo;         // by shape_key; not in the reference run
   // Pending jobs owed their guarantee that fit the free GPUs, by class value then id (filled on first
   // use by owed_below_that_fit; starts only make fewer of them owed).
   std::optional<std::vector<size_t>> owed_pending;

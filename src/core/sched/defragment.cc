@@ -242,7 +242,10 @@ void commit_moves(CycleState& cs, Entry& e, MovePlan& plan) {
     hold_idle(cs, plan.dest[k]);
     cs.out.preempt.back().move_to = std::move(plan.dest[k]);
   }
-  for (size_t i : plan.leaving) cs.entries[i].claimed = true;  // not counted again by a later preemptor
+  for (size_t i : plan.leaving) {  // not counted again by a later preemptor
+    cs.entries[i].claimed = true;
+    cs.marked_leaving.push_back(i);
+  }
   const int fresh = int(plan.reclaimed.size() + plan.moved.size());
   cs.preemptions += fresh;
   cs.moves += int(plan.moved.size());

@@ -12,6 +12,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace tessera::sched {
@@ -57,7 +59,8 @@ OrderInput order_input(const CycleState& cs, size_t users) {
 }
 
 void order_and_place(CycleState& cs) {
-  std::map<std::string, uint32_t> users;
+  std::unordered_map<std::string_view, uint32_t> users;  // dense, by first appearance (entries by id)
+  users.reserve(cs.entries.size());
   for (Entry& e : cs.entries) e.user = users.emplace(e.job->user, uint32_t(users.size())).first->second;
   start_moved(cs);
   const JobOrderPolicy& policy = job_order_policy(cs.cfg.order);

@@ -90,10 +90,7 @@ void try_job(CycleState& cs, Entry& e) {
   if (now.only_on_reserved) {
     // A queue owed its guarantee takes it back from borrowers elsewhere rather than wait for the
     // reservation (victims are sought off the reserved nodes, as the engine keeps off them).
-    if (cs.ledger->owed(facts(e))) {
-      const ReservedBlocked blocked(cs, true);
-      if (try_preempt(cs, e, gang, true).preempting()) return;
-    }
+    if (cs.ledger->owed(facts(e)) && try_preempt(cs, e, gang, true).preempting()) return;
     e.wait = WaitCategory::kReservation;
     e.reason = r.reason;
     return;
@@ -379,14 +376,33 @@ VictimSearch try_preempt_now(CycleState& cs, Entry& e, const Gang& gang) {
   // each cycle, and the owner's search is bounded by what it is owed).
   // (Cheap tests first: this runs for every job that finds no room.)
   const bool off = cs.res.active && e.milli > 0 && !ends_before_reservation(cs, e) && !owed_now(cs, e);
-  const ReservedBlocked blocked(cs, off);
   return try_preempt(cs, e, gang, off);
+}
+
+// What the engine reads of a gang (the task, counts, sizes, topology), not who asks.
+static bool same_ask(const Gang& a, const Gang& b) {
+  return a.task == b.task && a.tasks == b.tasks && a.min_tasks == b.min_tasks && a.sizes == b.sizes &&
+         a.topology.mode == b.topology.mode && a.topology.level == b.topology.level;
+}
+
+// cs.engine.place, answered from place_memo when the same ask met the same working copy.
+static PlacementResult engine_place(CycleState& cs, const Gang& gang) {
+  if (cs.reference || !cs.policy.cacheable()) return cs.engine.place(cs.work, gang);
+  PlaceMemo& m = cs.place_memo[shape_key(gang)];
+  if (m.generation != cs.work.generation() || !same_ask(m.ask, gang)) {
+    m.generation = cs.work.generation();
+    m.ask = gang;
+    m.ask.id = JobId();
+    m.ask.name.clear();
+    m.result = cs.engine.place(cs.work, gang);
+  }
+  return m.result;
 }
 
 // Places e now. With a reservation active, a job that would still run when the reservation starts
 // must keep off the reserved nodes; if it can only fit on them it waits (only_on_reserved).
 PlaceNow place_now(CycleState& cs, Entry& e, const Gang& gang) {
-  PlacementResult r = cs.engine.place(cs.work, gang);
+  PlacementResult r = engine_place(cs, gang);
   if (r.outcome != Outcome::kPlaced || !keeps_off_reservation(cs, e)) return {std::move(r)};
   bool touches = false;
   for (const TaskPlacement& p : r.tasks) touches = touches || cs.res.nodes.count(p.node.value);

@@ -24,8 +24,17 @@ int64_t lost_work_cost(const CycleState& cs, const Entry& v) {
   return v.milli * (std::max<int64_t>(0, cs.now - since) + j.checkpoint.save_cost + j.checkpoint.restart_cost);
 }
 
+// marked_leaving, ascending and without repeats.
+static std::vector<size_t> leaving_marked(const CycleState& cs) {
+  std::vector<size_t> out = cs.marked_leaving;
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 void preempt(CycleState& cs, Entry& v, const Entry& e, bool by_priority, std::string reason) {
   v.victim = true;
+  cs.marked_leaving.push_back(size_t(&v - cs.entries.data()));
   PreemptDecision d;
   d.victim = v.job->id;
   d.for_job = e.job->id;
@@ -40,18 +49,24 @@ VictimSearch try_preempt(CycleState& cs, Entry& e, const Gang& gang, bool off_re
   VictimSearch none;
   const int budget = cs.cfg.max_preemptions_per_cycle - cs.preemptions;
   if (budget <= 0 || e.milli <= 0) return none;
+  // The reserved nodes blocked from the first look at the cluster until this returns.
+  std::optional<ReservedBlocked> blocked;
+  auto block = [&] {
+    if (!blocked) blocked.emplace(cs, off_reservation);
+  };
   VictimSearch mig;
   mig.outcome = VictimSearch::Outcome::kPreempting;
-  if (gang.task.mig() && cs.cfg.dynamic_mig && reclaim_gpu_for_mig(cs, e, gang)) return mig;
+  if (gang.task.mig() && cs.cfg.dynamic_mig && (block(), reclaim_gpu_for_mig(cs, e, gang))) return mig;
   // Victims only become fewer within a cycle: a failed search stays failed for the same ask.
   const std::string memo = shape_key(gang) + "|" + std::to_string(e.prio) + "|" + std::to_string(e.job->queue.value) +
                            "|" + std::to_string(cs.cfg.in_queue_las ? e.las : 0) + (off_reservation ? "|off" : "");
   // An owner's MIG request that no instance frees in time takes a whole GPU for the planner.
-  auto or_mig = [&] { return gang.task.mig() && reclaim_gpu_for_mig(cs, e, gang) ? mig : none; };
+  auto or_mig = [&] { return gang.task.mig() && (block(), reclaim_gpu_for_mig(cs, e, gang)) ? mig : none; };
   if (cs.no_victims.count(memo)) return or_mig();
   // Bounded work per cycle: after this many fruitless searches, later jobs wait for the next cycle
   // (the most deserving jobs, first in order, were searched).
   if (cs.failed_searches >= cs.cfg.max_victim_searches_per_cycle) return or_mig();
+  block();
   VictimSearch found = find_victims(cs, e, gang, budget, off_reservation);
   if (found.outcome == VictimSearch::Outcome::kNone) {
     cs.no_victims.insert(memo);
@@ -172,7 +187,7 @@ VictimSearch find_victims(CycleState& cs, Entry& e, const Gang& gang, int budget
   ScratchEdits claimed(cs.work);
   bool claims_active = cs.claims_ok && !cs.claims.empty();
   if (claims_active) {
-    for (size_t i : cs.running)
+    for (size_t i : cs.reference ? cs.running : leaving_marked(cs))
       if (const Entry& v = cs.entries[i]; v.running && (v.victim || v.claimed) && !v.holding.empty()) {
         const bool ok = claimed.release(v.holding);
         assert(ok && "releasing a victim for a later preemptor failed");
@@ -264,12 +279,27 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
   // first (no new decision, no lost work), so a preemptor waiting for its victims to leave does not
   // preempt more jobs in the cycles in between.
   if ((cs.cfg.preemption && e.pc->can_preempt) || may_reclaim)
-    for (size_t i : cs.running) {
-      const Entry& v = cs.entries[i];
+    for (const RunningFacts& f : cs.running_facts) {
+      if (!cs.reference && !(f.flags & RunningFacts::kCheckpointing)) continue;
+      const Entry& v = cs.entries[f.entry];
       if (v.running && !v.claimed && v.job->state == JobState::kCheckpointing && !v.holding.empty())
-        cands.push_back({i, -1, true, true});
+        cands.push_back({f.entry, -1, true, true});
     }
-  for (size_t i : cs.running) {
+  // Could priority or reclaim take a job with these facts at all (a superset of the rules below)?
+  const bool may_priority = cs.cfg.preemption && e.pc->can_preempt;
+  auto may_take = [&](const RunningFacts& f) {
+    if (!(f.flags & RunningFacts::kRunningPlaced)) return false;
+    const bool same_queue = f.queue == e.job->queue.value;
+    const bool by_priority = may_priority && (f.flags & RunningFacts::kPreemptible) &&
+                             !(f.flags & RunningFacts::kProtected) &&
+                             (f.prio < e.prio || (cs.cfg.in_queue_las && same_queue && f.prio == e.prio));
+    const bool by_reclaim = may_reclaim && !same_queue &&
+                            ((f.flags & RunningFacts::kPreemptible) || f.class_value <= claimant.class_value);
+    return by_priority || by_reclaim;
+  };
+  for (const RunningFacts& f : cs.running_facts) {
+    if (!cs.reference && !may_take(f)) continue;
+    const size_t i = f.entry;
     const Entry& v = cs.entries[i];
     const Job& vj = *v.job;
     if (!v.running || v.victim || vj.state != JobState::kRunning || vj.placement.empty()) continue;
@@ -398,9 +428,17 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
   // Rule (b) holds across the cycle: the victims chosen before (by earlier searches this cycle, or
   // still checkpointing from an earlier cycle) are gone already, so a victim queue that stops
   // borrowing once they leave gives up nothing more.
-  for (size_t i : cs.running)
-    if (const Entry& v = cs.entries[i]; v.running && (v.victim || v.job->state == JobState::kCheckpointing))
-      after.add(v.job->queue, amounts(v), -1);
+  if (cs.reference) {
+    for (size_t i : cs.running)
+      if (const Entry& v = cs.entries[i]; v.running && (v.victim || v.job->state == JobState::kCheckpointing))
+        after.add(v.job->queue, amounts(v), -1);
+  } else {  // the same jobs: those checkpointing, and this cycle's victims that are not
+    for (const RunningFacts& f : cs.running_facts)
+      if (f.flags & RunningFacts::kCheckpointing) after.add(QueueId(f.queue), amounts(cs.entries[f.entry]), -1);
+    for (size_t i : leaving_marked(cs))
+      if (const Entry& v = cs.entries[i]; v.running && v.victim && v.job->state != JobState::kCheckpointing)
+        after.add(v.job->queue, amounts(v), -1);
+  }
   std::vector<Cand> chosen;
   bool fits = false, room_opened = false;
   ScratchEdits released(cs.work);  // the chosen victims' releases; undone before this returns
@@ -469,7 +507,10 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
   if (fresh == 0) {
     // The jobs already leaving are enough: nothing new is preempted; the job waits for them like any
     // job without room (its reservation is their exit). They are not counted by a later preemptor.
-    for (const Cand& c : chosen) cs.entries[c.idx].claimed = true;
+    for (const Cand& c : chosen) {
+      cs.entries[c.idx].claimed = true;
+      cs.marked_leaving.push_back(c.idx);
+    }
     s.outcome = VictimSearch::Outcome::kOnlyLeaving;
     return s;
   }
@@ -477,6 +518,7 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
     Entry& v = cs.entries[c.idx];
     if (c.leaving) {  // not counted again by a later preemptor; no new decision
       v.claimed = true;
+      cs.marked_leaving.push_back(c.idx);
       continue;
     }
     const bool las_turn = c.by_priority && v.job->queue == e.job->queue && v.prio == e.prio;

@@ -115,6 +115,9 @@ Result<QueueTree> QueueTree::build(const std::vector<QueueSpec>& specs) {
       }
     }
   }
+  t.paths_.resize(t.queues_.size());
+  for (const Queue& q : t.queues_)
+    for (QueueId p = q.id; p.valid(); p = t.queues_[p.value].parent) t.paths_[q.id.value].push_back(p);
   return t;
 }
 
@@ -126,11 +129,6 @@ Result<QueueId> QueueTree::find(const std::string& name) const {
   return it->id;
 }
 
-std::vector<QueueId> QueueTree::path_to_root(QueueId leaf) const {
-  std::vector<QueueId> out;
-  for (QueueId q = leaf; q.valid(); q = queues_[q.value].parent) out.push_back(q);
-  return out;
-}
 
 // ---- FairShare ----
 

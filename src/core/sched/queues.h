@@ -48,12 +48,13 @@ class QueueTree {
   const std::vector<Queue>& queues() const { return queues_; }
   Result<QueueId> find(const std::string& name) const;
   const std::vector<QueueId>& top_level() const { return top_; }
-  // The queue and its ancestors, leaf first.
-  std::vector<QueueId> path_to_root(QueueId leaf) const;
+  // The queue and its ancestors, leaf first (made once by build: asked on every guarantee check).
+  const std::vector<QueueId>& path_to_root(QueueId leaf) const { return paths_[leaf.value]; }
 
  private:
   std::vector<Queue> queues_;
   std::vector<QueueId> top_;
+  std::vector<std::vector<QueueId>> paths_;  // per queue: path_to_root
 };
 
 // Per-queue inputs of one cycle (indexed by QueueId; leaf values, the computation aggregates).
