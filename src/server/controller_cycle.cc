@@ -60,7 +60,15 @@ void Controller::State::apply(const Decisions& d, uint64_t generation) {
     m.cycle_decisions->observe({}, 0);
     return;
   }
-  const Time t = now();
+  // One reading for the whole application: the jobs' started (seconds) and started_ms, and the time
+  // of every event it records, so that they agree and follow the order of the log.
+  const int64_t t_ms = now_ms();
+  const Time t = t_ms / 1000;
+  moment_ms = t_ms;
+  struct EndMoment {
+    int64_t& moment;
+    ~EndMoment() { moment = -1; }
+  } end_moment{moment_ms};
   WriteBatch b;
   ApplyOptions how = controller_apply_options();
   how.takes_work = [this](NodeId n) { return node_usable(n); };
@@ -108,7 +116,7 @@ void Controller::State::apply(const Decisions& d, uint64_t generation) {
     r.fail_verdict_at.reset();
     r.pending.reset();
     r.gate.reset();
-    r.started_ms = now_ms();
+    r.started_ms = t_ms;
     r.start_sent = Clock::now();
     if (r.attempt == 1 && r.submitted_ms >= 0)
       m.submit_to_start->observe({}, double(std::max<int64_t>(0, r.started_ms - r.submitted_ms)) / 1000.0);

@@ -120,15 +120,15 @@ Result<Json> Controller::submit(const Principal& who, config::JobSpec spec, cons
         r.job.gang = gang;
         r.job.gang.id = r.job.id;
         r.job.gang.queue = *q;
-        r.job.submitted = s.now();
-        r.submitted_ms = s.now_ms();
+        r.submitted_ms = s.now_ms();  // one reading: submitted, submitted_ms and the event's time
+        r.job.submitted = r.submitted_ms / 1000;
         r.job.expected_runtime = r.spec.expected_runtime;
         r.job.max_runtime = r.spec.max_runtime;
         r.job.checkpoint.interval = r.spec.checkpoint.interval;
         r.job.checkpoint.grace = r.spec.checkpoint.grace;
         Json detail{{"queue", qname}, {"priority_class", r.job.priority_class}};
         if (index >= 0) detail["array_job_id"] = first, detail["array_task_id"] = index;
-        b.events.push_back(s.event(r.id, EventKind::kSubmitted, who.user, std::move(detail)));
+        b.events.push_back(s.event(r.id, EventKind::kSubmitted, who.user, std::move(detail), r.submitted_ms));
         b.jobs.push_back(s.row(r));
         if (answer.is_null()) answer = record_to_api(r, s.cluster, nullptr);
         s.active_ids.insert(r.id);
@@ -260,6 +260,7 @@ Result<Json> Controller::show_job(const Principal& who, int64_t id) {
   Json events = Json::array();
   for (const EventRow& e : *ev) events.push_back(event_json(e));
   (*j)["events"] = std::move(events);
+  (*j)["attempts"] = attempts_json(*ev);
   return j;
 }
 

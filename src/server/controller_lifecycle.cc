@@ -41,7 +41,8 @@ void Controller::State::release_stopped(NodeId node, const std::set<std::tuple<i
 
 void Controller::State::finish(JobRecord& r, JobState final_state, const std::string& reason, WriteBatch& b, const std::string& actor,
             EventKind kind, Json detail) {
-  const Time t = now();
+  const int64_t t_ms = stamp_ms();  // one reading: finished, finished_ms and the event's time
+  const Time t = t_ms / 1000;
   if (placed(r.job.state)) {
     if (final_state == JobState::kSucceeded && r.job.started >= 0)
       runtimes.record(r.job.user, r.job.name, t - r.job.started);
@@ -51,7 +52,7 @@ void Controller::State::finish(JobRecord& r, JobState final_state, const std::st
   }
   r.job.state = final_state;
   r.finished = t;
-  r.finished_ms = now_ms();
+  r.finished_ms = t_ms;
   r.end_reason = reason;
   m.finished->inc({job_state_name(final_state), r.queue_name});
   active_ids.erase(r.id);
@@ -59,7 +60,7 @@ void Controller::State::finish(JobRecord& r, JobState final_state, const std::st
   r.pending.reset();
   detail["reason"] = reason;
   add_utilisation(r, detail);
-  b.events.push_back(event(r.id, kind, actor, detail));
+  b.events.push_back(event(r.id, kind, actor, detail, t_ms));
   b.jobs.push_back(row(r));
   dirty = true;
   after_release(b);

@@ -64,7 +64,12 @@ inline const char* health_name(GpuHealth h) {
 }
 
 inline Json event_json(const EventRow& e) {
-  return Json{{"seq", e.seq}, {"job", e.job_id}, {"time", e.time}, {"kind", e.kind}, {"actor", e.actor},
+  return Json{{"seq", e.seq},
+              {"job", e.job_id},
+              {"time", e.time},
+              {"time_ms", e.time_ms >= 0 ? e.time_ms : e.time * 1000},
+              {"kind", e.kind},
+              {"actor", e.actor},
               {"detail", Json::parse(e.detail, nullptr, false)}};
 }
 
@@ -339,6 +344,10 @@ struct Controller::State {
     if (wall < (s - 1) * 1000 || wall >= (s + 2) * 1000) return s * 1000;
     return std::clamp<int64_t>(wall, s * 1000, s * 1000 + 999);
   }
+  // While set (>= 0): the unix ms at which the change being applied happened (a cycle's decisions),
+  // and so the time of every event it records (event(), stamp_ms()). -1: each event is stamped now.
+  int64_t moment_ms = -1;
+  int64_t stamp_ms() const { return moment_ms >= 0 ? moment_ms : now_ms(); }
   Clock::time_point started_at = Clock::now();
 
   // A node takes new work when its admin state is ready and (with agents) its agent is ready.
@@ -381,9 +390,12 @@ struct Controller::State {
     return a;
   }
 
-  EventRow event(int64_t job, EventKind kind, const std::string& actor, Json detail = Json::object()) const {
+  // An event now (stamp_ms()), or at `at_ms` (unix ms from stamp_ms(), which a job field records
+  // too); its seconds and milliseconds are one reading.
+  EventRow event(int64_t job, EventKind kind, const std::string& actor, Json detail = Json::object(), int64_t at_ms = -1) const {
+    const int64_t ms = at_ms >= 0 ? at_ms : stamp_ms();
     // Replace, never throw: every text was checked at the edge, and a slip must not abort the thread.
-    return EventRow{0, job, now(), event_kind_name(kind), actor, detail.dump(-1, ' ', false, Json::error_handler_t::replace)};
+    return EventRow{0, job, ms / 1000, event_kind_name(kind), actor, detail.dump(-1, ' ', false, Json::error_handler_t::replace), ms};
   }
 
   JobRow row(const JobRecord& r) const {

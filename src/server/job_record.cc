@@ -3,6 +3,8 @@
 #include <ctime>
 #include <set>
 
+#include "server/event_kind.h"
+
 namespace tessera::server {
 
 using Json = nlohmann::json;
@@ -334,6 +336,44 @@ Json task_assignment_json(const JobRecord& r, int task, const ClusterState& clus
               {"gpus", p["gpus"]},  {"gpu_milli", p["gpu_milli"]},   {"mig", p["mig"]},
               {"cpu_milli", p["cpu_milli"]}, {"memory_mib", p["memory_mib"]}, {"checkpoint", ckpt},
               {"task_nodes", peers}};
+}
+
+Json attempts_json(const std::vector<EventRow>& events) {
+  Json out = Json::array();
+  Json* open = nullptr;  // the attempt not ended yet (the last in `out`)
+  auto close = [&](const EventRow& e, Json outcome, Json reason) {
+    (*open)["end"] = e.time;
+    (*open)["end_ms"] = e.time_ms >= 0 ? e.time_ms : e.time * 1000;
+    (*open)["outcome"] = std::move(outcome);
+    (*open)["reason"] = std::move(reason);
+    open = nullptr;
+  };
+  for (const EventRow& e : events) {
+    const EventKind kind = parse_event_kind(e.kind);
+    if (kind != EventKind::kStarted && !(open && ends_attempt(kind))) continue;
+    const Json d = Json::parse(e.detail, nullptr, false);
+    if (kind == EventKind::kStarted) {
+      if (open) close(e, nullptr, nullptr);  // (not expected: a start without an end)
+      Json nodes = Json::array();
+      if (d.is_object() && d.contains("placement") && d["placement"].is_array())
+        for (const Json& p : d["placement"])
+          if (p.is_object() && p.contains("node") && p["node"].is_string()) nodes.push_back(p["node"]);
+      int64_t n = int64_t(out.size()) + 1;
+      if (d.is_object() && d.contains("attempt") && d["attempt"].is_number_integer()) n = d["attempt"].get<int64_t>();
+      out.push_back(Json{{"attempt", n},
+                         {"nodes", std::move(nodes)},
+                         {"start", e.time},
+                         {"start_ms", e.time_ms >= 0 ? e.time_ms : e.time * 1000},
+                         {"end", nullptr},
+                         {"end_ms", nullptr},
+                         {"outcome", nullptr},
+                         {"reason", nullptr}});
+      open = &out.back();
+    } else {
+      close(e, e.kind, d.is_object() && d.contains("reason") && d["reason"].is_string() ? d["reason"] : Json());
+    }
+  }
+  return out;
 }
 
 }  // namespace tessera::server

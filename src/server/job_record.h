@@ -15,6 +15,7 @@
 
 #include "config/job_spec.h"
 #include "server/agent_protocol.h"
+#include "server/store.h"
 #include "core/cluster.h"
 #include "core/sched/job.h"
 #include "core/sched/queues.h"
@@ -137,9 +138,15 @@ Result<JobRecord> record_from_json(const nlohmann::json& j, const QueueTree& tre
 std::string job_ref(const JobRecord& r);
 
 // API form: the summary fields of `GET /jobs`; with `detail`, also spec, placement, pending and
-// counters (GET /jobs/{id} adds events).
+// counters (GET /jobs/{id} adds events and attempts).
 nlohmann::json record_to_api(const JobRecord& r, const ClusterState& cluster, const PendingInfo* pending, bool detail = true);
 nlohmann::json placement_json(const JobRecord& r, const ClusterState& cluster);
+// A job's attempts (GET /jobs/{id}'s `attempts`) from its events in seq order: a `started` event
+// (detail: attempt, placement) opens one, the next event that ends one (ends_attempt) closes it and
+// is its outcome. Each: {"attempt", "nodes" (each task's node), "start", "start_ms", "end", "end_ms",
+// "outcome" (the ending event's kind), "reason"}; the last four are null while it runs. Times are the
+// events' (seconds and unix milliseconds).
+nlohmann::json attempts_json(const std::vector<EventRow>& events);
 // What an agent needs to start task `task` of the current attempt.
 nlohmann::json task_assignment_json(const JobRecord& r, int task, const ClusterState& cluster);
 

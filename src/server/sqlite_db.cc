@@ -63,6 +63,12 @@ constexpr const char* kMigrations[] = {
     R"sql(
       ALTER TABLE tokens ADD COLUMN node TEXT NOT NULL DEFAULT '';
     )sql",
+    // 3: events keep their time in unix milliseconds as well (time stays in seconds). Rows stored
+    // before have NULL there and read as time * 1000 (the store's reads say so), so the migration
+    // changes the schema only and does not rewrite the log.
+    R"sql(
+      ALTER TABLE events ADD COLUMN time_ms INTEGER;
+    )sql",
 };
 constexpr int kSchemaVersion = static_cast<int>(std::size(kMigrations));
 

@@ -61,6 +61,7 @@ EventRow read_event(sqlite3_stmt* stmt) {
   e.kind = column_text(stmt, 3);
   e.actor = column_text(stmt, 4);
   e.detail = column_text(stmt, 5);
+  e.time_ms = sqlite3_column_int64(stmt, 6);
   return e;
 }
 
@@ -284,6 +285,7 @@ class SqliteStore final : public Store {
       bind_text(st, 3, e.kind);
       bind_text(st, 4, e.actor);
       bind_text(st, 5, e.detail);
+      sqlite3_bind_int64(st, 6, e.time_ms >= 0 ? e.time_ms : e.time * 1000);
       if (Status s = step(st, "event " + e.kind + " of job " + std::to_string(e.job_id)); !s.ok()) return s;
     }
     for (const TokenRow& t : batch.tokens) {
@@ -375,7 +377,7 @@ Result<SqliteStore::WriteStatements> prepare_writes(const Conn& conn) {
   std::pair<StmtPtr*, const char*> specs[] = {
       {&ws.upsert_job,
        "INSERT OR REPLACE INTO jobs (id, state, queue, user, submitted, record) VALUES (?, ?, ?, ?, ?, ?)"},
-      {&ws.append_event, "INSERT INTO events (job_id, time, kind, actor, detail) VALUES (?, ?, ?, ?, ?)"},
+      {&ws.append_event, "INSERT INTO events (job_id, time, kind, actor, detail, time_ms) VALUES (?, ?, ?, ?, ?, ?)"},
       {&ws.upsert_token,
        "INSERT OR REPLACE INTO tokens (hash, user, role, queue, created, revoked, node) VALUES (?, ?, ?, ?, ?, ?, ?)"},
       {&ws.upsert_meta, "INSERT OR REPLACE INTO meta (\"key\", \"value\") VALUES (?, ?)"},
@@ -398,10 +400,13 @@ Result<SqliteStore::ReadStatements> prepare_reads(const Conn& conn) {
       {&rs.tokens, "SELECT hash, user, role, queue, created, revoked, node FROM tokens ORDER BY hash"},
       {&rs.meta, "SELECT \"key\", \"value\" FROM meta WHERE \"key\" <> 'store/commits' ORDER BY \"key\""},
       {&rs.last_seq, "SELECT coalesce(max(seq), 0) FROM events"},
+      // time_ms is NULL in rows stored before schema version 3: those read as their second.
       {&rs.events_for_job,
-       "SELECT seq, job_id, time, kind, actor, detail FROM events WHERE job_id = ? ORDER BY seq"},
+       "SELECT seq, job_id, time, kind, actor, detail, coalesce(time_ms, time * 1000) FROM events WHERE job_id = ? "
+       "ORDER BY seq"},
       {&rs.events_after,
-       "SELECT seq, job_id, time, kind, actor, detail FROM events WHERE seq > ? ORDER BY seq LIMIT ?"},
+       "SELECT seq, job_id, time, kind, actor, detail, coalesce(time_ms, time * 1000) FROM events WHERE seq > ? "
+       "ORDER BY seq LIMIT ?"},
   };
   for (auto& [stmt, sql] : specs) {
     auto prepared = conn.prepare(sql);

@@ -1,7 +1,7 @@
 // The controller's durable store, behind an interface so that PostgreSQL can be added next to the
 // embedded SQLite default. What is stored: jobs (one row per job: indexed columns plus the full record
-// as JSON), the append-only event log (every job state change, audit entries), API tokens (hashed),
-// and small metadata values (next job id, ...).
+// as JSON), the append-only event log (every job state change, audit entries; times in seconds and
+// milliseconds), API tokens (hashed), and small metadata values (next job id, ...).
 // Writes are batched: write() queues a batch; batches commit in the order they were queued, several
 // per transaction (group commit), and `done` runs on the store's writer thread once the batch is
 // durable (or failed). Thread-safe: write() may be called from any thread; load() and backup() too.
@@ -34,6 +34,9 @@ struct EventRow {
   std::string kind;        // "submitted", "started", "checkpoint_requested", "preempted", "denied", ...
   std::string actor;       // user name, "scheduler", "agent:NODE", "admin"
   std::string detail;      // JSON object
+  // The same moment in unix milliseconds (time_ms / 1000 == time). On write, -1 stores time * 1000;
+  // reads always give it (rows stored before schema version 3 read as time * 1000).
+  int64_t time_ms = -1;
 };
 
 struct TokenRow {
