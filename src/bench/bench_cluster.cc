@@ -14,6 +14,7 @@
 
 #include "bench/bench_internal.h"
 #include "core/gpu_catalog.h"
+#include "core/sched/scheduler.h"
 #include "sim/workload.h"
 
 namespace tessera::bench {
@@ -63,9 +64,25 @@ Status validate_bench_cluster(const BenchClusterOptions& o) {
   if (o.job_gpus < 1 || o.job_gpus > o.gpus_per_node)
     return bad("--job-gpus: must be 1..--gpus-per-node (" + std::to_string(o.gpus_per_node) + "), got " + std::to_string(o.job_gpus));
   if (o.job_seconds < 0 || o.job_seconds > 1e6) return bad("--job-seconds: must be 0..1e6");
-  if (o.time_scale <= 0) return bad("--time-scale: must be > 0");
+  if (!(o.time_scale > 0) || o.time_scale > 1e9) return bad("--time-scale: must be > 0 (and at most 1e9)");
+  if (!(o.trace_from_s >= 0) || o.trace_from_s > 1e12) return bad("--trace-from: must be 0..1e12 trace seconds");
+  if (!(o.max_job_seconds >= 0) || o.max_job_seconds > 1e6) return bad("--max-job-seconds: must be 0 (no cap)..1e6");
+  if (o.workload != "trace" && (o.trace_from_s > 0 || o.max_job_seconds > 0))
+    return bad("--trace-from and --max-job-seconds apply to --workload trace only");
+  if (!o.preset.empty()) {
+    const std::vector<std::string> names = scheduler_preset_names();
+    if (std::find(names.begin(), names.end(), o.preset) == names.end()) {
+      std::string known;
+      for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
+      return bad("--preset: unknown \"" + o.preset + "\"; expected one of " + known);
+    }
+  }
+  if (o.compare_sim && o.workload == "churn")
+    return bad("--compare-sim: not with --workload churn (the simulator does not model silent or drained nodes)");
+  if (o.compare_sim)
+    if (Status st = validate_sim_model(o.sim_model); !st.ok()) return st;
   if (o.churn_every_s <= 0) return bad("--churn-every: must be > 0");
-  if (o.drain_s < 0) return bad("--drain: must be >= 0");
+  if (!(o.drain_s >= 0) || o.drain_s > 1e7) return bad("--drain: must be 0..1e7");
   if (o.loops < 1 || o.loops > 64) return bad("--loops: must be 1..64, got " + std::to_string(o.loops));
   if (o.server_binary.empty()) return bad("--server-binary: empty");
   return {};
@@ -77,6 +94,7 @@ std::string bench_cluster_yaml(const BenchClusterOptions& o, const std::vector<s
   for (int i = 0; i < o.nodes; ++i)
     y += "  - {name: " + node_name(i) + ", gpu_model: " + o.gpu_model + ", gpus: " + std::to_string(o.gpus_per_node) +
          ", cpu: 256000, memory: 2097152, path: [spine-" + std::to_string(i / 512) + ", leaf-" + std::to_string(i / 32) + "]}\n";
+  if (!o.preset.empty()) y += "config: {preset: " + o.preset + "}\n";
   y += "queues:\n  - {name: default}\n";
   for (const std::string& t : teams) y += "  - {name: \"" + t + "\"}\n";
   return y;
@@ -102,21 +120,25 @@ Result<BenchClusterResult> run_bench_cluster(const BenchClusterOptions& o, const
     auto w = sim::load_workload("philly:" + o.trace_dir);
     if (!w.ok()) return invalid_argument("--trace " + o.trace_dir + ": " + w.error().message);
     teams = w->teams;
-    const Time first = w->jobs.empty() ? 0 : w->jobs.front().arrival;
+    const double first = (w->jobs.empty() ? 0 : double(w->jobs.front().arrival)) + o.trace_from_s;
     for (const sim::WorkloadJob& j : w->jobs) {
-      const double due = double(j.arrival - first) / o.time_scale;
+      if (double(j.arrival) < first) continue;
+      const double due = (double(j.arrival) - first) / o.time_scale;
       if (due > o.duration_s) break;
       const int g = j.gang.task.gpu_count, tasks = std::max(1, j.gang.tasks);
       if (g > o.gpus_per_node || int64_t(g) * tasks > capacity || g < 1) {
         ++skipped;
         continue;
       }
-      const double secs = std::max(0.1, double(j.work) / o.time_scale);
+      double secs = std::max(0.1, double(j.work) / o.time_scale);
+      if (o.max_job_seconds > 0) secs = std::min(secs, std::max(0.1, o.max_job_seconds));
       Json spec{{"name", j.name}, {"queue", j.team}, {"tasks", tasks}, {"resources", {{"gpus", g}}},
                 {"command", {"sleep", num(std::round(secs * 10) / 10)}}};
       trace.push_back(Submission{due, spec.dump(), g * tasks});
     }
-    if (trace.empty()) return invalid_argument("--trace: no job of the trace arrives within --duration " + num(o.duration_s) + " s");
+    if (trace.empty())
+      return invalid_argument("--trace: no job of the trace arrives within --duration " + num(o.duration_s) + " s after --trace-from " +
+                              num(o.trace_from_s));
   } else {
     for (int t = 0; t < 8; ++t) teams.push_back("team-" + std::to_string(t));
   }
@@ -182,8 +204,16 @@ Result<BenchClusterResult> run_bench_cluster(const BenchClusterOptions& o, const
   fo.seed = o.seed;
   fo.register_spread_ms = std::min<int64_t>(o.heartbeat_ms, 2000);
   fo.heartbeat_timeout_ms = std::max<int64_t>(timeout_ms, 5000);
-  fo.on_task_end = [&outstanding](int64_t, int gpus, const std::string& state) {
+  std::mutex ends_mu;
+  std::map<int64_t, Clock::time_point> work_ends;  // job -> its last task's successful end (--compare-sim)
+  fo.on_task_end = [&outstanding, &ends_mu, &work_ends, compare = o.compare_sim](int64_t job, int gpus, const std::string& state) {
     if (state == "succeeded" || state == "failed") outstanding.fetch_sub(gpus);
+    if (compare && state == "succeeded") {
+      const auto now = Clock::now();
+      std::lock_guard<std::mutex> g(ends_mu);
+      Clock::time_point& at = work_ends[job];
+      at = std::max(at, now);
+    }
   };
   const auto t_fleet = Clock::now();
   auto fleet_r = HollowFleet::start(std::move(specs), fo);
@@ -204,6 +234,8 @@ Result<BenchClusterResult> run_bench_cluster(const BenchClusterOptions& o, const
   const std::string metrics0 = admin.metrics_text();
   const double cpu0 = srv.cpu_seconds();
   const auto t0 = Clock::now();
+  const int64_t t0_unix_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   std::atomic<bool> stop{false}, done{false};
   std::mutex ids_mu;
   std::vector<int64_t> acked_ids;  // for churn's cancels
@@ -385,6 +417,15 @@ Result<BenchClusterResult> run_bench_cluster(const BenchClusterOptions& o, const
   res.peak_rss_mb = double(srv.peak_rss_bytes()) / 1e6;
   res.rss_mb_end = double(srv.rss_bytes()) / 1e6;
   res.store_mb = double(srv.store_bytes()) / 1e6;
+  if (o.compare_sim) {
+    say("running the same jobs through the simulator");
+    std::map<int64_t, Clock::time_point> ends;
+    {
+      std::lock_guard<std::mutex> g(ends_mu);
+      ends = work_ends;
+    }
+    compare_run(o, bench_cluster_yaml(o, teams), sub.records, next, t0, t0_unix_ms, ends, admin, res);
+  }
   fleet_r->reset();
   res.server_exit = srv.stop();
   return res;

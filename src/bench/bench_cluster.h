@@ -5,7 +5,8 @@
 //   storm  C clients submit jobs (`sleep S`, G GPUs) over keep-alive connections, as fast as they are
 //          acknowledged (or at --rate), for a count or a time;
 //   trace  the Philly trace (sim/workload.h's reader) as a steady stream, arrivals and run times
-//          divided by a time scale;
+//          divided by a time scale (a window of it, run times optionally capped); with
+//          --compare-sim the same jobs then go through the simulator (bench/sim_compare.h);
 //   churn  a storm at a steady rate while nodes go silent past the agent timeout and come back,
 //          nodes are drained and resumed, and running jobs are cancelled.
 // It reports acknowledged submits/s, submit->start (only jobs that started while capacity was free:
@@ -23,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/sim_compare.h"
 #include "core/status.h"
 
 namespace tessera::bench {
@@ -44,6 +46,12 @@ struct BenchClusterOptions {
   double job_seconds = 10;      // storm/churn jobs run `sleep job_seconds`
   std::string trace_dir = "../shared/data/philly-gavel";
   double time_scale = 1000;     // trace: arrivals and run times divided by this
+  double trace_from_s = 0;      // trace: the window starts this many trace seconds after its first arrival
+  double max_job_seconds = 0;   // trace: compressed run times longer than this are cut to it (0 = none)
+  std::string preset;           // the scheduler preset the server runs (cluster YAML `config.preset`; "" = its default)
+  // After the run, the same jobs through the simulator (bench/sim_compare.h): live vs sim.
+  bool compare_sim = false;
+  SimModel sim_model;
   double churn_every_s = 5;     // churn: one silence, one drain and one cancel this often
   double drain_s = 120;         // after submitting, wait at most this long for every job to end
   bool watch = false;           // hollow nodes hold a watch open (when the server has it)
@@ -58,7 +66,7 @@ struct BenchClusterOptions {
 Status validate_bench_cluster(const BenchClusterOptions& o);
 
 // The cluster YAML the server is started with: one entry per node, named hollow-00000 ..., in leaves
-// of 32 under spines of 16, and the queues `default` plus `teams`.
+// of 32 under spines of 16, the queues `default` plus `teams`, and `config: {preset: P}` when given.
 std::string bench_cluster_yaml(const BenchClusterOptions& o, const std::vector<std::string>& teams);
 
 struct BenchClusterResult {
@@ -92,6 +100,10 @@ struct BenchClusterResult {
   // Churn.
   int64_t silenced = 0, drained = 0, cancels = 0;
   std::string server_exit;
+  // --compare-sim: live vs the simulator (compared = false: not asked, or it failed: compare_error).
+  bool compared = false;
+  SimCompare compare;
+  std::string compare_error;
 
   nlohmann::json to_json() const;
 };

@@ -42,6 +42,30 @@ void add_cluster_options(CLI::App* cmd) {
   cmd->add_option("--job-seconds", o->job_seconds, "storm/churn: each job runs `sleep S`")->capture_default_str();
   cmd->add_option("--trace", o->trace_dir, "trace: the Philly trace directory (Gavel's)")->capture_default_str();
   cmd->add_option("--time-scale", o->time_scale, "trace: arrivals and run times divided by this")->capture_default_str();
+  cmd->add_option("--trace-from", o->trace_from_s, "trace: start the window this many trace seconds after its first arrival")
+      ->capture_default_str();
+  cmd->add_option("--max-job-seconds", o->max_job_seconds, "trace: cut compressed run times longer than this (0: no cap)")
+      ->capture_default_str();
+  cmd->add_option("--preset", o->preset, "Scheduler preset the server runs (tessera, fifo-gang, slurm, tiresias, drf; default: its own)");
+  cmd->add_flag("--compare-sim", o->compare_sim,
+                "After the run, the same jobs through the simulator: live vs sim mean JCT, p99 wait, makespan, start order");
+  cmd->add_option("--sim-cycle-interval-ms", o->sim_model.cycle_interval_ms, "compare-sim: a cycle at least this often (the controller's)")
+      ->capture_default_str();
+  cmd->add_option("--sim-min-cycle-gap-ms", o->sim_model.min_cycle_gap_ms, "compare-sim: event-driven cycles at least this far apart")
+      ->capture_default_str();
+  cmd->add_option("--sim-submit-latency-ms", o->sim_model.submit_latency_ms,
+                  "compare-sim: a job reaches the scheduler this long after it is sent (-1: the live run's measured mean)")
+      ->capture_default_str();
+  cmd->add_option("--sim-start-latency-ms", o->sim_model.start_latency_ms,
+                  "compare-sim: GPUs held before work begins (-1: the live run's measured mean)")
+      ->capture_default_str();
+  cmd->add_option("--sim-finish-latency-ms", o->sim_model.finish_latency_ms,
+                  "compare-sim: GPUs held after work ends (-1: the live run's measured mean)")
+      ->capture_default_str();
+  auto tolerance = std::make_shared<double>(0);
+  cmd->add_option("--compare-tolerance", *tolerance,
+                  "compare-sim: exit 1 when mean JCT, p99 wait or makespan differ by more than this fraction (0: report only)")
+      ->capture_default_str();
   cmd->add_option("--churn-every", o->churn_every_s, "churn: a node silenced, one drained, a job cancelled this often (s)")
       ->capture_default_str();
   cmd->add_option("--drain", o->drain_s, "After submitting, wait at most this many seconds for every job to end")->capture_default_str();
@@ -53,7 +77,15 @@ void add_cluster_options(CLI::App* cmd) {
   cmd->add_option("--work-dir", o->work_dir, "Keep the server's data and log here (default: a temporary directory, removed)");
   cmd->add_option("--seed", o->seed, "Random seed (heartbeat phases, churn)")->capture_default_str();
   cmd->add_option("--json", *json_path, "Write the record as JSON to FILE, or - for stdout");
-  cmd->callback([o, json_path] {
+  cmd->callback([o, json_path, tolerance] {
+    if (!(*tolerance >= 0) || *tolerance > 100) {
+      std::cerr << "tessera bench cluster: --compare-tolerance: must be 0 (report only)..100 (a fraction: 0.05 = 5%)\n";
+      throw CLI::RuntimeError(2);
+    }
+    if (*tolerance > 0 && !o->compare_sim) {
+      std::cerr << "tessera bench cluster: --compare-tolerance needs --compare-sim\n";
+      throw CLI::RuntimeError(2);
+    }
     auto r = bench::run_bench_cluster(*o, [](const std::string& s) { std::fprintf(stderr, "  bench cluster: %s\n", s.c_str()); });
     if (!r.ok()) {
       std::cerr << "tessera bench cluster: " << r.error().message << "\n";
@@ -72,6 +104,15 @@ void add_cluster_options(CLI::App* cmd) {
           throw CLI::RuntimeError(2);
         }
       }
+    }
+    if (o->compare_sim && !r->compared) {
+      std::cerr << "tessera bench cluster: --compare-sim failed: " << r->compare_error << "\n";
+      throw CLI::RuntimeError(2);
+    }
+    if (*tolerance > 0 && r->compare.worst_diff() > *tolerance) {
+      std::cerr << "tessera bench cluster: FAILED: live and simulator differ by " << 100 * r->compare.worst_diff()
+                << "% (more than --compare-tolerance " << 100 * *tolerance << "%)\n";
+      throw CLI::RuntimeError(1);
     }
     // Outside churn nothing may be lost or restarted and no node may go NotReady: exit 1 when it did.
     if (o->workload != "churn" && (r->jobs_lost > 0 || r->jobs_restarted > 0 || r->nodes_not_ready > 0)) {

@@ -6,10 +6,12 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "bench/bench_cluster.h"
 #include "bench/hollow_nodes.h"
 #include "bench/server_child.h"
 
@@ -24,6 +26,7 @@ struct Submission {
 
 struct SubmitRecord {
   int64_t job = 0;
+  int64_t index = 0;  // the submission's index (next(i))
   Clock::time_point sent{};
   double ack_ms = 0;
   bool capacity_free = false;  // the GPUs of every acknowledged unfinished job, this one's too, fit
@@ -64,5 +67,12 @@ struct ServerScan {
 ServerScan scan_server(RestClient& admin);
 // Jobs still pending, running or checkpointing (-1 when the server did not answer).
 int64_t active_jobs(RestClient& admin);
+
+// --compare-sim (bench_compare.cc): the acknowledged jobs (their specs from next(index), arrivals
+// when sent, the server's start and finish times, their last task's end on its node) against the
+// simulator on the same cluster YAML; fills res.compare (or res.compare_error).
+void compare_run(const BenchClusterOptions& o, const std::string& cluster_yaml, const std::vector<SubmitRecord>& records,
+                 const std::function<std::optional<Submission>(int64_t)>& next, Clock::time_point t0, int64_t t0_unix_ms,
+                 const std::map<int64_t, Clock::time_point>& work_ends, RestClient& admin, BenchClusterResult& res);
 
 }  // namespace tessera::bench

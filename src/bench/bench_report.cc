@@ -42,7 +42,7 @@ double histogram_quantile(const std::vector<std::pair<double, double>>& h, doubl
 }
 
 nlohmann::json BenchClusterResult::to_json() const {
-  return nlohmann::json{
+  nlohmann::json j = nlohmann::json{
       {"workload", workload},
       {"nodes", nodes},
       {"gpus", gpus},
@@ -96,6 +96,9 @@ nlohmann::json BenchClusterResult::to_json() const {
       {"drained", drained},
       {"cancels", cancels},
       {"server_exit", server_exit}};
+  if (compared) j["compare_sim"] = compare.to_json();
+  if (!compare_error.empty()) j["compare_sim_error"] = compare_error;
+  return j;
 }
 
 std::string bench_cluster_table(const BenchClusterResult& r) {
@@ -141,6 +144,8 @@ std::string bench_cluster_table(const BenchClusterResult& r) {
   if (r.workload == "trace" && r.skipped > 0) row("trace jobs skipped (too big)", f("%lld", (long long)r.skipped));
   if (!r.last_fleet_error.empty()) row("last hollow-node error", r.last_fleet_error.substr(0, 160));
   row("server stopped", r.server_exit);
+  if (r.compared) out += r.compare.table();
+  if (!r.compare_error.empty()) out += "  --compare-sim failed: " + r.compare_error + "\n";
   return out;
 }
 

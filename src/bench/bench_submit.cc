@@ -37,7 +37,7 @@ SubmitOutcome run_submissions(const SubmitControl& c, const std::function<std::o
         if (r.status == 201 && r.body.is_object() && r.body.contains("id")) {
           const int64_t id = r.body["id"].get<int64_t>();
           const int64_t after = c.outstanding_gpus->fetch_add(s->gpus) + s->gpus;
-          mine.push_back(SubmitRecord{id, sent, std::chrono::duration<double, std::milli>(acked_at - sent).count(),
+          mine.push_back(SubmitRecord{id, i, sent, std::chrono::duration<double, std::milli>(acked_at - sent).count(),
                                       after <= c.capacity_gpus});
           my_last = acked_at;
           c.acked->fetch_add(1);

@@ -106,10 +106,10 @@ Status Simulation::build() {
       j.gang.task.milli_per_gpu = MilliGpu(1000);
       j.gang.task.gpu_memory = MiB(0);
     }
-    j.submitted = w.arrival;
+    j.submitted = w.arrival + opt_.submit_latency;
     j.expected_runtime = w.expected_runtime;
     j.checkpoint = w.checkpoint;
-    push(w.arrival, Ev::kArrive, uint32_t(i));
+    push(w.arrival + opt_.submit_latency, Ev::kArrive, uint32_t(i));
   }
   first_arrival_ = wl_.jobs.empty() ? 0 : wl_.jobs.front().arrival;
   for (const WorkloadJob& w : wl_.jobs) first_arrival_ = std::min(first_arrival_, w.arrival);
@@ -160,7 +160,7 @@ void Simulation::start_run(SimJob& j, Time t) {
   if (spot && j.job.gang.kind == JobKind::kInference) ++rep_.metrics.inference_spot_starts;
   // State, started, move_to and checkpoint.last were set as the start was applied (core/sched/apply.h).
   j.run_start = t;
-  j.progress_from = t + (j.job.preemptions > 0 || j.done > 0 ? j.job.checkpoint.restart_cost : 0);
+  j.progress_from = t + (j.job.preemptions > 0 || j.done > 0 ? j.job.checkpoint.restart_cost : 0) + opt_.start_latency;
   if (j.first_start < 0) j.first_start = t;
   if (j.queued_since >= 0) j.queued_s += double(t - j.queued_since);
   j.queued_since = -1;
@@ -171,7 +171,7 @@ void Simulation::start_run(SimJob& j, Time t) {
   useful_milli_ += j.useful_milli;
   const double left = std::max(0.0, double(j.spec->work) - j.done);
   ++j.run_gen;
-  push(j.progress_from + Time(std::ceil(left / j.rate)), Ev::kFinish, j.job.id.value, j.run_gen);
+  push(j.progress_from + Time(std::ceil(left / j.rate)) + opt_.finish_latency, Ev::kFinish, j.job.id.value, j.run_gen);
 }
 
 void Simulation::end_run(SimJob& j, Time t, bool finished, bool failed) {
@@ -456,7 +456,7 @@ Result<SimReport> Simulation::run() {
         case Ev::kArrive: {
           SimJob& j = jobs_[e.id];
           j.arrived = true;
-          j.queued_since = t;
+          j.queued_since = j.spec->arrival;  // waiting since it arrived (before submit_latency too)
           active_.insert(e.id);
           dirty_ = true;
           break;
@@ -631,6 +631,8 @@ Result<SimReport> run_simulation(const SimCluster& cluster, const Workload& work
   if (options.cycle_interval <= 0) return invalid_argument("cycle_interval: must be > 0 seconds");
   if (options.min_cycle_gap < 0) return invalid_argument("min_cycle_gap: must be >= 0 seconds");
   if (options.node_mtbf < 0) return invalid_argument("--mtbf: must be >= 0 seconds");
+  if (options.submit_latency < 0 || options.start_latency < 0 || options.finish_latency < 0)
+    return invalid_argument("submit_latency, start_latency, finish_latency: must be >= 0");
   simrun::Simulation s(cluster, workload, options);
   return s.run();
 }

@@ -40,6 +40,14 @@ struct SimRunOptions {
   uint64_t seed = 1;
   Duration cycle_interval = 300;   // while work waits, a cycle at least this often
   Duration min_cycle_gap = 10;     // event-driven cycles at most this often
+  // How a live controller and its agents delay a run (docs/performance.md, "The simulator predicts
+  // the live system"): a job reaches the scheduler submit_latency after it arrives (the submission's
+  // round trip; its waits count from its arrival); a started job holds its GPUs for start_latency
+  // before its work begins (the decision reaching its nodes, a gang's tasks learning their master's
+  // port) and for finish_latency after its work ends (the exit reaching the controller). 0 = none.
+  Duration submit_latency = 0;
+  Duration start_latency = 0;
+  Duration finish_latency = 0;
   Duration node_mtbf = 0;          // mean time between failures per node (exponential); 0 = none
   Duration node_repair = 4 * 3600; // a failed node comes back after this
   Duration sample_interval = 0;    // timeline samples; 0 = about 400 over the run
