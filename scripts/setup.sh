@@ -9,6 +9,8 @@ packages=(
   g++ cmake ninja-build pkg-config
   libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # The client-only `tessera` is a static PIE (src/cli/CMakeLists.txt): libyaml-cpp-dev's libyaml-cpp.a,
+  # and the static libc and libstdc++ that g++ brings (libc6-dev, libstdc++-12-dev).
   libyaml-cpp-dev libsqlite3-dev libssl-dev libcpp-httplib-dev libspdlog-dev libfmt-dev sqlite3
   libmicrohttpd-dev  # the controller's HTTP server (event-driven: slow clients hold no thread)
   libcurl4-openssl-dev  # tessera bench cluster: thousands of concurrent agent connections (curl multi)

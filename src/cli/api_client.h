@@ -1,6 +1,6 @@
 // A small HTTP + JSON client of the Tessera REST API (docs/api.md) for the CLI verbs: the server URL,
 // the bearer token, connect/read timeouts, and errors turned into one clear message (the server's
-// error body, or why the server could not be reached and how to fix it). Uses cpp-httplib.
+// error body, or why the server could not be reached and how to fix it). Over cli/http_client.h.
 // An ApiClient owns its connection; one instance is not thread-safe (use one per thread).
 #pragma once
 
@@ -16,11 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/format.h"
+#include "cli/http_client.h"
 #include "core/status.h"
-
-namespace httplib {
-class Client;
-}
 
 namespace tessera::cli {
 
@@ -59,17 +56,16 @@ class ApiClient {
  private:
   ApiClient() = default;
   // Turns a transport failure (no response) into "cannot reach the Tessera server at URL: ...".
-  Error transport_error(int err) const;
+  Error transport_error(http::Error err) const;
+  http::Request request(const char* method, const std::string& path) const;  // with the token
   Error answer_error(int status, std::string_view body) const;
   Result<ApiResponse> finish(int status, const std::string& body) const;
 
   std::string base_;
-  std::string host_;
-  int port_ = 0;
-  bool has_token_ = false;
+  std::string token_;  // "" = no Authorization header
   int read_timeout_s_ = 60;
   int connect_timeout_s_ = 5;
-  std::unique_ptr<httplib::Client> http_;
+  std::unique_ptr<http::Client> http_;
 };
 
 }  // namespace tessera::cli

@@ -45,14 +45,24 @@ std::string read_token_file(const std::string& verb, const std::string& path, co
   return t;
 }
 
+namespace {
+
+const Result<CliConfig>& loaded_cli_config() {
+  static const Result<CliConfig> loaded = load_cli_config(process_env());
+  return loaded;
+}
+
+}  // namespace
+
 const CliConfig& cli_config(const std::string& verb) {
-  static std::optional<CliConfig> loaded;
-  if (!loaded) {
-    auto c = load_cli_config(process_env());
-    if (!c.ok()) fail(verb, c.error().message, 2);
-    loaded = std::move(*c);
-  }
-  return *loaded;
+  const Result<CliConfig>& c = loaded_cli_config();
+  if (!c.ok()) fail(verb, c.error().message, 2);
+  return *c;
+}
+
+const CliConfig* cli_config_if_valid() {
+  const Result<CliConfig>& c = loaded_cli_config();
+  return c.ok() ? &*c : nullptr;
 }
 
 std::string resolve_token(const std::string& verb, const ConnArgs& c) {

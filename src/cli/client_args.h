@@ -40,6 +40,8 @@ std::string resolve_server(const std::string& verb, const ConnArgs& c);
 // The CLI config file (~/.config/tessera/config.yaml or TESSERA_CONFIG), read once per process; a
 // malformed file fails the command (exit 2) naming the file.
 const CliConfig& cli_config(const std::string& verb);
+// The same file, read once with cli_config; null when it is malformed (nothing printed).
+const CliConfig* cli_config_if_valid();
 
 // A client for --server with the token; the read timeout is --timeout (or read_timeout if longer).
 std::unique_ptr<ApiClient> connect(const std::string& verb, const ConnArgs& c, int read_timeout = 0);
