@@ -22,6 +22,10 @@ struct RunArgs {
   std::string cluster, workload, policy = "tessera", json, html, jobs_csv;
   uint64_t seed = 1;
   int64_t mtbf = 0, repair = 4 * 3600, horizon = 0;
+  // The controller's cadence and the delays of a live system (sim::SimRunOptions), in seconds of
+  // the workload's time.
+  int64_t cycle_interval = sim::SimRunOptions{}.cycle_interval, min_cycle_gap = sim::SimRunOptions{}.min_cycle_gap;
+  int64_t submit_latency = 0, start_latency = 0, finish_latency = 0;
 };
 
 [[noreturn]] void fail(const std::string& msg, int code) {
@@ -48,6 +52,11 @@ void run(const RunArgs& a) {
     }
   if (a.mtbf < 0) fail("--mtbf: must be >= 0 seconds", 2);
   if (a.repair <= 0) fail("--repair: must be > 0 seconds", 2);
+  if (a.cycle_interval <= 0) fail("--cycle-interval: must be > 0 seconds", 2);
+  if (a.min_cycle_gap < 0) fail("--min-cycle-gap: must be >= 0 seconds", 2);
+  if (a.submit_latency < 0) fail("--submit-latency: must be >= 0 seconds", 2);
+  if (a.start_latency < 0) fail("--start-latency: must be >= 0 seconds", 2);
+  if (a.finish_latency < 0) fail("--finish-latency: must be >= 0 seconds", 2);
   auto cluster = sim::load_cluster_file(a.cluster);
   if (!cluster.ok()) fail(cluster.error().message, 2);
   auto wl = sim::load_workload(a.workload);
@@ -64,6 +73,11 @@ void run(const RunArgs& a) {
     o.node_mtbf = a.mtbf;
     o.node_repair = a.repair;
     o.horizon = a.horizon;
+    o.cycle_interval = a.cycle_interval;
+    o.min_cycle_gap = a.min_cycle_gap;
+    o.submit_latency = a.submit_latency;
+    o.start_latency = a.start_latency;
+    o.finish_latency = a.finish_latency;
     int last_pct = -1;
     o.progress = [&](int64_t done, int64_t total) {
       const int pct = total ? int(done * 100 / total) : 100;
@@ -144,6 +158,13 @@ void register_sim_run(CLI::App& sim) {
   cmd->add_option("--mtbf", a->mtbf, "mean time between failures per node, seconds (default 0 = none)");
   cmd->add_option("--repair", a->repair, "time to repair a failed node, seconds (default 14400)");
   cmd->add_option("--horizon", a->horizon, "stop the simulation at this time, seconds (default: when all finish)");
+  cmd->add_option("--cycle-interval", a->cycle_interval, "while work waits, a cycle at least this often, seconds (default 300)");
+  cmd->add_option("--min-cycle-gap", a->min_cycle_gap, "cycles on events at most this often, seconds (default 10)");
+  cmd->add_option("--submit-latency", a->submit_latency, "a job reaches the scheduler this long after it arrives, seconds (default 0)");
+  cmd->add_option("--start-latency", a->start_latency,
+                  "a started job holds its GPUs this long before its work begins, seconds (default 0)");
+  cmd->add_option("--finish-latency", a->finish_latency,
+                  "a finished job holds its GPUs this long after its work ends, seconds (default 0)");
   cmd->add_option("--json", a->json, "write metrics as a JSON array to PATH ('-' = stdout)");
   cmd->add_option("--jobs-csv", a->jobs_csv, "write one row per job (arrival, first start, finish, preemptions, why it waited) to PATH");
   cmd->add_option("--html", a->html, "write a self-contained HTML report to PATH");
