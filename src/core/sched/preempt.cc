@@ -339,7 +339,7 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
   // leaf's guarantee, then the lowest priority class, (with config.victims_least_attained: the least
   // attained service,) then the least lost work (as KAI and Slurm
   // order victims): a lower class that can serve the preemptor is used up before a higher one.
-  std::sort(cands.begin(), cands.end(), [&](const Cand& a, const Cand& b) {
+  auto victim_before = [&](const Cand& a, const Cand& b) {
     if (a.leaving != b.leaving) return a.leaving;
     if (a.inside_own != b.inside_own) return b.inside_own;
     const int ca = cs.entries[a.idx].pc->value, cb = cs.entries[b.idx].pc->value;
@@ -353,7 +353,7 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
     const Job& y = *cs.entries[b.idx].job;
     if (x.started != y.started) return x.started > y.started;  // newest first
     return x.id < y.id;
-  });
+  };
   // Tasks of several whole GPUs (or a gang that must share one node) need them on one node, and a
   // gang required inside one topology domain (leaf, spine) needs all its room in one domain: victims
   // are taken group by group (node, or domain), the group whose candidates lose the least work
@@ -364,7 +364,13 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
   if (gang.topology.mode == TopologyMode::kRequired && gang.tasks > 1)
     if (auto li = cs.work.network().level_index(gang.topology.level); li.ok()) level = *li;
   const bool by_domain = level >= 0 && level < cs.work.network().count();
-  if (gang.task.whole_gpus() && (gang.task.gpu_count > 1 || (one_node && gang.tasks > 1) || by_domain)) {
+  const bool grouped_shape =
+      gang.task.whole_gpus() && (gang.task.gpu_count > 1 || (one_node && gang.tasks > 1) || by_domain);
+  // Taken group by group, only the order inside a group matters (and among the jobs leaving, and those
+  // in no group): outside the reference run, those are sorted instead of every candidate.
+  const bool sort_all = cs.reference || !grouped_shape;
+  if (sort_all) std::sort(cands.begin(), cands.end(), victim_before);
+  if (grouped_shape) {
     // Group of a node: its domain at the required level, else the node itself.
     auto group = [&](const Node& n) {
       return by_domain && size_t(level) < n.path.size() ? n.path[size_t(level)] : n.id.value;
@@ -393,7 +399,19 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
         top_class_on[n] = std::max(top_class_on[n], cs.entries[cands[k].idx].pc->value);
       }
     }
-    std::sort(at.begin(), at.end());  // by group, then candidate position (cheapest first)
+    if (sort_all) {
+      std::sort(at.begin(), at.end());  // by group, then candidate position (cheapest first)
+    } else {
+      std::sort(at.begin(), at.end(), [&](const std::pair<uint32_t, size_t>& x, const std::pair<uint32_t, size_t>& y) {
+        return x.first != y.first ? x.first < y.first : victim_before(cands[x.second], cands[y.second]);
+      });
+    }
+    // Candidates by victim order among `ks` (already so when every candidate was sorted).
+    auto in_order = [&](std::vector<size_t> ks) {
+      if (!sort_all)
+        std::sort(ks.begin(), ks.end(), [&](size_t x, size_t y) { return victim_before(cands[x], cands[y]); });
+      return ks;
+    };
     const int64_t need = (one_node || by_domain ? gang.total_gpus() : int64_t(gang.task.gpu_count)) * 1000;
     // (too small, candidates inside their own guarantee, highest victim class, cost, group, first pair
     // of the group in `at`): a group whose victims are all of a lower class comes first.
@@ -406,13 +424,16 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
     std::sort(groups.begin(), groups.end());
     std::vector<Cand> grouped;
     std::vector<bool> taken(cands.size(), false);
+    std::vector<size_t> leaving, rest;
     for (size_t k = 0; k < cands.size(); ++k)
-      if (cands[k].leaving) grouped.push_back(cands[k]), taken[k] = true;
+      if (cands[k].leaving) leaving.push_back(k);
+    for (size_t k : in_order(std::move(leaving))) grouped.push_back(cands[k]), taken[k] = true;
     for (const auto& [small, inside, top_class, cost, n, first] : groups)
       for (size_t a = first; a < at.size() && at[a].first == n; ++a)
         if (!taken[at[a].second]) grouped.push_back(cands[at[a].second]), taken[at[a].second] = true;
     for (size_t k = 0; k < cands.size(); ++k)
-      if (!taken[k]) grouped.push_back(cands[k]);
+      if (!taken[k]) rest.push_back(k);
+    for (size_t k : in_order(std::move(rest))) grouped.push_back(cands[k]);
     cands = std::move(grouped);
   }
 
