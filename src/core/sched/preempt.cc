@@ -381,7 +381,9 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
                                 : cs.work.nodes().size();
     std::vector<int64_t> cost_on(ng, 0), room_on(ng, 0), inside_on(ng, 0), free_on(ng, 0);
     std::vector<int> top_class_on(ng, std::numeric_limits<int>::min());  // highest victim class per group
-    for (const Node& n : cs.work.nodes()) free_on[group(n)] += n.free_gpu_milli;
+    // Free room per domain; per node it is read where a group is made (most nodes hold no candidate).
+    if (by_domain)
+      for (const Node& n : cs.work.nodes()) free_on[group(n)] += n.free_gpu_milli;
     std::vector<std::pair<uint32_t, size_t>> at;
     std::vector<uint32_t> touched;
     for (size_t k = 0; k < cands.size(); ++k) {
@@ -419,6 +421,7 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
     for (size_t a = 0; a < at.size(); ++a)
       if (a == 0 || at[a].first != at[a - 1].first) {
         const uint32_t n = at[a].first;
+        if (!by_domain) free_on[n] = cs.work.node(NodeId(n)).free_gpu_milli;
         groups.emplace_back(free_on[n] + room_on[n] < need, inside_on[n], top_class_on[n], cost_on[n], n, a);
       }
     std::sort(groups.begin(), groups.end());
