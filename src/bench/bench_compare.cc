@@ -5,6 +5,7 @@
 
 #include "bench/bench_internal.h"
 #include "bench/sim_compare.h"
+#include "sim/sim_run.h"
 
 namespace tessera::bench {
 
@@ -42,7 +43,7 @@ void compare_run(const BenchClusterOptions& o, const std::string& cluster_yaml, 
     jobs.push_back(std::move(j));
   }
   std::sort(lag_ms.begin(), lag_ms.end());
-  const double lag_p99 = lag_ms.empty() ? 0 : lag_ms[std::min(lag_ms.size() - 1, size_t(std::ceil(0.99 * double(lag_ms.size())) - 1))];
+  const double lag_p99 = sim::percentile(lag_ms, 0.99);
   auto c = compare_live_with_sim(cluster_yaml, jobs, o.sim_model, lag_p99);
   if (!c.ok()) {
     res.compare_error = c.error().message;

@@ -21,11 +21,9 @@ using Json = nlohmann::json;
 // The simulator's clock: milliseconds of the live run.
 constexpr int64_t kUnit = 1000;
 
-double p99(std::vector<double> v) {  // nearest rank, as the simulator's own percentiles
-  if (v.empty()) return 0;
+double p99(std::vector<double> v) {  // as the simulator's own percentiles
   std::sort(v.begin(), v.end());
-  const size_t i = std::min(v.size() - 1, size_t(std::ceil(0.99 * double(v.size())) - 1));
-  return v[i];
+  return sim::percentile(v, 0.99);
 }
 
 double mean(const std::vector<double>& v) {

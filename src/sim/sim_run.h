@@ -6,6 +6,8 @@
 // preemptions, lost work, fragmentation. Deterministic for a given seed. Single-threaded.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -123,6 +125,14 @@ struct SimReport {
 };
 
 Result<SimReport> run_simulation(const SimCluster& cluster, const Workload& workload, const SimRunOptions& options);
+
+// The p-th percentile (0 < p <= 1) of ascending values by nearest rank, as SimMetrics' percentiles
+// are taken; 0 for none.
+inline double percentile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  const size_t i = std::min(sorted.size() - 1, size_t(std::ceil(p * double(sorted.size())) - 1));
+  return sorted[i];
+}
 
 // How the simulator applies the scheduler's decisions (core/sched/apply.h): a job that must leave
 // leaves at once; a run counts as started when it gets its GPUs (work resumes after the restart

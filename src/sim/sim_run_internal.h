@@ -141,12 +141,6 @@ inline int64_t need_milli(const Job& job) {
   return per * job.gang.tasks;
 }
 
-inline double percentile(const std::vector<double>& sorted, double p) {
-  if (sorted.empty()) return 0;
-  const size_t i = std::min(sorted.size() - 1, size_t(std::ceil(p * double(sorted.size())) - 1));
-  return sorted[i];
-}
-
 class Simulation {
  public:
   Simulation(const SimCluster& c, const Workload& w, const SimRunOptions& o) : setup_(c), wl_(w), opt_(o), cluster_(c.cluster) {}
