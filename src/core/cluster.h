@@ -184,9 +184,13 @@ class ClusterState {
   static void apply_on(Node& n, const TaskPlacement& p);
   static void release_on(Node& n, const TaskPlacement& p);
   static void refresh_derived(Node& n);
-  uint64_t next_generation() { return ++generation_counter_; }
-  // The newest Node::generation handed out: changes whenever any node changes (never goes back), so
-  // an answer computed from the whole cluster may be cached by it.
+  static uint64_t fresh_generation();  // thread-safe
+  // Generations are unique in the process, across every ClusterState and its copies (a process-wide
+  // counter): a number names one state of one node, so caches keyed by it stay right when a cluster
+  // is assigned from an older copy and changes from there.
+  uint64_t next_generation() { return generation_counter_ = fresh_generation(); }
+  // The newest Node::generation this cluster handed out: changes whenever any node changes, so an
+  // answer computed from the whole cluster may be cached by it (equal means the same state).
   uint64_t generation() const { return generation_counter_; }
 
   // Candidate index for large clusters: schedulable nodes grouped by how much GPU they can still

@@ -136,11 +136,53 @@ PlacementEngine::PlacementEngine(const ScoringPolicy& policy, EngineOptions opti
   node_rank_ = std::move(options.node_rank);
   max_scored_nodes_ = options.max_scored_nodes;
   explain_failures_ = options.explain_failures;
+  best_index_ = options.best_index;
 }
 
 PlacementEngine::~PlacementEngine() = default;
 
-void PlacementEngine::set_node_rank(std::vector<uint32_t> rank) { node_rank_ = std::move(rank); }
+void PlacementEngine::set_node_rank(std::vector<uint32_t> rank) {
+  node_rank_ = std::move(rank);
+  ++impl_->rank_epoch;
+}
+
+bool PlacementEngine::indexed_shape(size_t shape) {
+  if (shape >= Impl::kBestShapes) return false;
+  if (impl_->lone_asks.size() <= shape) impl_->lone_asks.resize(shape + 1, 0);
+  return ++impl_->lone_asks[shape] >= 2;
+}
+
+std::optional<NodeId> PlacementEngine::best_indexed(const ClusterState& cluster, const TaskRequest& t, size_t shape) {
+  if (impl_->best.size() <= shape) impl_->best.resize(shape + 1);
+  BestIndex& ix = impl_->best[shape];
+  const size_t count = cluster.node_count();
+  // Other nodes or other ranks: file every node again. (Generations are unique in the process, so a
+  // cluster assigned from an older copy needs nothing more: its nodes' generations differ.)
+  if (ix.synced.size() != count || ix.rank_epoch != impl_->rank_epoch) {
+    ix = BestIndex{};
+    ix.synced.assign(count, 0);
+    ix.filed.assign(count, {});
+    ix.listed.assign(count, 0);
+    ix.rank_epoch = impl_->rank_epoch;
+  }
+  if (ix.cluster_generation != cluster.generation()) {
+    for (const Node& n : cluster.nodes()) {
+      const uint32_t id = n.id.value;
+      if (ix.synced[id] == n.generation) continue;
+      ix.synced[id] = n.generation;
+      if (ix.listed[id]) ix.order.erase(ix.filed[id]);
+      ix.listed[id] = 0;
+      NodeChoice c;
+      if (check_fit(n, t) != Misfit::kFits || !score_node(n, t, shape, true, c)) continue;
+      ix.filed[id] = BestIndex::Key{pool_rank(n.pool_kind, t), c.score, rank(n.id), id};
+      ix.listed[id] = 1;
+      ix.order.insert(ix.filed[id]);
+    }
+    ix.cluster_generation = cluster.generation();
+  }
+  if (ix.order.empty()) return std::nullopt;
+  return NodeId(ix.order.begin()->node);
+}
 
 
 // Scores one node (cached when the node is unchanged and the policy allows).
@@ -245,8 +287,12 @@ PlacementResult PlacementEngine::place_one(const ClusterState& cluster, const Ga
     impl_->cluster = &cluster;
     impl_->cache.assign(impl_->cache.size(), {});
     impl_->never_fits_memo.clear();
+    impl_->best.clear();
   }
-  if (!node_rank_.empty() && node_rank_.size() != cluster.node_count()) node_rank_.clear();
+  if (!node_rank_.empty() && node_rank_.size() != cluster.node_count()) {
+    node_rank_.clear();
+    ++impl_->rank_epoch;
+  }
   if (gang.varied()) return place_varied(cluster, gang);
   const TaskRequest& t = gang.task;
   const size_t shape = impl_->shape_id(t);
@@ -350,7 +396,16 @@ PlacementResult PlacementEngine::place_one(const ClusterState& cluster, const Ga
   };
 
   if (required == 1 && gang.tasks == 1) {
-    if (fill(nullptr, nullptr, max_scored_nodes_ > 0)) {  // indexed candidates
+    if (best_index_ && max_scored_nodes_ == 0 && policy_->cacheable() && indexed_shape(shape)) {
+      if (std::optional<NodeId> best = best_indexed(cluster, t, shape)) {
+        NodeChoice c;
+        score_node(cluster.node(*best), t, shape, true, c);  // from the score cache
+        r.tasks.push_back(make_placement(cluster.node(*best), t, c.pick));
+        r.nodes_scored = 1;
+        r.outcome = Outcome::kPlaced;
+        return r;
+      }
+    } else if (fill(nullptr, nullptr, max_scored_nodes_ > 0)) {  // indexed candidates
       r.outcome = Outcome::kPlaced;
       return r;
     }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,10 @@ struct EngineOptions {
   // false: a failed placement returns retry-later with a short reason, skipping the full scan that
   // counts why each node does not fit and the never-fits check (for trial placements).
   bool explain_failures = true;
+  // true: with max_scored_nodes 0 and a cacheable policy, a lone task's best node comes from a
+  // per-shape ordered index of the fitting nodes, kept up to date from the nodes that changed (the
+  // same answer as scoring every node; false scores every node, for reference runs that check it).
+  bool best_index = true;
 };
 
 class PlacementEngine {
@@ -60,6 +65,10 @@ class PlacementEngine {
   PlacementResult place_one(const ClusterState& cluster, const Gang& gang);  // the models mixed as allowed
   PlacementResult place_varied(const ClusterState& cluster, const Gang& gang);  // tasks that differ (engine_varied.cc)
   bool score_node(const Node& n, const TaskRequest& t, size_t shape, bool from_cluster, NodeChoice& out);
+  // The best node for one task of `shape` on `cluster` (unchanged since the index's last look except
+  // for nodes whose generation moved), from Impl::best; nullopt when no node fits and accepts.
+  std::optional<NodeId> best_indexed(const ClusterState& cluster, const TaskRequest& t, size_t shape);
+  bool indexed_shape(size_t shape);  // counts the ask; true when `shape` is answered from the index
   uint32_t rank(NodeId id) const;
   // Calls fn(node id) for every node that may fit t now (a superset: check_fit decides), tightest
   // first, from the cluster's candidate index; stops when fn returns false.
@@ -70,6 +79,7 @@ class PlacementEngine {
   std::vector<uint32_t> node_rank_;
   int max_scored_nodes_ = 0;
   bool explain_failures_ = true;
+  bool best_index_ = true;
   Rng rng_;
   std::unique_ptr<Impl> impl_;
 };

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -126,6 +127,31 @@ inline uint32_t domain_at(const NetworkLevels& net, const Node& n, int level) {
 }
 }  // namespace engine_detail
 
+// For one task shape: every node of the cluster where a task of that shape fits and the policy
+// accepts, in the engine's order (`better` for a lone task: cheaper pool, higher score, lower rank,
+// lower id), brought up to date from the nodes whose generation changed since the last look. A lone
+// task's best node is then the first entry, not a scan that scores every node.
+struct BestIndex {
+  struct Key {
+    int pool_rank = 0;
+    int64_t score = 0;
+    uint32_t rank = 0;
+    uint32_t node = 0;
+    bool operator<(const Key& o) const {
+      if (pool_rank != o.pool_rank) return pool_rank < o.pool_rank;
+      if (score != o.score) return score > o.score;
+      if (rank != o.rank) return rank < o.rank;
+      return node < o.node;
+    }
+  };
+  uint64_t cluster_generation = 0;  // ClusterState::generation() when last brought up to date
+  uint64_t rank_epoch = 0;          // the engine's node ranks it was filed with
+  std::vector<uint64_t> synced;     // per node: the Node::generation filed (0: none yet)
+  std::vector<Key> filed;           // per node: its key, when listed
+  std::vector<char> listed;         // per node: in `order`
+  std::set<Key> order;
+};
+
 struct PlacementEngine::Impl {
   const ClusterState* cluster = nullptr;
   struct Entry {
@@ -139,6 +165,12 @@ struct PlacementEngine::Impl {
   std::vector<std::vector<int>> mig_shapes;  // [shape] -> MIG profile shapes it resolves to
   // (shape, required level) -> (capacity generation + 1, tasks an empty cluster holds).
   std::map<std::pair<size_t, int>, std::pair<uint64_t, int64_t>> never_fits_memo;
+  // [shape], see EngineOptions::best_index: for the first kBestShapes shapes (memory: a few vectors
+  // per node each), once a shape is asked a second time (a shape asked once is cheaper to scan).
+  static constexpr size_t kBestShapes = 32;
+  std::vector<BestIndex> best;
+  std::vector<uint32_t> lone_asks;  // [shape]: lone-task placements asked
+  uint64_t rank_epoch = 1;      // changes whenever the node ranks do
 
   size_t shape_id(const TaskRequest& t) {
     auto key = std::make_tuple(t.cpu.v, t.memory.v, t.gpu_count, t.milli_per_gpu.v, t.gpu_memory.v, t.mig_profile,

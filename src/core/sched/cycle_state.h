@@ -173,8 +173,9 @@ struct OwedFit {
   std::vector<uint64_t> generations;  // per task, its node's Node::generation when last known to fit
 };
 
-inline EngineOptions engine_options(const SchedulerConfig& cfg, bool explain_failures) {
+inline EngineOptions engine_options(const SchedulerConfig& cfg, bool explain_failures, bool reference_run) {
   EngineOptions o;
+  o.best_index = !reference_run;  // the reference scores every node
   o.seed = cfg.seed;
   o.max_scored_nodes = cfg.max_scored_nodes;
   o.explain_failures = explain_failures;
@@ -184,7 +185,7 @@ inline EngineOptions engine_options(const SchedulerConfig& cfg, bool explain_fai
 struct CycleState {
   CycleState(const SchedulerConfig& c, const ScoringPolicy& p, const Snapshot& s, Time t, bool reference_run = false)
       : cfg(c), policy(p), snap(s), tree(*s.queues), now(t), reference(reference_run), work(*s.cluster),
-        engine(p, engine_options(c, true)), trial(p, engine_options(c, false)) {
+        engine(p, engine_options(c, true, reference_run)), trial(p, engine_options(c, false, reference_run)) {
     if (cfg.elastic_capacity || cfg.topology_wait > 0 || cfg.gather_spread)
       for (const Node& n : work.nodes()) max_node_gpus = std::max<int64_t>(max_node_gpus, int64_t(n.gpus.size()));
   }
