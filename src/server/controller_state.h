@@ -399,7 +399,8 @@ struct Controller::State {
   }
 
   JobRow row(const JobRecord& r) const {
-    return JobRow{r.id, job_state_name(r.job.state), r.queue_name, r.job.user, r.job.submitted, record_to_json(r, cluster).dump(-1, ' ', false, Json::error_handler_t::replace)};
+    // The record is encoded on the store's writer thread, not here on the state thread.
+    return JobRow{r.id, job_state_name(r.job.state), r.queue_name, r.job.user, r.job.submitted, {}, stored_record_encoder(r, cluster)};
   }
 
   // Queues the batch; `done` gets the store's verdict on the writer thread. Once it is durable, the

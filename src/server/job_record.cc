@@ -67,13 +67,33 @@ std::string local_time_text(int64_t t, int64_t now) {
 }
 
 Json record_to_json(const JobRecord& r, const ClusterState& cluster) {
+  std::vector<std::string> nodes;
+  nodes.reserve(r.job.placement.size());
+  for (const TaskPlacement& p : r.job.placement) nodes.push_back(cluster.node(p.node).name);
+  return record_to_json(r, nodes);
+}
+
+std::function<std::string()> stored_record_encoder(const JobRecord& r, const ClusterState& cluster) {
+  struct Stored {
+    JobRecord record;
+    std::vector<std::string> nodes;
+  };
+  auto s = std::make_shared<Stored>(Stored{r, {}});  // all of it: a field added later is stored too
+  for (const TaskPlacement& p : r.job.placement) s->nodes.push_back(cluster.node(p.node).name);
+  return [s = std::shared_ptr<const Stored>(std::move(s))] {
+    return record_to_json(s->record, s->nodes).dump(-1, ' ', false, Json::error_handler_t::replace);
+  };
+}
+
+Json record_to_json(const JobRecord& r, const std::vector<std::string>& placement_nodes) {
   Json placement = Json::array();
-  for (const TaskPlacement& p : r.job.placement) {
+  for (size_t i = 0; i < r.job.placement.size(); ++i) {
+    const TaskPlacement& p = r.job.placement[i];
     Json grants = Json::array();
     for (const GpuGrant& g : p.gpus)
       grants.push_back(Json{{"gpu", g.gpu}, {"kind", grant_kind_name(g.kind)}, {"milli", g.milli.v}, {"memory", g.memory.v},
                             {"mig_profile", g.mig_profile}, {"mig_start", g.mig_start}});
-    placement.push_back(Json{{"node", cluster.node(p.node).name}, {"cpu", p.cpu.v}, {"memory", p.memory.v},
+    placement.push_back(Json{{"node", placement_nodes.at(i)}, {"cpu", p.cpu.v}, {"memory", p.memory.v},
                              {"task_class", p.task_class}, {"grants", grants}});
   }
   return Json{{"id", r.id},

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -132,6 +133,11 @@ class JobTable {
 
 // Storage form (everything needed to rebuild the record; node names, not ids).
 nlohmann::json record_to_json(const JobRecord& r, const ClusterState& cluster);
+// The same with the name of each placed task's node given (placement_nodes[i] for task i).
+nlohmann::json record_to_json(const JobRecord& r, const std::vector<std::string>& placement_nodes);
+// r copied with its placement's node names, to be encoded in storage form later on another thread
+// (the store's writer) by the function returned.
+std::function<std::string()> stored_record_encoder(const JobRecord& r, const ClusterState& cluster);
 Result<JobRecord> record_from_json(const nlohmann::json& j, const QueueTree& tree, const ClusterState& cluster);
 
 // How people name the job: "12", or "12_3" for element 3 of the array job 12.

@@ -25,6 +25,10 @@ struct JobRow {
   std::string user;
   int64_t submitted = 0;   // unix seconds
   std::string record;      // the controller's full job record, JSON
+  // When set (and `record` empty), the store makes `record` by calling it on its writer thread, so
+  // that encoding is off the caller's thread. It owns what it reads, is pure and may be called more
+  // than once (a group that fails is retried batch by batch).
+  std::function<std::string()> encode = nullptr;
 };
 
 struct EventRow {

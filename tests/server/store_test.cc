@@ -51,7 +51,7 @@ class StoreTest : public ::testing::Test {
 };
 
 JobRow job(int64_t id, std::string state = "pending") {
-  return {id, std::move(state), "team-a", "alice", 1700000000 + id, R"({"id":)" + std::to_string(id) + "}"};
+  return {id, std::move(state), "team-a", "alice", 1700000000 + id, R"({"id":)" + std::to_string(id) + "}", {}};
 }
 
 EventRow event(int64_t job_id, std::string kind, std::string detail = "{}") {
@@ -73,6 +73,43 @@ void expect_jobs_equal(const JobRow& a, const JobRow& b) {
   EXPECT_EQ(a.user, b.user);
   EXPECT_EQ(a.submitted, b.submitted);
   EXPECT_EQ(a.record, b.record);
+}
+
+// A row may carry its record as an encoder (the controller's rows do): the writer thread calls it,
+// and the stored text is what it returned; a batch whose encoder throws fails alone, saying which job.
+TEST_F(StoreTest, RowsEncodedByTheWriterThread) {
+  auto store = open();
+  ASSERT_TRUE(store);
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<bool> on_caller{false};
+  std::atomic<int> calls{0};
+  JobRow lazy = job(5);
+  lazy.record.clear();
+  lazy.encode = [&] {
+    ++calls;
+    if (std::this_thread::get_id() == caller) on_caller = true;
+    return std::string(R"({"id":5,"lazy":true})");
+  };
+  WriteBatch b;
+  b.jobs = {lazy, job(6)};
+  ASSERT_TRUE(store->write_sync(b).ok());
+  EXPECT_GE(calls.load(), 1);
+  EXPECT_FALSE(on_caller.load());
+
+  JobRow bad = job(7);
+  bad.record.clear();
+  bad.encode = []() -> std::string { throw std::runtime_error("no memory"); };
+  WriteBatch fails;
+  fails.jobs = {bad};
+  const Status st = store->write_sync(fails);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(contains(st.message(), "job 7")) << st.message();
+
+  auto state = store->load();
+  ASSERT_TRUE(state.ok()) << state.error().message;
+  ASSERT_EQ(state->jobs.size(), 2u);
+  EXPECT_EQ(state->jobs[0].record, R"({"id":5,"lazy":true})");
+  expect_jobs_equal(state->jobs[1], job(6));
 }
 
 TEST_F(StoreTest, RoundTripAcrossReopen) {
