@@ -14,6 +14,7 @@ packages=(
   libyaml-cpp-dev libsqlite3-dev libssl-dev libcpp-httplib-dev libspdlog-dev libfmt-dev sqlite3
   libmicrohttpd-dev  # the controller's HTTP server (event-driven: slow clients hold no thread)
   libcurl4-openssl-dev  # tessera bench cluster: thousands of concurrent agent connections (curl multi)
+  libjemalloc-dev  # tessera-full's allocator (src/cli/CMakeLists.txt)
   python3-torch  # the distributed-training tests (PyTorch, CPU, gloo)
   chromium       # the portal's browser tests (tests/web)
   podman runc    # jobs in containers (docs/containers.md): podman with runc as its OCI runtime
