@@ -380,14 +380,21 @@ Result<BenchClusterResult> run_bench_cluster(const BenchClusterOptions& o, const
   res.start_ms_p50 = pct(start_ms, 0.5);
   res.start_ms_p99 = pct(start_ms, 0.99);
   res.start_ms_max = start_ms.empty() ? 0 : *std::max_element(start_ms.begin(), start_ms.end());
-  // The cycle, from the histogram's change over the workload.
-  auto h0 = parse_histogram(metrics0, "tessera_scheduling_cycle_seconds");
-  auto h1 = parse_histogram(metrics1, "tessera_scheduling_cycle_seconds");
-  if (h0.size() == h1.size())
-    for (size_t i = 0; i < h1.size(); ++i) h1[i].second -= h0[i].second;
-  res.cycles = h1.empty() ? 0 : int64_t(h1.back().second);
-  res.cycle_ms_p50 = histogram_quantile(h1, 0.5) * 1000;
-  res.cycle_ms_p99 = histogram_quantile(h1, 0.99) * 1000;
+  // The cycle and the controller's part of heartbeats, from the histograms' change over the workload.
+  auto over_workload = [&](const char* name) {
+    auto h0 = parse_histogram(metrics0, name);
+    auto h1 = parse_histogram(metrics1, name);
+    if (h0.size() == h1.size())
+      for (size_t i = 0; i < h1.size(); ++i) h1[i].second -= h0[i].second;
+    return h1;
+  };
+  const auto cyc = over_workload("tessera_scheduling_cycle_seconds");
+  res.cycles = cyc.empty() ? 0 : int64_t(cyc.back().second);
+  res.cycle_ms_p50 = histogram_quantile(cyc, 0.5) * 1000;
+  res.cycle_ms_p99 = histogram_quantile(cyc, 0.99) * 1000;
+  const auto beat = over_workload("tessera_agent_heartbeat_seconds");
+  res.hb_server_ms_p50 = histogram_quantile(beat, 0.5) * 1000;
+  res.hb_server_ms_p99 = histogram_quantile(beat, 0.99) * 1000;
   // Heartbeats.
   const std::vector<double> rtt = fleet.heartbeat_rtts_ms();
   const FleetStats fs = fleet.stats();

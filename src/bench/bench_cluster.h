@@ -89,6 +89,10 @@ struct BenchClusterResult {
   // Heartbeats over the workload.
   int64_t heartbeats = 0, heartbeat_failures = 0, watch_answers = 0, watch_wakeups = 0;
   double hb_ms_p50 = 0, hb_ms_p99 = 0, hb_ms_max = 0;
+  // The controller's own part of a heartbeat (received to answered, applied and durable), from its
+  // tessera_agent_heartbeat_seconds histogram over the workload (bucket-estimated): the round trip
+  // less this is the HTTP server's, the network's and the hollow nodes' share.
+  double hb_server_ms_p50 = 0, hb_server_ms_p99 = 0;
   std::string last_fleet_error;
   // The controller.
   double controller_cpu_s = 0, controller_cpu_s_total = 0, wall_s = 0;

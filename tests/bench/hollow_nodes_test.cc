@@ -156,6 +156,8 @@ TEST(BenchCluster, SmallStormAllSucceed) {
   EXPECT_GT(r->heartbeats, 20);
   EXPECT_GT(r->hb_ms_p50, 0);
   EXPECT_LE(r->hb_ms_p50, r->hb_ms_p99);
+  EXPECT_GT(r->hb_server_ms_p50, 0);  // the controller's part, from its own histogram
+  EXPECT_LE(r->hb_server_ms_p50, r->hb_server_ms_p99);
   EXPECT_GT(r->cycles, 0);
   EXPECT_GT(r->peak_rss_mb, 1);
   EXPECT_GT(r->store_mb, 0);
