@@ -376,21 +376,27 @@ bool Agent::Impl::poll_tasks() {
     t.proc->tick();
     mirror_output(t, false);
     if (t.state == "running" && t.ckpt_requested_at < 0 && !t.stop_asked && drive_saves(t)) changed = true;
-    if (t.ckpt_requested_at >= 0 && !t.request_acked) {
-      if (auto ack = read_checkpoint_ack_since(t.ckpt_dir, t.ckpt_stamp, t.user)) {
-        t.ack = *ack;
-        t.request_acked = true;
-        t.cost_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t.ckpt_requested_clock).count();
-        ++t.saves;
-        changed = true;
-        spdlog::info("event=checkpoint_acknowledged node={} job={} task={} path={}", opt.node, t.job, t.task, t.ack);
-        clear_checkpoint_request(t.ckpt_dir, t.user);
-        stop_task(t, "checkpoint acknowledged");
-      } else if (Clock::now() >= t.ckpt_deadline) {
-        stop_task(t, "checkpoint grace ran out");
-      }
-    }
+    // The .ack that answers the checkpoint request, if it is there now (true once taken).
+    auto take_requested_ack = [&] {
+      if (t.ckpt_requested_at < 0 || t.request_acked) return false;
+      auto ack = read_checkpoint_ack_since(t.ckpt_dir, t.ckpt_stamp, t.user);
+      if (!ack) return false;
+      t.ack = *ack;
+      t.request_acked = true;
+      t.cost_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t.ckpt_requested_clock).count();
+      ++t.saves;
+      changed = true;
+      spdlog::info("event=checkpoint_acknowledged node={} job={} task={} path={}", opt.node, t.job, t.task, t.ack);
+      clear_checkpoint_request(t.ckpt_dir, t.user);
+      return true;
+    };
+    if (take_requested_ack()) stop_task(t, "checkpoint acknowledged");
+    else if (t.ckpt_requested_at >= 0 && !t.request_acked && Clock::now() >= t.ckpt_deadline)
+      stop_task(t, "checkpoint grace ran out");
     if (auto code = t.proc->poll()) {
+      // A task that writes its .ack and exits at once may do both after the look above: look again
+      // before its end is recorded, or the checkpoint it saved would never be reported.
+      take_requested_ack();
       t.exit_code = *code;
       if (t.ckpt_requested_at >= 0 && (*code == 0 || t.request_acked))
         t.state = "checkpointed";
