@@ -269,8 +269,9 @@ class SqliteStore final : public Store {
 
   Status apply(const WriteBatch& batch) {
     for (const JobRow& j : batch.jobs) {
+      const bool deferred = j.record.empty() && j.encode;
       std::string encoded;  // outlives the statement's use of it (SQLITE_STATIC)
-      if (j.record.empty() && j.encode) {
+      if (deferred) {
         try {
           encoded = j.encode();
         } catch (const std::exception& e) {
@@ -283,7 +284,7 @@ class SqliteStore final : public Store {
       bind_text(st, 3, j.queue);
       bind_text(st, 4, j.user);
       sqlite3_bind_int64(st, 5, j.submitted);
-      bind_text(st, 6, j.encode && j.record.empty() ? encoded : j.record);
+      bind_text(st, 6, deferred ? encoded : j.record);
       if (Status s = step(st, "job " + std::to_string(j.id)); !s.ok()) return s;
     }
     for (const EventRow& e : batch.events) {
@@ -338,7 +339,7 @@ class SqliteStore final : public Store {
     LoadedState state;
     Status s = for_each_row(rs_.jobs.get(), "cannot read jobs", [&](sqlite3_stmt* st) {
       state.jobs.push_back({sqlite3_column_int64(st, 0), column_text(st, 1), column_text(st, 2),
-                            column_text(st, 3), sqlite3_column_int64(st, 4), column_text(st, 5), {}});
+                            column_text(st, 3), sqlite3_column_int64(st, 4), column_text(st, 5)});
     });
     if (!s.ok()) return s.error();
     s = for_each_row(rs_.tokens.get(), "cannot read tokens", [&](sqlite3_stmt* st) {

@@ -4,8 +4,8 @@
 
 #include <array>
 #include <map>
-#include <set>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
