@@ -230,16 +230,18 @@ void evict_expired(CycleState& cs) {
   }
 }
 
-// Why every job waits, with positions among the jobs still pending after this cycle.
+// Why every job waits, with positions among the jobs still pending after this cycle. The last phase:
+// each reason moves into the output.
 void explain_waits(CycleState& cs) {
   std::vector<int> per_queue(cs.tree.size(), 0);
   int overall = 0;
+  cs.out.pending.reserve(cs.order.size() + cs.invalid.size());
   for (size_t i : cs.order) {
-    const Entry& e = cs.entries[i];
+    Entry& e = cs.entries[i];
     if (e.started) continue;
     PendingInfo p;
     p.job = e.job->id;
-    p.reason = e.reason;
+    p.reason = std::move(e.reason);
     p.category = e.wait;
     p.short_of_room = e.short_of_room;
     p.awaits_move = e.awaits_move;
@@ -254,10 +256,10 @@ void explain_waits(CycleState& cs) {
     cs.out.pending.push_back(std::move(p));
   }
   if (cs.res.active) cs.out.reservation = held_reservation(cs);
-  for (const Entry& e : cs.invalid) {  // not in any queue order: positions 0
+  for (Entry& e : cs.invalid) {  // not in any queue order: positions 0
     PendingInfo p;
     p.job = e.job->id;
-    p.reason = e.reason;
+    p.reason = std::move(e.reason);
     p.category = e.wait;
     cs.out.pending.push_back(std::move(p));
   }

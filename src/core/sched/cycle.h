@@ -48,6 +48,7 @@
 #include "core/sched/cycle_state.h"
 
 #include <cassert>
+#include <charconv>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -130,17 +131,41 @@ inline ClassAmounts placement_amounts(const CycleState& cs, const ClusterState& 
   return a;
 }
 Gang gang_of(const CycleState& cs, const Entry& e);
+// Appends n in decimal (shape and memo keys are built per job that is tried: no temporaries).
+inline void append_int(std::string& k, int64_t n) {
+  char buf[24];
+  k.append(buf, std::to_chars(buf, buf + sizeof buf, n).ptr);
+}
 inline std::string shape_key(const Gang& g) {
   const TaskRequest& t = g.task;
-  std::string k = std::to_string(g.tasks) + "/" + std::to_string(g.required_tasks()) + "/" + std::to_string(t.cpu.v) +
-                  "/" + std::to_string(t.memory.v) + "/" + std::to_string(t.gpu_count) + "/" +
-                  std::to_string(t.milli_per_gpu.v) + "/" + std::to_string(t.gpu_memory.v) + "/" + t.mig_profile +
-                  "/" + std::to_string(int(g.topology.mode)) + g.topology.level;
-  for (const std::string& m : t.gpu_models) k += "/" + m;
-  for (const TaskSize& z : g.sizes)
-    k += "/t" + std::to_string(z.gpu_count) + "," + std::to_string(z.cpu.v) + "," + std::to_string(z.memory.v);
-  k += "/p" + std::to_string(int(t.pool_kinds)) + (t.prefer_spot ? "s" : "") + (t.mix_models ? "x" : "");
-  for (PoolId p : t.pools) k += "/d" + std::to_string(p.value);
+  std::string k;
+  k.reserve(96);
+  for (int64_t n : {int64_t(g.tasks), int64_t(g.required_tasks()), t.cpu.v, t.memory.v, int64_t(t.gpu_count),
+                    int64_t(t.milli_per_gpu.v), int64_t(t.gpu_memory.v)}) {
+    append_int(k, n);
+    k += '/';
+  }
+  k += t.mig_profile;
+  k += '/';
+  append_int(k, int(g.topology.mode));
+  k += g.topology.level;
+  for (const std::string& m : t.gpu_models) (k += '/') += m;
+  for (const TaskSize& z : g.sizes) {
+    k += "/t";
+    append_int(k, z.gpu_count);
+    k += ',';
+    append_int(k, z.cpu.v);
+    k += ',';
+    append_int(k, z.memory.v);
+  }
+  k += "/p";
+  append_int(k, int(t.pool_kinds));
+  if (t.prefer_spot) k += 's';
+  if (t.mix_models) k += 'x';
+  for (PoolId p : t.pools) {
+    k += "/d";
+    append_int(k, p.value);
+  }
   return k;
 }
 // How long a job started now holds its GPUs: its assumed runtime, plus its restart cost when it

@@ -17,7 +17,7 @@
 namespace tessera::sched {
 
 void try_job(CycleState& cs, Entry& e) {
-  const ClassAmounts need = amounts(e);
+  const ClassAmounts& need = amounts(e);
   if (Status lim = fs(cs).within_limits(e.job->queue, need); !lim.ok()) {
     e.wait = WaitCategory::kQuota;
     e.reason = lim.message();

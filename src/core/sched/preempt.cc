@@ -58,8 +58,12 @@ VictimSearch try_preempt(CycleState& cs, Entry& e, const Gang& gang, bool off_re
   mig.outcome = VictimSearch::Outcome::kPreempting;
   if (gang.task.mig() && cs.cfg.dynamic_mig && (block(), reclaim_gpu_for_mig(cs, e, gang))) return mig;
   // Victims only become fewer within a cycle: a failed search stays failed for the same ask.
-  const std::string memo = shape_key(gang) + "|" + std::to_string(e.prio) + "|" + std::to_string(e.job->queue.value) +
-                           "|" + std::to_string(cs.cfg.in_queue_las ? e.las : 0) + (off_reservation ? "|off" : "");
+  std::string memo = shape_key(gang);
+  for (int64_t n : {e.prio, int64_t(e.job->queue.value), int64_t(cs.cfg.in_queue_las ? e.las : 0)}) {
+    memo += '|';
+    append_int(memo, n);
+  }
+  if (off_reservation) memo += "|off";
   // An owner's MIG request that no instance frees in time takes a whole GPU for the planner.
   auto or_mig = [&] { return gang.task.mig() && (block(), reclaim_gpu_for_mig(cs, e, gang)) ? mig : none; };
   if (cs.no_victims.count(memo)) return or_mig();
