@@ -292,7 +292,7 @@ std::optional<std::vector<TaskPlacement>> fits_under(CycleState& cs, const FairS
 // GPUs of jobs leaving), its claim.
 std::vector<TaskPlacement> hold_free_part(CycleState& cs, const Entry& e, const std::vector<TaskPlacement>& fit);
 // After try_preempt: the job waits only for jobs already leaving (no new victim needed).
-inline std::string leaving_note(const VictimSearch& s) {
+inline const char* leaving_note(const VictimSearch& s) {
   return s.only_leaving() ? "; jobs preempted for it are checkpointing and leaving: it starts when they have" : "";
 }
 // Priority preemption may take running v for e (e's class may preempt is checked by the caller):

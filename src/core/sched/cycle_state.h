@@ -26,6 +26,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -254,12 +255,12 @@ struct CycleState {
 
   // ---- Caches ----
   mutable std::deque<std::pair<const GpuModel*, std::string>> class_cache;  // accounted_class()
-  std::map<std::string, NoRoom> no_room;              // by shape_key
+  std::unordered_map<std::string, NoRoom> no_room;    // by shape_key
   std::map<std::pair<std::string, int64_t>, ClassAmounts> asked;  // amounts_of(class, milli), shared by entries
   std::unordered_set<std::string> no_victims;         // (shape, class, queue) preemption found nothing for
-  std::set<std::string> no_room_off_reservation;      // shapes that found no room off the reserved nodes
-  mutable std::map<std::string, bool> fits_free_memo;  // by shape_key
-  std::map<std::string, PlaceMemo> place_memo;         // by shape_key; not in the reference run
+  std::unordered_set<std::string> no_room_off_reservation;  // shapes that found no room off the reserved nodes
+  mutable std::unordered_map<std::string, bool> fits_free_memo;  // by shape_key
+  std::unordered_map<std::string, PlaceMemo> place_memo;  // by shape_key; not in the reference run
   // Pending jobs owed their guarantee that fit the free GPUs, by class value then id (filled on first
   // use by owed_below_that_fit; starts only make fewer of them owed).
   std::optional<std::vector<size_t>> owed_pending;

@@ -35,7 +35,7 @@ void try_job(CycleState& cs, Entry& e) {
     if (it->second.wait == WaitCategory::kMigReconfiguring && gang.task.mig() && reclaim_gpu_for_mig(cs, e, gang, true)) return;
     if (const VictimSearch s = try_preempt_now(cs, e, gang); !s.preempting()) {
       e.wait = it->second.wait;
-      e.reason = it->second.reason + leaving_note(s);
+      (e.reason = it->second.reason) += leaving_note(s);
       e.short_of_room = true;
       no_room(cs, e, gang);
     }
@@ -122,7 +122,7 @@ void try_job(CycleState& cs, Entry& e) {
   if (r.outcome == Outcome::kRetryLater) s = try_preempt_now(cs, e, gang);
   if (s.preempting()) return;
   e.wait = wait;
-  e.reason = r.reason + leaving_note(s);
+  (e.reason = std::move(r.reason)) += leaving_note(s);
   e.short_of_room = true;
   if (r.outcome == Outcome::kRetryLater) no_room(cs, e, gang);
 }

@@ -407,10 +407,20 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
     }
     if (sort_all) {
       std::sort(at.begin(), at.end());  // by group, then candidate position (cheapest first)
-    } else {
-      std::sort(at.begin(), at.end(), [&](const std::pair<uint32_t, size_t>& x, const std::pair<uint32_t, size_t>& y) {
-        return x.first != y.first ? x.first < y.first : victim_before(cands[x.second], cands[y.second]);
-      });
+    } else {  // the same order: bucketed by group (no comparisons), then victim order inside each group
+      std::vector<uint32_t> begin(ng + 1, 0);
+      for (const auto& [n, k] : at) ++begin[n + 1];
+      for (size_t n = 0; n < ng; ++n) begin[n + 1] += begin[n];
+      std::vector<std::pair<uint32_t, size_t>> by_group(at.size());
+      std::vector<uint32_t> next(begin.begin(), begin.end() - 1);
+      for (const auto& x : at) by_group[next[x.first]++] = x;
+      for (size_t n = 0; n < ng; ++n)
+        if (begin[n + 1] - begin[n] > 1)
+          std::sort(by_group.begin() + begin[n], by_group.begin() + begin[n + 1],
+                    [&](const std::pair<uint32_t, size_t>& x, const std::pair<uint32_t, size_t>& y) {
+                      return victim_before(cands[x.second], cands[y.second]);
+                    });
+      at = std::move(by_group);
     }
     // Candidates by victim order among `ks` (already so when every candidate was sorted).
     auto in_order = [&](std::vector<size_t> ks) {
