@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include "core/rng.h"
+
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -247,6 +250,95 @@ TEST(JobOrderFairShareTree, WalksDownTheTreeByFairShare) {
   // 1/4 of its share, z at 0: 4); org and z tie at 1/4: org, now y (x at 1/2: 3); z (5); org and z
   // tie at 1/2: org, x and y tie at 1/2: x (2); z has no job left: org, y (6).
   EXPECT_EQ(d.ids, (Ids{1, 4, 3, 5, 2, 6}));
+}
+
+// The cursor keeps its last pick while nothing started (FairShare::generation): on random trees, jobs
+// and tiers, where a random part of the picks start, every pick is the one a fresh walk from the root
+// makes (the least-served queue at each level with jobs left, then the job first by class, user
+// usage, submit time and id).
+TEST(JobOrderFairShareTree, EveryPickIsTheWalkFromTheRootWhateverStarts) {
+  for (uint64_t seed = 1; seed <= 60; ++seed) {
+    Rng rng(seed);
+    std::vector<QueueSpec> specs;
+    const int orgs = 1 + int(rng.uniform(4));
+    for (int o = 0; o < orgs; ++o) specs.push_back({"org" + std::to_string(o), "", {}, {}, int64_t(1 + rng.uniform(3))});
+    const int leaves = 2 + int(rng.uniform(10));
+    for (int l = 0; l < leaves; ++l) {
+      QueueSpec q{"leaf" + std::to_string(l), rng.uniform(4) ? "org" + std::to_string(rng.uniform(uint64_t(orgs))) : "", {}, {},
+                  int64_t(1 + rng.uniform(3))};
+      if (rng.uniform(2)) q.guaranteed["any"] = int64_t(rng.uniform(4)) * G;
+      if (!q.parent.empty()) specs[size_t(std::stoi(q.parent.substr(3)))].guaranteed["any"] += q.guaranteed["any"];
+      specs.push_back(q);
+    }
+    QueueTree tree = tree_of(specs);
+    std::vector<QueueId> leaf_ids;
+    for (const Queue& q : tree.queues())
+      if (q.leaf() && q.name.rfind("leaf", 0) == 0) leaf_ids.push_back(q.id);
+    OrderInput in;
+    const int users = 1 + int(rng.uniform(5));
+    in.user_usage.assign(size_t(users), 0);
+    for (int64_t& u : in.user_usage) u = int64_t(rng.uniform(3)) * G;
+    std::vector<QueueLoad> load(tree.size());
+    const int jobs = int(rng.uniform(60));
+    for (int k = 0; k < jobs; ++k) {
+      const QueueId q = leaf_ids[rng.uniform(leaf_ids.size())];
+      in.jobs.push_back(job(uint32_t(k + 1), q, Time(rng.uniform(20)), 16 * int64_t(rng.uniform(3)),
+                            uint32_t(rng.uniform(uint64_t(users))), int64_t(1 + rng.uniform(4)) * G));
+      load[q.value].demand["any"] += in.jobs.back().milli;
+    }
+    FairShare fs = FairShare::compute(tree, {{"any", 16 * G}}, load);
+    in.tree = &tree;
+    in.fair_share = &fs;
+    std::vector<int64_t> usage = in.user_usage;  // the reference's own copy, as the cursor's grows
+    std::vector<bool> taken(in.jobs.size(), false);
+    std::unique_ptr<JobOrderCursor> cur = job_order_policy(JobOrder::kFairShare).begin(in);
+    size_t picks = 0;
+    while (const std::optional<int64_t> tier = cur->next_tier()) {
+      auto left_in = [&](QueueId q) {  // jobs of this tier not yet picked in q's subtree
+        int n = 0;
+        for (size_t k = 0; k < in.jobs.size(); ++k)
+          if (!taken[k] && in.jobs[k].prio == *tier)
+            for (QueueId p : tree.path_to_root(in.jobs[k].queue)) n += p == q;
+        return n;
+      };
+      while (const std::optional<size_t> k = cur->next()) {
+        const std::vector<QueueId>* level = &tree.top_level();
+        QueueId pick;
+        for (;;) {
+          QueueId best;
+          for (QueueId q : *level)
+            if (left_in(q) > 0 && (!best.valid() || fs.before(q, best))) best = q;
+          ASSERT_TRUE(best.valid()) << "seed " << seed;
+          pick = best;
+          if (tree.queue(best).leaf()) break;
+          level = &tree.queue(best).children;
+        }
+        std::optional<size_t> want;
+        for (size_t c = 0; c < in.jobs.size(); ++c) {
+          const OrderJob& x = in.jobs[c];
+          if (taken[c] || x.prio != *tier || x.queue != pick) continue;
+          if (!want) {
+            want = c;
+            continue;
+          }
+          const OrderJob& y = in.jobs[*want];
+          const auto kx = std::make_tuple(usage[x.user], x.submitted, x.id), ky = std::make_tuple(usage[y.user], y.submitted, y.id);
+          if (kx < ky) want = c;
+        }
+        ASSERT_TRUE(want.has_value()) << "seed " << seed;
+        ASSERT_EQ(*k, *want) << "seed " << seed << " pick " << picks;
+        taken[*k] = true;
+        ++picks;
+        if (rng.uniform(3) == 0) {  // it starts
+          const OrderJob& j = in.jobs[*k];
+          fs.add(j.queue, {{"any", j.milli}}, +1);
+          usage[j.user] += j.milli;
+          cur->started(j, {j.milli, 0, 0});
+        }
+      }
+    }
+    EXPECT_EQ(picks, in.jobs.size()) << "seed " << seed;
+  }
 }
 
 }  // namespace

@@ -32,6 +32,7 @@ class FairShareCursor final : public JobOrderCursor {
     cand_.assign(tree.size(), {});
     remaining_.assign(tree.size(), 0);
     left_ = 0;
+    last_pick_ = QueueId();  // other queues wait in this tier
     for (size_t k = 0; k < in_.jobs.size(); ++k) {
       if (in_.jobs[k].prio != tier) continue;
       cand_[in_.jobs[k].queue.value].push_back(k);
@@ -45,16 +46,24 @@ class FairShareCursor final : public JobOrderCursor {
     if (left_ == 0) return std::nullopt;
     --left_;
     const QueueTree& tree = *in_.tree;
-    const std::vector<QueueId>* level = &tree.top_level();
     QueueId pick;
-    for (;;) {
-      QueueId best;
-      for (QueueId q : *level)
-        if (remaining_[q.value] > 0 && (!best.valid() || in_.fair_share->before(q, best))) best = q;
-      pick = best;
-      if (tree.queue(best).leaf()) break;
-      level = &tree.queue(best).children;
+    if (last_pick_.valid() && remaining_[last_pick_.value] > 0 && in_.fair_share->generation() == last_generation_) {
+      // The queues compare as they did at the last pick (nothing started since) and only jobs were
+      // taken: the least-served queue at each level on the last pick's path is still the least served.
+      pick = last_pick_;
+    } else {
+      const std::vector<QueueId>* level = &tree.top_level();
+      for (;;) {
+        QueueId best;
+        for (QueueId q : *level)
+          if (remaining_[q.value] > 0 && (!best.valid() || in_.fair_share->before(q, best))) best = q;
+        pick = best;
+        if (tree.queue(best).leaf()) break;
+        level = &tree.queue(best).children;
+      }
     }
+    last_pick_ = pick;
+    last_generation_ = in_.fair_share->generation();
     std::vector<size_t>& c = cand_[pick.value];
     auto it = std::min_element(c.begin(), c.end(), [&](size_t a, size_t b) { return job_before(a, b); });
     const size_t k = *it;
@@ -85,6 +94,8 @@ class FairShareCursor final : public JobOrderCursor {
   std::vector<std::vector<size_t>> cand_;  // per leaf queue: the current tier's jobs not yet yielded
   std::vector<int> remaining_;             // per queue: those jobs in its subtree
   size_t left_ = 0;                        // the current tier's jobs not yet yielded
+  QueueId last_pick_;                      // the leaf of the last pick, and the fair share's
+  uint64_t last_generation_ = 0;           // generation then (FairShare::generation)
 };
 
 // A static order in one tier: key descending (computed once), then submitted, then id.

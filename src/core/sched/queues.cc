@@ -4,6 +4,7 @@
 #include "core/sched/queues.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cassert>
 #include <limits>
@@ -313,8 +314,14 @@ bool FairShare::borrowing(QueueId q, const std::string& cls) const {
   return false;
 }
 
+uint64_t FairShare::fresh_generation() {
+  static std::atomic<uint64_t> counter{0};
+  return counter.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
 void FairShare::add(QueueId leaf, const ClassAmounts& delta, int sign) {
   assert(sign == 1 || sign == -1);
+  generation_ = fresh_generation();
   for (QueueId p : tree_->path_to_root(leaf)) {
     add_into(alloc_[p.value], delta, sign);
     if (p.value < key_.size()) key_[p.value].valid = false;

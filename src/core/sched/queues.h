@@ -110,8 +110,13 @@ class FairShare {
   // Record an allocation/release during the cycle (keeps allocated and orderings current).
   // sign is +1 or -1; fair shares and demand stay as computed.
   void add(QueueId leaf, const ClassAmounts& delta, int sign);
+  // Changes with every add() and differs between any two states of any FairShare in the process (a
+  // copy shares its original's): while it stays, before() answers every question as it did.
+  uint64_t generation() const { return generation_; }
 
  private:
+  static uint64_t fresh_generation();  // process-unique, thread-safe
+  uint64_t generation_ = fresh_generation();
   const QueueTree* tree_ = nullptr;
   std::vector<ClassAmounts> fair_, alloc_, demand_;
   std::vector<double> usage_;  // aggregated over the subtree
