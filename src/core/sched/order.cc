@@ -38,7 +38,13 @@ OrderInput order_input(const CycleState& cs, size_t users) {
   in.tree = &cs.tree;
   in.fair_share = &fs(cs);
   in.user_usage.assign(users, 0);
-  for (const Entry& e : cs.entries) in.user_usage[e.user] = get_or(cs.user_milli, e.job->user);
+  std::vector<bool> seen(users, false);  // one lookup per user, not per job
+  for (const Entry& e : cs.entries)
+    if (!seen[e.user]) {
+      seen[e.user] = true;
+      auto it = cs.user_milli.find(e.job->user);
+      in.user_usage[e.user] = it == cs.user_milli.end() ? 0 : it->second;
+    }
   in.queue_usage.assign(cs.tree.size(), {});
   for (const Entry& e : cs.entries) {
     if (!e.running && !e.started) continue;
