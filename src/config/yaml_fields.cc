@@ -82,7 +82,7 @@ Status parse_config(const YAML::Node& c, SchedulerConfig& cfg) {
                                  "dynamic_mig", "mig", "usage_half_life", "reclaim_grace", "preemption_protection",
                                  "max_preemptions_per_cycle", "topology_wait", "in_queue_las", "defragment",
                                  "max_moves_per_cycle", "reservation_hold", "reservation_slip", "gather_spread",
-                                 "victims_least_attained"}));
+                                 "victims_least_attained", "max_victim_searches_per_cycle", "max_scored_nodes"}));
   if (c["preset"]) {
     std::string name;
     TESSERA_TRY(get(c, "preset", at, name));
@@ -139,6 +139,14 @@ Status parse_config(const YAML::Node& c, SchedulerConfig& cfg) {
   if (c["max_preemptions_per_cycle"]) {
     TESSERA_TRY(get(c, "max_preemptions_per_cycle", at, cfg.max_preemptions_per_cycle));
     if (cfg.max_preemptions_per_cycle < 0) return invalid_argument(at + ".max_preemptions_per_cycle: must be >= 0");
+  }
+  if (c["max_victim_searches_per_cycle"]) {
+    TESSERA_TRY(get(c, "max_victim_searches_per_cycle", at, cfg.max_victim_searches_per_cycle));
+    if (cfg.max_victim_searches_per_cycle < 0) return invalid_argument(at + ".max_victim_searches_per_cycle: must be >= 0");
+  }
+  if (c["max_scored_nodes"]) {  // 0: every node that fits is scored
+    TESSERA_TRY(get(c, "max_scored_nodes", at, cfg.max_scored_nodes));
+    if (cfg.max_scored_nodes < 0) return invalid_argument(at + ".max_scored_nodes: must be >= 0 (0: every node)");
   }
   if (const YAML::Node m = c["mig"]) {
     const std::string mat = at + ".mig";

@@ -21,7 +21,7 @@ queues:
   - {name: org, guaranteed: {any: 16000}}
   - {name: infer, parent: org, guaranteed: {any: 8000}, weight: 2, priority_classes: [production-inference]}
   - {name: train, parent: org, guaranteed: {any: 8000}, limit: {any: 24000}}
-config: {preset: tessera, backfill: true}
+config: {preset: tessera, backfill: true, max_scored_nodes: 64, max_victim_searches_per_cycle: 8}
 policy: best-fit
 )";
 
@@ -59,6 +59,8 @@ TEST(ClusterConfig, ParsesEverySection) {
   EXPECT_EQ(c->queue_classes.count("train"), 0u);
   EXPECT_TRUE(c->scheduler.backfill);
   EXPECT_EQ(c->scheduler.policy, "best-fit");
+  EXPECT_EQ(c->scheduler.max_scored_nodes, 64);
+  EXPECT_EQ(c->scheduler.max_victim_searches_per_cycle, 8);
   auto cluster = build_cluster_state(*c);
   ASSERT_TRUE(cluster.ok()) << cluster.error().message;
   EXPECT_EQ(cluster->total_gpus(), 24);
@@ -169,6 +171,9 @@ TEST(ClusterConfig, BadConfigsNameTheField) {
       {nodes + "config: {default_runtime: 9223372036854775807}\n", "config.default_runtime: at most"},
       {nodes + "policy: nope\n", "policy: unknown \"nope\"; expected one of"},
       {nodes + "config: {order: xyz}\n", "config.order: unknown \"xyz\""},
+      {nodes + "config: {max_scored_nodes: -1}\n", "config.max_scored_nodes: must be >= 0"},
+      {nodes + "config: {max_scored_nodes: 99999999999}\n", "config.max_scored_nodes: "},
+      {nodes + "config: {max_victim_searches_per_cycle: -2}\n", "config.max_victim_searches_per_cycle: must be >= 0"},
       {nodes + "priority_classes: [{name: a, value: 1}, {name: a, value: 2}]\n", "priority_classes[1].name: \"a\" used twice"},
       {nodes + "priority_classes: [{name: a, value: 1, roles: [member, owner]}]\n",
        "priority_classes[0].roles[1]: unknown role \"owner\"; expected team-lead or member"},
