@@ -153,7 +153,22 @@ void collect_entries(CycleState& cs) {
     f.entry = uint32_t(i);
     f.queue = j.queue.value;
     f.prio = v.prio;
+    f.las = v.las;
     f.class_value = v.pc->value;
+    if (v.running) f.cost = lost_work_cost(cs, v);
+    bool any_only = true;
+    for (const auto& [c, m] : v.held)
+      if (m > 0) {
+        f.flags |= RunningFacts::kHoldsGpu;
+        any_only = any_only && c == kAnyClass;
+      }
+    if (any_only) f.flags |= RunningFacts::kAnyOnly;
+    if (!v.holding.empty() &&
+        std::all_of(v.holding.begin(), v.holding.end(), [&](const TaskPlacement& p) { return p.node == v.holding[0].node; })) {
+      f.flags |= RunningFacts::kOneNode;
+      f.node = v.holding[0].node.value;
+      f.held_milli = placement_milli(v.holding);
+    }
     if (v.running && j.state == JobState::kRunning && !j.placement.empty()) f.flags |= RunningFacts::kRunningPlaced;
     if (v.running && j.state == JobState::kCheckpointing) f.flags |= RunningFacts::kCheckpointing;
     if (v.pc->preemptible) f.flags |= RunningFacts::kPreemptible;

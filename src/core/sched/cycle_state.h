@@ -123,11 +123,19 @@ struct RunningFacts {
     kCheckpointing = 2,  // already asked to checkpoint and leave
     kPreemptible = 4,    // its priority class may be preempted
     kProtected = 8,      // within its class's min_runtime or preemption_protection now
+    kVictim = 16,        // chosen as a victim this cycle (set with Entry::victim)
+    kHoldsGpu = 32,      // holds some GPU amount (Entry::held has a positive class)
+    kAnyOnly = 64,       // every class it holds an amount in is "any" (no model class accounted)
+    kOneNode = 128,      // its placement's tasks are all on `node`, holding `held_milli` there
   };
   uint32_t entry = 0;   // index in CycleState::entries
   uint32_t queue = 0;
   int64_t prio = 0;     // Entry::prio
+  int64_t cost = 0;     // lost_work_cost now (fixed for the cycle)
   int class_value = 0;  // its priority class's value
+  int las = 0;          // Entry::las
+  uint32_t node = 0;    // kOneNode: the node
+  int64_t held_milli = 0;  // kOneNode: GPU milli its placement holds
   uint8_t flags = 0;
 };
 
@@ -222,6 +230,9 @@ struct CycleState {
   // skips the jobs that cannot be victims without reading their Entry and Job (not in the reference
   // run, where every scan tests every entry in full).
   std::vector<RunningFacts> running_facts;
+  // Per queue: FairShare::borrowing(queue, "any") of the ledger's fair share at a generation
+  // (FairShare::generation), asked by victim scans for each candidate that holds only class "any".
+  std::vector<std::pair<uint64_t, bool>> borrows_any;
   // Entries marked victim or claimed this cycle, in the order marked (may repeat): what the scans
   // for jobs leaving walk instead of every running entry (not in the reference run).
   std::vector<size_t> marked_leaving;

@@ -34,7 +34,10 @@ static std::vector<size_t> leaving_marked(const CycleState& cs) {
 
 void preempt(CycleState& cs, Entry& v, const Entry& e, bool by_priority, std::string reason) {
   v.victim = true;
-  cs.marked_leaving.push_back(size_t(&v - cs.entries.data()));
+  const size_t vi = size_t(&v - cs.entries.data());
+  if (auto it = std::lower_bound(cs.running.begin(), cs.running.end(), vi); it != cs.running.end() && *it == vi)
+    cs.running_facts[size_t(it - cs.running.begin())].flags |= RunningFacts::kVictim;
+  cs.marked_leaving.push_back(vi);
   PreemptDecision d;
   d.victim = v.job->id;
   d.for_job = e.job->id;
@@ -274,6 +277,7 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
     // the borrowing is its sibling queues' doing.
     bool inside_own = false;
     bool by_reclaim = false;
+    const RunningFacts* fact = nullptr;  // its packed facts (outside the reference run)
   };
   std::vector<Cand> cands;
   // Neither priority nor reclaim may take anything for it: no candidate (the scans below would find
@@ -301,8 +305,37 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
                             ((f.flags & RunningFacts::kPreemptible) || f.class_value <= claimant.class_value);
     return by_priority || by_reclaim;
   };
+  // Outside the reference run, the same tests on the packed facts (no read of the job), with the
+  // ledger's borrowing of class "any" kept per queue while its fair share is unchanged.
+  auto borrows_any = [&](uint32_t q) {
+    if (cs.borrows_any.size() != cs.tree.size()) cs.borrows_any.assign(cs.tree.size(), {0, false});
+    auto& [generation, borrows] = cs.borrows_any[q];
+    if (generation != fs(cs).generation()) {
+      generation = fs(cs).generation();
+      borrows = fs(cs).borrowing(QueueId(q), kAnyClass);
+    }
+    return borrows;
+  };
   for (const RunningFacts& f : cs.running_facts) {
     if (!cs.reference && !may_take(f)) continue;
+    if (!cs.reference) {
+      if (f.flags & RunningFacts::kVictim) continue;
+      const bool same_queue = f.queue == e.job->queue.value;
+      const bool by_las = cs.cfg.in_queue_las && !may_reclaim && same_queue && f.prio == e.prio && f.las > e.las;
+      auto borrows = [&] {
+        if (!(f.flags & RunningFacts::kHoldsGpu)) return true;
+        return f.flags & RunningFacts::kAnyOnly ? borrows_any(f.queue) : cs.ledger->borrows(facts(cs.entries[f.entry]));
+      };
+      const bool by_priority =
+          may_priority && !(f.flags & RunningFacts::kProtected) && (f.flags & RunningFacts::kPreemptible) &&
+          ((f.prio < e.prio && (same_queue || borrows() || cs.cfg.order == JobOrder::kLeastAttained)) || by_las);
+      const bool by_reclaim =
+          may_reclaim && !same_queue && cs.ledger->reclaimable(facts(cs.entries[f.entry]), claimant, reclaim_classes);
+      if (!by_priority && !by_reclaim) continue;
+      const bool inside_own = !by_priority && cs.ledger->inside_own_guarantee(QueueId(f.queue), reclaim_classes);
+      cands.push_back({f.entry, f.cost, by_priority, false, inside_own, by_reclaim, &f});
+      continue;
+    }
     const size_t i = f.entry;
     const Entry& v = cs.entries[i];
     const Job& vj = *v.job;
@@ -392,6 +425,13 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
     std::vector<uint32_t> touched;
     for (size_t k = 0; k < cands.size(); ++k) {
       if (cands[k].leaving) continue;
+      if (const RunningFacts* f = cands[k].fact; f && (f->flags & RunningFacts::kOneNode)) {  // one group
+        const uint32_t n = group(cs.work.node(NodeId(f->node)));
+        room_on[n] += f->held_milli;
+        at.emplace_back(n, k), cost_on[n] += cands[k].cost, inside_on[n] += cands[k].inside_own;
+        top_class_on[n] = std::max(top_class_on[n], f->class_value);
+        continue;
+      }
       touched.clear();
       for (const TaskPlacement& p : cs.entries[cands[k].idx].holding) {
         const uint32_t gid = group(cs.work.node(p.node));
