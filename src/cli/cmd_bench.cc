@@ -113,7 +113,9 @@ void register_bench(CLI::App& app) {
                      {"small_ms_max", r->small_ms_max},
                      {"small_starts", r->small_starts},
                      {"small_preemptions", r->small_preemptions},
-                     {"small_pending_after", r->small_pending}};
+                     {"small_pending_after", r->small_pending},
+                     {"cycle_cpu_ms_p50", r->cycle_cpu_ms_p50},
+                     {"small_cpu_ms_p50", r->small_cpu_ms_p50}};
     if (*cjson == "-") {
       std::cout << j.dump(2) << "\n";
       return;
@@ -127,6 +129,8 @@ void register_bench(CLI::App& app) {
                 "%lld preemptions, %lld pending after\n", co->small_arrivals, co->small_finishes, r->small_ms_p50,
                 r->small_ms_p99, r->small_ms_max, (long long)r->small_starts, (long long)r->small_preemptions,
                 (long long)r->small_pending);
+    std::printf("  CPU time per cycle (p50): full %.1f ms, after a small change %.1f ms\n", r->cycle_cpu_ms_p50,
+                r->small_cpu_ms_p50);
     std::printf("  first cycle: %lld starts, %lld preemptions, %lld pending (%lld holding a reservation, %lld held back "
                 "by it)\n",
                 (long long)r->starts, (long long)r->preemptions, (long long)r->pending, (long long)r->reserved,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <vector>
 
 #include "core/cluster.h"
@@ -112,7 +113,16 @@ Result<BenchCycleResult> run_bench_cycle(const BenchCycleOptions& o, const std::
     p99 = pct(0.99);
     max = v.back();
   };
-  std::vector<double> ms;
+  auto cpu_ms = [] {  // this thread's CPU time
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) / 1e6;
+  };
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  std::vector<double> ms, cpu;
   int64_t decisions = 0;
   double seconds = 0;
   const Time now0 = 7200;
@@ -120,7 +130,9 @@ Result<BenchCycleResult> run_bench_cycle(const BenchCycleOptions& o, const std::
   const int steps = o.cycles * 2;
   for (int c = 0; c < o.cycles; ++c) {
     const auto t0 = std::chrono::steady_clock::now();
+    const double c0 = cpu_ms();
     Decisions d = (*sched)->cycle(snap, now0);
+    cpu.push_back(cpu_ms() - c0);
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ms.push_back(dt * 1000);
     seconds += dt;
@@ -138,6 +150,8 @@ Result<BenchCycleResult> run_bench_cycle(const BenchCycleOptions& o, const std::
     if (progress) progress(c + 1, steps);
   }
   percentiles(ms, res.cycle_ms_p50, res.cycle_ms_p99, res.cycle_ms_max);
+  res.cycle_cpu_ms_p50 = median(cpu);
+  cpu.clear();
   res.decisions_per_s = seconds > 0 ? double(decisions) / seconds : 0;
 
   // After a small change: apply the first cycle, then per step end some running jobs, add arrivals,
@@ -172,7 +186,9 @@ Result<BenchCycleResult> run_bench_cycle(const BenchCycleOptions& o, const std::
     for (int a = 0; a < o.small_arrivals; ++a) snap.jobs.push_back(make_job(next_id++, now));
     reindex();
     const auto t0 = std::chrono::steady_clock::now();
+    const double c0 = cpu_ms();
     Decisions d = (*sched)->cycle(snap, now);
+    cpu.push_back(cpu_ms() - c0);
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     res.small_starts += int64_t(d.start.size());
     res.small_preemptions += int64_t(d.preempt.size());
@@ -182,6 +198,7 @@ Result<BenchCycleResult> run_bench_cycle(const BenchCycleOptions& o, const std::
     if (progress) progress(o.cycles + c + 1, steps);
   }
   percentiles(ms, res.small_ms_p50, res.small_ms_p99, res.small_ms_max);
+  res.small_cpu_ms_p50 = median(cpu);
   return res;
 }
 

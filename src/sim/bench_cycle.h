@@ -42,6 +42,9 @@ struct BenchCycleResult {
   double small_ms_p50 = 0, small_ms_p99 = 0, small_ms_max = 0;
   int64_t small_starts = 0, small_preemptions = 0;  // summed over the small-change cycles
   int64_t small_pending = 0;                        // after the last small-change cycle
+  // Medians of the thread's CPU time per cycle (full, small change): on a shared machine the wall
+  // times above include waits for a core; these do not.
+  double cycle_cpu_ms_p50 = 0, small_cpu_ms_p50 = 0;
 };
 
 Result<BenchCycleResult> run_bench_cycle(const BenchCycleOptions& o, const std::function<void(int, int)>& progress = {});

@@ -138,11 +138,13 @@ void collect_entries(CycleState& cs) {
     e.job = j;
     e.running = j->state != JobState::kPending;
     if (validate(cs, e)) {
+      if (!e.running) e.shape = cs.shape_ids.try_emplace(shape_key(gang_of(cs, e)), uint32_t(cs.shape_ids.size())).first->second;
       cs.entries.push_back(std::move(e));
     } else if (!e.running) {
       cs.invalid.push_back(std::move(e));
     }
   }
+  cs.no_room.assign(cs.shape_ids.size(), std::nullopt);
   for (size_t i = 0; i < cs.entries.size(); ++i)
     if (cs.reference || cs.entries[i].running) cs.running.push_back(i);
   cs.running_facts.reserve(cs.running.size());

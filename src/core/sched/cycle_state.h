@@ -68,6 +68,7 @@ struct Entry {
   Time end = 0;          // running or started: when it is expected to free its resources
   Time estimated_start = -1;  // pending: when known (reservation, MIG layout ready)
   std::vector<TaskPlacement> holding;  // running: its placement as it stands (instances exist)
+  uint32_t shape = 0;    // pending: its gang's shape (CycleState::shape_ids)
   std::string reason;    // why it waits (pending)
   WaitCategory wait = WaitCategory::kOther;  // the reason's category
 };
@@ -266,7 +267,10 @@ struct CycleState {
 
   // ---- Caches ----
   mutable std::deque<std::pair<const GpuModel*, std::string>> class_cache;  // accounted_class()
-  std::unordered_map<std::string, NoRoom> no_room;    // by shape_key
+  // Pending entries' shapes (shape_key of gang_of), numbered as collect_entries meets them
+  // (Entry::shape), and per shape what it found when it found no room this cycle.
+  std::unordered_map<std::string, uint32_t> shape_ids;
+  std::vector<std::optional<NoRoom>> no_room;
   std::map<std::pair<std::string, int64_t>, ClassAmounts> asked;  // amounts_of(class, milli), shared by entries
   std::unordered_set<std::string> no_victims;         // (shape, class, queue) preemption found nothing for
   std::unordered_set<std::string> no_room_off_reservation;  // shapes that found no room off the reserved nodes

@@ -23,24 +23,32 @@ void try_job(CycleState& cs, Entry& e) {
     e.reason = lim.message();
     return;
   }
-  Gang gang = gang_of(cs, e);
-  const std::string shape = shape_key(gang);
-  if (auto it = cs.no_room.find(shape); it != cs.no_room.end()) {
-    if (it->second.wait == WaitCategory::kMigReconfiguring && gang.task.mig() && claim_gpu_for_mig(cs, e, gang)) {
+  if (const std::optional<NoRoom>& memo = cs.no_room[e.shape]) {
+    // Its shape found no room earlier this cycle. The common case (no MIG, preemption's budget spent
+    // or nothing to ask for, a reservation held) needs neither its gang nor the engine.
+    const NoRoom& it = *memo;
+    std::optional<Gang> g;
+    auto gang = [&]() -> const Gang& { return g ? *g : g.emplace(gang_of(cs, e)); };
+    const bool mig = e.job->gang.task.mig();  // gang_of keeps the task's MIG profile
+    if (it.wait == WaitCategory::kMigReconfiguring && mig && claim_gpu_for_mig(cs, e, gang())) {
       e.wait = WaitCategory::kMigReconfiguring;
-      e.reason = it->second.reason + "; an idle GPU is held for it, to be repartitioned";
+      e.reason = it.reason + "; an idle GPU is held for it, to be repartitioned";
       e.no_room = e.short_of_room = true;
       return;
     }
-    if (it->second.wait == WaitCategory::kMigReconfiguring && gang.task.mig() && reclaim_gpu_for_mig(cs, e, gang, true)) return;
-    if (const VictimSearch s = try_preempt_now(cs, e, gang); !s.preempting()) {
-      e.wait = it->second.wait;
-      (e.reason = it->second.reason) += leaving_note(s);
+    if (it.wait == WaitCategory::kMigReconfiguring && mig && reclaim_gpu_for_mig(cs, e, gang(), true)) return;
+    VictimSearch s;  // try_preempt finds none without a budget or an amount: not asked then
+    if (cs.preemptions < cs.cfg.max_preemptions_per_cycle && e.milli > 0) s = try_preempt_now(cs, e, gang());
+    if (!s.preempting()) {
+      e.wait = it.wait;
+      (e.reason = it.reason) += leaving_note(s);
       e.short_of_room = true;
-      no_room(cs, e, gang);
+      if (!cs.cfg.backfill || cs.res.active) e.no_room = true;  // what no_room() does then
+      else no_room(cs, e, gang());
     }
     return;
   }
+  Gang gang = gang_of(cs, e);
   PlaceNow now = place_now(cs, e, gang);
   PlacementResult& r = now.result;
   if (r.outcome == Outcome::kPlaced) {
@@ -99,7 +107,7 @@ void try_job(CycleState& cs, Entry& e) {
     // MIG mode is not permanent: the planner can change idle GPUs for it.
     r.reason = gang.task.mig() ? "needs a " + gang.task.mig_profile + " MIG instance; no GPU that offers one is in MIG mode now"
                                : "needs whole GPUs; the GPUs that could hold it are in MIG mode now";
-    cs.no_room[shape] = {r.reason, WaitCategory::kMigReconfiguring};
+    cs.no_room[e.shape] = NoRoom{r.reason, WaitCategory::kMigReconfiguring};
     const bool claimed = gang.task.mig() && claim_gpu_for_mig(cs, e, gang);
     if (!claimed && gang.task.mig() && reclaim_gpu_for_mig(cs, e, gang, true)) return;
     e.wait = WaitCategory::kMigReconfiguring;
@@ -117,7 +125,7 @@ void try_job(CycleState& cs, Entry& e) {
   // Room that exists only outside the one domain a spread gang requires is a topology wait.
   const WaitCategory wait = gang.topology.mode == TopologyMode::kRequired && gang.tasks > 1 ? WaitCategory::kTopology
                                                                                            : WaitCategory::kCapacity;
-  cs.no_room[shape] = {r.reason, wait};
+  cs.no_room[e.shape] = NoRoom{r.reason, wait};
   VictimSearch s;
   if (r.outcome == Outcome::kRetryLater) s = try_preempt_now(cs, e, gang);
   if (s.preempting()) return;
