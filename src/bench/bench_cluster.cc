@@ -381,9 +381,9 @@ Result<BenchClusterResult> run_bench_cluster(const BenchClusterOptions& o, const
   res.start_ms_p99 = pct(start_ms, 0.99);
   res.start_ms_max = start_ms.empty() ? 0 : *std::max_element(start_ms.begin(), start_ms.end());
   // The cycle and the controller's part of heartbeats, from the histograms' change over the workload.
-  auto over_workload = [&](const char* name) {
-    auto h0 = parse_histogram(metrics0, name);
-    auto h1 = parse_histogram(metrics1, name);
+  auto over_workload = [&](const char* name, const std::string& labels = "") {
+    auto h0 = parse_histogram(metrics0, name, labels);
+    auto h1 = parse_histogram(metrics1, name, labels);
     if (h0.size() == h1.size())
       for (size_t i = 0; i < h1.size(); ++i) h1[i].second -= h0[i].second;
     return h1;
@@ -395,6 +395,9 @@ Result<BenchClusterResult> run_bench_cluster(const BenchClusterOptions& o, const
   const auto beat = over_workload("tessera_agent_heartbeat_seconds");
   res.hb_server_ms_p50 = histogram_quantile(beat, 0.5) * 1000;
   res.hb_server_ms_p99 = histogram_quantile(beat, 0.99) * 1000;
+  const auto served = over_workload("tessera_api_request_duration_seconds", "route=\"/api/v1/agent/heartbeat\"");
+  res.hb_http_ms_p50 = histogram_quantile(served, 0.5) * 1000;
+  res.hb_http_ms_p99 = histogram_quantile(served, 0.99) * 1000;
   // Heartbeats.
   const std::vector<double> rtt = fleet.heartbeat_rtts_ms();
   const FleetStats fs = fleet.stats();

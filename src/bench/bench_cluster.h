@@ -93,6 +93,9 @@ struct BenchClusterResult {
   // tessera_agent_heartbeat_seconds histogram over the workload (bucket-estimated): the round trip
   // less this is the HTTP server's, the network's and the hollow nodes' share.
   double hb_server_ms_p50 = 0, hb_server_ms_p99 = 0;
+  // The same beats in the controller's HTTP server: from their headers' arrival to the answer being
+  // ready (tessera_api_request_duration_seconds of the heartbeat route; bucket-estimated).
+  double hb_http_ms_p50 = 0, hb_http_ms_p99 = 0;
   std::string last_fleet_error;
   // The controller.
   double controller_cpu_s = 0, controller_cpu_s_total = 0, wall_s = 0;
@@ -120,6 +123,9 @@ std::string bench_cluster_table(const BenchClusterResult& r);
 // bucket last, bound = infinity), by linear interpolation inside the bucket; 0 when empty.
 double histogram_quantile(const std::vector<std::pair<double, double>>& cumulative, double q);
 // The cumulative buckets of histogram `name` in a /metrics text (no labels besides le).
-std::vector<std::pair<double, double>> parse_histogram(const std::string& metrics_text, const std::string& name);
+// `labels`: the series' labels before `le`, as rendered (e.g. route="/api/v1/agent/heartbeat"); empty
+// for a histogram without labels.
+std::vector<std::pair<double, double>> parse_histogram(const std::string& metrics_text, const std::string& name,
+                                                       const std::string& labels = "");
 
 }  // namespace tessera::bench

@@ -64,6 +64,19 @@ TEST(BenchClusterReport, HistogramQuantileInterpolatesInsideBuckets) {
   EXPECT_EQ(histogram_quantile({}, 0.5), 0);
 }
 
+TEST(BenchClusterReport, HistogramOfOneLabelledSeries) {
+  const std::string text =
+      "tessera_api_request_duration_seconds_bucket{route=\"/api/v1/jobs\",le=\"0.01\"} 7\n"
+      "tessera_api_request_duration_seconds_bucket{route=\"/api/v1/jobs\",le=\"+Inf\"} 9\n"
+      "tessera_api_request_duration_seconds_bucket{route=\"/api/v1/agent/heartbeat\",le=\"0.01\"} 3\n"
+      "tessera_api_request_duration_seconds_bucket{route=\"/api/v1/agent/heartbeat\",le=\"+Inf\"} 4\n";
+  const auto h = parse_histogram(text, "tessera_api_request_duration_seconds", "route=\"/api/v1/agent/heartbeat\"");
+  ASSERT_EQ(h.size(), 2u);
+  EXPECT_EQ(h[0].second, 3);
+  EXPECT_EQ(h[1].second, 4);
+  EXPECT_TRUE(parse_histogram(text, "tessera_api_request_duration_seconds").empty());  // no series without labels
+}
+
 TEST(BenchClusterOptions, RefusedWithTheFlagNamed) {
   BenchClusterOptions o;
   o.nodes = 0;
@@ -158,6 +171,8 @@ TEST(BenchCluster, SmallStormAllSucceed) {
   EXPECT_LE(r->hb_ms_p50, r->hb_ms_p99);
   EXPECT_GT(r->hb_server_ms_p50, 0);  // the controller's part, from its own histogram
   EXPECT_LE(r->hb_server_ms_p50, r->hb_server_ms_p99);
+  EXPECT_GT(r->hb_http_ms_p50, 0);  // the same beats in the HTTP server, from the route's histogram
+  EXPECT_LE(r->hb_http_ms_p50, r->hb_http_ms_p99);
   EXPECT_GT(r->cycles, 0);
   EXPECT_GT(r->peak_rss_mb, 1);
   EXPECT_GT(r->store_mb, 0);
