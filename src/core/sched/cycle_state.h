@@ -45,15 +45,18 @@ inline int64_t placement_milli(const std::vector<TaskPlacement>& ps) {
   return m;
 }
 
-// Per-job facts for one cycle.
-struct Entry {
+// Per-job facts for one cycle. The fields every pending job's turn reads come first, in one cache
+// line (the order visits entries in no memory order); what running jobs and reasons use follows.
+struct alignas(64) Entry {
   const Job* job = nullptr;
   const PriorityClass* pc = nullptr;
-  std::string cls;       // quota class of the request ("any" or a model class)
-  std::vector<std::string> classes;  // pending: accounted classes it could be placed in (request_classes)
-  int64_t milli = 0;     // GPU amount (running: held; pending: requested)
-  ClassAmounts held;     // running: per class, from the models of the GPUs it holds (and "any")
   const ClassAmounts* asked = nullptr;  // pending: per class what it asks (CycleState::asked)
+  int64_t milli = 0;     // GPU amount (running: held; pending: requested)
+  int64_t prio = 0;      // order and preemption rank: class value (x16), plus the LAS level bonus
+  int las = 0;           // attained-service level: 0 below the first threshold, then 1, 2, ...
+  uint32_t user = 0;     // dense user index (OrderJob::user)
+  uint32_t shape = 0;    // pending: its gang's shape (CycleState::shape_ids)
+  int start_index = -1;  // index in Decisions::start when started this cycle
   bool running = false;
   bool victim = false;   // chosen as a victim this cycle
   bool started = false;  // started this cycle
@@ -61,16 +64,14 @@ struct Entry {
   bool no_room = false;  // pending: the engine found no room now and no preemption helps
   bool short_of_room = false;  // pending for lack of room (now or on any node), not for a rule or order
   bool awaits_move = false;  // moved: waits for its new GPUs, still held by jobs leaving (start_moved)
-  int64_t prio = 0;      // order and preemption rank: class value (x16), plus the LAS level bonus
-  int las = 0;           // attained-service level: 0 below the first threshold, then 1, 2, ...
-  uint32_t user = 0;     // dense user index (OrderJob::user)
-  int start_index = -1;  // index in Decisions::start when started this cycle
+  WaitCategory wait = WaitCategory::kOther;  // the reason's category
+  std::string reason;    // why it waits (pending)
+  std::string cls;       // quota class of the request ("any" or a model class)
+  std::vector<std::string> classes;  // pending: accounted classes it could be placed in (request_classes)
+  ClassAmounts held;     // running: per class, from the models of the GPUs it holds (and "any")
   Time end = 0;          // running or started: when it is expected to free its resources
   Time estimated_start = -1;  // pending: when known (reservation, MIG layout ready)
   std::vector<TaskPlacement> holding;  // running: its placement as it stands (instances exist)
-  uint32_t shape = 0;    // pending: its gang's shape (CycleState::shape_ids)
-  std::string reason;    // why it waits (pending)
-  WaitCategory wait = WaitCategory::kOther;  // the reason's category
 };
 
 // A placement re-applied after a release: MIG instances it created or destroyed exist as they are now.
