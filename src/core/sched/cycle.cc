@@ -11,7 +11,9 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 namespace tessera::sched {
@@ -133,18 +135,22 @@ void collect_entries(CycleState& cs) {
   for (const GpuModel* m : models)
     if (const std::string* c = accounted_class(cs, m)) cs.present_classes.insert(*c);
   cs.entries.reserve(jobs.size());
+  std::unordered_map<std::string_view, uint32_t> users;  // dense, by first appearance (entries by id)
+  users.reserve(jobs.size());
   for (const Job* j : jobs) {
     Entry e;
     e.job = j;
     e.running = j->state != JobState::kPending;
     if (validate(cs, e)) {
       if (!e.running) e.shape = cs.shape_ids.try_emplace(shape_key(gang_of(cs, e)), uint32_t(cs.shape_ids.size())).first->second;
+      e.user = users.emplace(j->user, uint32_t(users.size())).first->second;
       cs.entries.push_back(std::move(e));
     } else if (!e.running) {
       cs.invalid.push_back(std::move(e));
     }
   }
   cs.no_room.assign(cs.shape_ids.size(), std::nullopt);
+  cs.users = users.size();
   for (size_t i = 0; i < cs.entries.size(); ++i)
     if (cs.reference || cs.entries[i].running) cs.running.push_back(i);
   cs.running_facts.reserve(cs.running.size());

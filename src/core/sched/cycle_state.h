@@ -223,6 +223,7 @@ struct CycleState {
   std::set<std::string> quota_classes;  // classes some queue guarantees or limits (plus "any")
   std::set<std::string> present_classes;  // of those (not "any"), the classes of some node's GPUs
   std::vector<Entry> entries;           // valid jobs, by id
+  size_t users = 0;                     // distinct users among them (Entry::user is below this)
   std::vector<Entry> invalid;           // pending jobs that cannot be scheduled, by id
   // Indices of the running entries (kRunning or kCheckpointing in the snapshot), ascending: what
   // victim scans walk instead of every entry (the reference run: every index; scans still test

@@ -65,16 +65,13 @@ OrderInput order_input(const CycleState& cs, size_t users) {
 }
 
 void order_and_place(CycleState& cs) {
-  std::unordered_map<std::string_view, uint32_t> users;  // dense, by first appearance (entries by id)
-  users.reserve(cs.entries.size());
-  for (Entry& e : cs.entries) e.user = users.emplace(e.job->user, uint32_t(users.size())).first->second;
   start_moved(cs);
   const JobOrderPolicy& policy = job_order_policy(cs.cfg.order);
   const OrderRules rules = policy.rules();
   // A reservation made in an earlier cycle holds: its holder goes before every job of its tier, of
   // its class or below, that was not ahead of it when it was made; at its tier's end at the latest.
   const std::optional<size_t> holder = rules.holds_reservation ? reservation_holder(cs) : std::nullopt;
-  OrderInput in = order_input(cs, users.size());
+  OrderInput in = order_input(cs, cs.users);
   std::vector<size_t> entry_of;  // per OrderInput::jobs: its index in cs.entries
   for (size_t i = 0; i < cs.entries.size(); ++i)
     if (!cs.entries[i].running && !cs.entries[i].started && !cs.entries[i].awaits_move && i != holder) {
@@ -131,11 +128,12 @@ std::optional<size_t> reservation_holder(const CycleState& cs) {
   const HeldReservation& r = *cs.snap.reservation;
   if (cs.cfg.reservation_slip > 0 && cs.now > (r.promised >= 0 ? r.promised : r.start) + cs.cfg.reservation_slip)
     return std::nullopt;  // lapsed: the room did not come as promised
-  for (size_t i = 0; i < cs.entries.size(); ++i)
-    if (cs.entries[i].job->id == cs.snap.reservation->job)
-      return !cs.entries[i].running && !cs.entries[i].started && !cs.entries[i].awaits_move ? std::optional<size_t>(i)
-                                                                                               : std::nullopt;
-  return std::nullopt;
+  // Entries are by id.
+  const auto it = std::lower_bound(cs.entries.begin(), cs.entries.end(), cs.snap.reservation->job,
+                                   [](const Entry& e, JobId id) { return e.job->id < id; });
+  if (it == cs.entries.end() || it->job->id != cs.snap.reservation->job) return std::nullopt;
+  return !it->running && !it->started && !it->awaits_move ? std::optional<size_t>(size_t(it - cs.entries.begin()))
+                                                          : std::nullopt;
 }
 
 bool was_ahead_of_holder(const CycleState& cs, size_t i) {
