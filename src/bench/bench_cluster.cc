@@ -398,6 +398,9 @@ Result<BenchClusterResult> run_bench_cluster(const BenchClusterOptions& o, const
   const auto served = over_workload("tessera_api_request_duration_seconds", "route=\"/api/v1/agent/heartbeat\"");
   res.hb_http_ms_p50 = histogram_quantile(served, 0.5) * 1000;
   res.hb_http_ms_p99 = histogram_quantile(served, 0.99) * 1000;
+  const auto sent = over_workload("tessera_api_request_sent_seconds", "route=\"/api/v1/agent/heartbeat\"");
+  res.hb_sent_ms_p50 = histogram_quantile(sent, 0.5) * 1000;
+  res.hb_sent_ms_p99 = histogram_quantile(sent, 0.99) * 1000;
   // Heartbeats.
   const std::vector<double> rtt = fleet.heartbeat_rtts_ms();
   const FleetStats fs = fleet.stats();

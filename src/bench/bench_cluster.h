@@ -96,6 +96,8 @@ struct BenchClusterResult {
   // The same beats in the controller's HTTP server: from their headers' arrival to the answer being
   // ready (tessera_api_request_duration_seconds of the heartbeat route; bucket-estimated).
   double hb_http_ms_p50 = 0, hb_http_ms_p99 = 0;
+  // ... and to their answer sent (tessera_api_request_sent_seconds of the route).
+  double hb_sent_ms_p50 = 0, hb_sent_ms_p99 = 0;
   std::string last_fleet_error;
   // The controller.
   double controller_cpu_s = 0, controller_cpu_s_total = 0, wall_s = 0;

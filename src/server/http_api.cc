@@ -194,6 +194,7 @@ void HttpApi::configure(HttpServer& s) {
     }
     return HttpServer::Hook::kContinue;
   });
+  s.set_sent_observer(observe_request_sent);
   s.set_logger([](const httplib::Request& req, const httplib::Response& res, double seconds) {
     observe_request(req, res, seconds);
     if (spdlog::should_log(spdlog::level::debug))

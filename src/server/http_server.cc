@@ -154,8 +154,16 @@ struct Access {
     return MHD_YES;
   }
 
-  static void on_completed(void*, MHD_Connection*, void** con_cls, MHD_RequestTerminationCode) {
-    delete static_cast<HttpServer::Call*>(*con_cls);
+  static void on_completed(void* cls, MHD_Connection*, void** con_cls, MHD_RequestTerminationCode code) {
+    auto* self = static_cast<HttpServer*>(cls);
+    auto* call = static_cast<HttpServer::Call*>(*con_cls);
+    if (call && self->sent_ && code == MHD_REQUEST_TERMINATED_COMPLETED_OK && call->res.status > 0) {
+      try {
+        self->sent_(call->req, call->res, std::chrono::duration<double>(std::chrono::steady_clock::now() - call->started).count());
+      } catch (...) {
+      }
+    }
+    delete call;
     *con_cls = nullptr;
   }
 };

@@ -98,6 +98,9 @@ class HttpServer {
   void PostDeferred(const std::string& pattern, DeferredHandler h);
   void set_pre_routing(PreRouting f) { pre_routing_ = std::move(f); }
   void set_logger(Logger f) { logger_ = std::move(f); }
+  // Called once MHD has sent a request's whole answer, with the seconds since its headers arrived
+  // (what a client waits, less the network). On an I/O thread; must not block.
+  void set_sent_observer(Logger f) { sent_ = std::move(f); }
   void set_error_body(ErrorBody f) { error_body_ = std::move(f); }
 
   // Binds, listens and serves on its own threads. Errors name the address and the cause.
@@ -131,6 +134,7 @@ class HttpServer {
   std::vector<Route> routes_;
   PreRouting pre_routing_;
   Logger logger_;
+  Logger sent_;
   ErrorBody error_body_;
   HttpServerOptions options_;
   MHD_Daemon* daemon_ = nullptr;

@@ -19,15 +19,20 @@ struct ApiMetrics {
   metrics::Registry registry;
   metrics::CounterFamily* requests = nullptr;
   metrics::HistogramFamily* duration = nullptr;
+  metrics::HistogramFamily* sent = nullptr;
   ApiMetrics() {
     auto c = registry.counter("tessera_api_requests_total",
                               "HTTP requests answered, by route pattern, method and status code.", {"route", "method", "code"});
     auto h = registry.histogram("tessera_api_request_duration_seconds",
                                 "HTTP request handling time by route pattern, seconds.", {"route"},
                                 metrics::latency_buckets());
-    if (!c.ok() || !h.ok()) std::abort();  // constant names: covered by the metrics tests
+    auto s = registry.histogram("tessera_api_request_sent_seconds",
+                                "HTTP requests from their headers' arrival to their answer sent, by route pattern, seconds.",
+                                {"route"}, metrics::latency_buckets());
+    if (!c.ok() || !h.ok() || !s.ok()) std::abort();  // constant names: covered by the metrics tests
     requests = *c;
     duration = *h;
+    sent = *s;
   }
 };
 
@@ -94,6 +99,10 @@ void observe_request(const httplib::Request& req, const httplib::Response& res, 
   ApiMetrics& m = api_metrics();
   m.requests->inc({route, method, code});
   m.duration->observe({route}, seconds);
+}
+
+void observe_request_sent(const httplib::Request& req, const httplib::Response&, double seconds) {
+  api_metrics().sent->observe({route_pattern(req.path)}, seconds);
 }
 
 void register_metrics_routes(HttpServer& s, Controller& c, const Authenticator& auth) {

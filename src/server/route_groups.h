@@ -30,6 +30,8 @@ void register_report_routes(HttpServer& s, Controller& c, const Authenticator& a
 void register_metrics_routes(HttpServer& s, Controller& c, const Authenticator& auth);
 // Every request once answered, with its handling time: API latency by route and code.
 void observe_request(const httplib::Request& req, const httplib::Response& res, double seconds);
+// The same request once its answer is sent (HttpServer::set_sent_observer): time to the last byte.
+void observe_request_sent(const httplib::Request& req, const httplib::Response& res, double seconds);
 // The portal: / and its static assets (server/portal_routes.cc).
 void register_portal_routes(HttpServer& s);
 

@@ -173,6 +173,8 @@ TEST(BenchCluster, SmallStormAllSucceed) {
   EXPECT_LE(r->hb_server_ms_p50, r->hb_server_ms_p99);
   EXPECT_GT(r->hb_http_ms_p50, 0);  // the same beats in the HTTP server, from the route's histogram
   EXPECT_LE(r->hb_http_ms_p50, r->hb_http_ms_p99);
+  EXPECT_GT(r->hb_sent_ms_p50, 0);  // and until their answers were sent
+  EXPECT_LE(r->hb_sent_ms_p50, r->hb_sent_ms_p99);
   EXPECT_GT(r->cycles, 0);
   EXPECT_GT(r->peak_rss_mb, 1);
   EXPECT_GT(r->store_mb, 0);

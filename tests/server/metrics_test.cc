@@ -485,6 +485,8 @@ TEST_F(MetricsE2E, ScrapeIsValidAndFollowsTheCluster) {
   EXPECT_GE(server::value_of(after, "tessera_api_requests_total",
                              {{"route", "/api/v1/jobs/{id}"}, {"method", "GET"}, {"code", "200"}}), 1);
   EXPECT_GE(server::value_of(after, "tessera_api_request_duration_seconds_count", {{"route", "/api/v1/jobs/{id}"}}), 1);
+  // Counted once the answer is sent (the client may read it a moment before).
+  EXPECT_TRUE(eventually([&] { return value("tessera_api_request_sent_seconds_count", {{"route", "/api/v1/jobs"}}) >= 1; }));
   for (const Sample& s : after)
     for (const auto& [k, v] : s.labels)
       EXPECT_TRUE(k != "route" || v.find("/jobs/" + std::to_string(id)) == std::string::npos) << "raw path in " << v;
