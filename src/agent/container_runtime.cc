@@ -305,6 +305,14 @@ Result<std::unique_ptr<RunningTask>> PodmanRuntime::start(const ContainerLaunch&
     if (eq != std::string::npos) client.env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   client.log_path = l.log_path;
+  // conmon, which podman starts beside the container, writes an "oom" marker into its working
+  // directory when the kernel kills the container for memory: keep it in the agent's own directory,
+  // not wherever the agent was started.
+  if (const fs::path own = fs::path(!l.env_file.empty() ? l.env_file : l.log_path).parent_path(); !own.empty()) {
+    std::error_code ec;
+    fs::create_directories(own, ec);
+    client.working_dir = own.string();
+  }
   auto p = TaskProcess::start(client);
   if (!p.ok()) return p.error();
   return std::unique_ptr<RunningTask>(new PodmanTask(o_, l, std::move(*p)));
