@@ -307,8 +307,9 @@ Result<std::unique_ptr<RunningTask>> PodmanRuntime::start(const ContainerLaunch&
   client.log_path = l.log_path;
   // conmon, which podman starts beside the container, writes an "oom" marker into its working
   // directory when the kernel kills the container for memory: keep it in the agent's own directory,
-  // not wherever the agent was started.
-  if (const fs::path own = fs::path(!l.env_file.empty() ? l.env_file : l.log_path).parent_path(); !own.empty()) {
+  // not wherever the agent was started. (Only for absolute paths: the client's arguments may name
+  // files relative to the agent's directory; the agent's own are absolute.)
+  if (const fs::path own = fs::path(!l.env_file.empty() ? l.env_file : l.log_path).parent_path(); own.is_absolute()) {
     std::error_code ec;
     fs::create_directories(own, ec);
     client.working_dir = own.string();
