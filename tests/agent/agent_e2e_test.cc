@@ -321,10 +321,14 @@ TEST(Agents, FailedTaskFailsTheJobAndCancelKillsTheProcessTree) {
 TEST(Agents, GpusOfACancelledJobStayHeldUntilItsProcessesAreGone) {
   Cluster c(1);
   ASSERT_TRUE(c.all_ready(1)) << c.agent_output();
-  // Ignores TERM: only the KILL after the agent's 3 s stop grace ends it.
-  const int64_t stubborn = c.submit(Json{{"name", "stubborn"}, {"queue", "default"}, {"resources", {{"gpus", 4}}},
-                                         {"command", {"/bin/sh", "-c", "trap '' TERM; sleep 1000 & wait; sleep 1000"}}});
-  ASSERT_TRUE(eventually([&] { return !c.agents[0]->task_pids().empty(); }, 20)) << c.agent_output();
+  // Ignores TERM: only the KILL after the agent's 3 s stop grace ends it. It says when its trap is
+  // set: a TERM that came before would end it at once (a loaded machine showed that race).
+  const std::string out = task_writable_dir("tessera-stubborn");
+  const int64_t stubborn =
+      c.submit(Json{{"name", "stubborn"}, {"queue", "default"}, {"resources", {{"gpus", 4}}},
+                    {"command", {"/bin/sh", "-c", "trap '' TERM; touch " + out + "/trapped; sleep 1000 & wait; sleep 1000"}}});
+  ASSERT_TRUE(eventually([&] { return std::filesystem::exists(out + "/trapped"); }, 20)) << c.agent_output();
+  ASSERT_FALSE(c.agents[0]->task_pids().empty()) << c.agent_output();
   ASSERT_EQ(c.server.post("/api/v1/jobs/" + std::to_string(stubborn) + "/cancel", c.server.admin_token(), Json::object()).status, 200);
   const int64_t next = c.submit(Json{{"name", "next"}, {"queue", "default"}, {"resources", {{"gpus", 4}}},
                                      {"command", {"/bin/sh", "-c", "echo started"}}});
@@ -333,6 +337,7 @@ TEST(Agents, GpusOfACancelledJobStayHeldUntilItsProcessesAreGone) {
   EXPECT_EQ(c.job(next).value("state", ""), "pending") << "its GPUs are still held by the stopping process";
   ASSERT_TRUE(c.wait_state(next, "succeeded", 20)) << c.job(next).dump(2) << c.agent_output();
   EXPECT_TRUE(c.agents[0]->task_pids().empty());
+  std::filesystem::remove_all(out);
 }
 
 TEST(Agents, ControllerRestartLosesNothingAndStartsNothingTwice) {
