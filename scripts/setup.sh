@@ -13,6 +13,8 @@ packages=(
   # and the static libc and libstdc++ that g++ brings (libc6-dev, libstdc++-12-dev).
   libyaml-cpp-dev libsqlite3-dev libssl-dev libcpp-httplib-dev libspdlog-dev libfmt-dev sqlite3
   libmicrohttpd-dev  # the controller's HTTP server (event-driven: slow clients hold no thread)
+  libpq-dev      # the PostgreSQL store (docs/ha.md)
+  postgresql-15  # its tests start a throwaway PostgreSQL server of their own
   libcurl4-openssl-dev  # tessera bench cluster: thousands of concurrent agent connections (curl multi)
   libjemalloc-dev  # tessera-full's allocator (src/cli/CMakeLists.txt)
   python3-torch  # the distributed-training tests (PyTorch, CPU, gloo)
@@ -35,5 +37,10 @@ echo "setup: installing ${missing[*]}"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
+# PostgreSQL is for tests that start their own throwaway server: no system-wide "main" cluster.
+if [[ " ${missing[*]} " == *" postgresql-15 "* ]] && [ ! -e /etc/postgresql-common/createcluster.conf ]; then
+  $SUDO mkdir -p /etc/postgresql-common
+  echo "create_main_cluster = false" | $SUDO tee /etc/postgresql-common/createcluster.conf >/dev/null
+fi
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -250,10 +250,15 @@ Status copy_database(const Conn& src, const std::string& dst_path) {
     return internal(src.path + " -> " + dst_path + ": backup failed: " +
                     sqlite3_errstr(rc != SQLITE_DONE ? rc : finish_rc) + ": " + sqlite3_errmsg(dst->db.get()));
   }
-  auto mode = dst->query_text("PRAGMA journal_mode = DELETE");
+  return make_self_contained(std::move(*dst));
+}
+
+Status make_self_contained(Conn dst) {
+  const std::string dst_path = dst.path;
+  auto mode = dst.query_text("PRAGMA journal_mode = DELETE");
   if (!mode) return mode.error();
   if (*mode != "delete") return internal(dst_path + ": cannot leave WAL mode (journal_mode " + *mode + ")");
-  if (sqlite3_close(dst->db.release()) != SQLITE_OK) return internal(dst_path + ": close failed");
+  if (sqlite3_close(dst.db.release()) != SQLITE_OK) return internal(dst_path + ": close failed");
   if (Status s = fsync_path(dst_path, false); !s.ok()) return s;
   return fsync_path(parent_dir(dst_path), true);
 }

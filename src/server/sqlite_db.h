@@ -116,5 +116,8 @@ std::string parent_dir(const std::string& path);  // "." for a bare file name
 // existing empty file `dst_path` with the SQLite online backup API; `dst_path` ends self-contained
 // (rollback journal mode, no -wal file) and fsynced.
 Status copy_database(const Conn& src, const std::string& dst_path);
+// Leaves WAL mode (rollback journal), closes `dst` and fsyncs the file and its directory: the file
+// alone is then the whole database.
+Status make_self_contained(Conn dst);
 
 }  // namespace tessera::server::sqlite

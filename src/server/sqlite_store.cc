@@ -295,6 +295,8 @@ class SqliteStore final : public Store {
       bind_text(st, 4, e.actor);
       bind_text(st, 5, e.detail);
       sqlite3_bind_int64(st, 6, e.time_ms >= 0 ? e.time_ms : e.time * 1000);
+      if (e.seq > 0) sqlite3_bind_int64(st, 7, e.seq);  // a copy's; else NULL: the next seq
+      else sqlite3_bind_null(st, 7);
       if (Status s = step(st, "event " + e.kind + " of job " + std::to_string(e.job_id)); !s.ok()) return s;
     }
     for (const TokenRow& t : batch.tokens) {
@@ -386,7 +388,8 @@ Result<SqliteStore::WriteStatements> prepare_writes(const Conn& conn) {
   std::pair<StmtPtr*, const char*> specs[] = {
       {&ws.upsert_job,
        "INSERT OR REPLACE INTO jobs (id, state, queue, user, submitted, record) VALUES (?, ?, ?, ?, ?, ?)"},
-      {&ws.append_event, "INSERT INTO events (job_id, time, kind, actor, detail, time_ms) VALUES (?, ?, ?, ?, ?, ?)"},
+      {&ws.append_event,
+       "INSERT INTO events (job_id, time, kind, actor, detail, time_ms, seq) VALUES (?, ?, ?, ?, ?, ?, ?)"},
       {&ws.upsert_token,
        "INSERT OR REPLACE INTO tokens (hash, user, role, queue, created, revoked, node) VALUES (?, ?, ?, ?, ?, ?, ?)"},
       {&ws.upsert_meta, "INSERT OR REPLACE INTO meta (\"key\", \"value\") VALUES (?, ?)"},

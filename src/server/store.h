@@ -1,5 +1,5 @@
-// The controller's durable store, behind an interface so that PostgreSQL can be added next to the
-// embedded SQLite default. What is stored: jobs (one row per job: indexed columns plus the full record
+// The controller's durable store, behind one interface with two implementations: the embedded SQLite
+// default (open_sqlite_store) and PostgreSQL (open_postgres_store), chosen by `--data` (StoreLocation). What is stored: jobs (one row per job: indexed columns plus the full record
 // as JSON), the append-only event log (every job state change, audit entries; times in seconds and
 // milliseconds), API tokens (hashed), and small metadata values (next job id, ...).
 // Writes are batched: write() queues a batch; batches commit in the order they were queued, several
@@ -32,7 +32,9 @@ struct JobRow {
 };
 
 struct EventRow {
-  int64_t seq = 0;         // assigned by the store on commit (1, 2, ...); ignored on write
+  // Assigned by the store on commit (the last seq + 1) when 0 on write; a copy (copy_store) writes
+  // the source's seq, which must be above every seq already stored.
+  int64_t seq = 0;
   int64_t job_id = 0;      // 0 = not about one job (node changes, audit of denied calls)
   int64_t time = 0;        // unix seconds
   std::string kind;        // "submitted", "started", "checkpoint_requested", "preempted", "denied", ...
@@ -74,9 +76,18 @@ struct StoreStats {
   int64_t transactions = 0;  // transactions (each holds one or more batches)
 };
 
-class Store {
+// What a copy reads of a store: everything but events, and the events page by page.
+class StoreReader {
  public:
-  virtual ~Store() = default;
+  virtual ~StoreReader() = default;
+  // Everything but events (they are read per job or by range).
+  virtual Result<LoadedState> load() = 0;
+  // Events with seq > after_seq, in seq order, at most `limit`.
+  virtual Result<std::vector<EventRow>> events_after(int64_t after_seq, int64_t limit) = 0;
+};
+
+class Store : public StoreReader {
+ public:
   // Queues `batch`; `done` (may be empty) runs once it is durable or has failed. Batches commit in
   // the order write() was called.
   virtual void write(WriteBatch batch, std::function<void(Status)> done) = 0;
@@ -84,15 +95,12 @@ class Store {
   Status write_sync(WriteBatch batch);
   // Blocks until every batch queued before the call has committed (or failed).
   virtual void flush() = 0;
-  // Everything but events (they are read per job or by range).
-  virtual Result<LoadedState> load() = 0;
   // Events of one job in seq order; job_id 0 gives the events not about a job.
   virtual Result<std::vector<EventRow>> events_for_job(int64_t job_id) = 0;
-  // Events with seq > after_seq, in seq order, at most `limit`.
-  virtual Result<std::vector<EventRow>> events_after(int64_t after_seq, int64_t limit) = 0;
   // An online, consistent copy of the whole store to `path` (which must not exist, created 0600),
-  // taken while writes go on. The copy is itself a valid store: a store (or copy) that fails the
-  // quick check is refused and nothing is left at `path`.
+  // taken while writes go on, as a SQLite store file (`tessera admin restore` installs it). The copy
+  // is itself a valid store: a store (or copy) that fails the check is refused and nothing is left
+  // at `path`.
   virtual Status backup(const std::string& path) = 0;
   virtual StoreStats stats() const = 0;
 };
@@ -125,5 +133,34 @@ Status restore_sqlite_store(const std::string& backup_file, const std::string& d
 
 // The schema version this binary writes (migrations bring older stores up to it on open).
 int sqlite_schema_version();
+
+// PostgreSQL: the database named by `dsn` (libpq's URI or key=value form; a password in it is
+// refused: PGPASSWORD or a password file instead). An empty database becomes a store; an existing
+// one is checked (a Tessera store this binary can read) and migrated to the current schema under an
+// advisory lock. Every batch is acknowledged after COMMIT (synchronous_commit). A lost connection
+// fails writes and reads with kUnavailable until PostgreSQL answers again (each call reconnects).
+Result<std::unique_ptr<Store>> open_postgres_store(const std::string& dsn);
+int postgres_schema_version();
+
+// Where a store lives, parsed from `--data`: "sqlite:DIR" or a plain DIR (the embedded default), or a
+// PostgreSQL DSN "postgres://..." / "postgresql://..." (also "postgres:" followed by key=value pairs).
+struct StoreLocation {
+  enum class Kind { kSqlite, kPostgres } kind = Kind::kSqlite;
+  std::string dir;  // kSqlite
+  std::string dsn;  // kPostgres
+  std::string describe() const;  // for logs and messages: the directory, or the DSN (it holds no password)
+};
+Result<StoreLocation> parse_store_location(const std::string& spec);
+Result<std::unique_ptr<Store>> open_store(const StoreLocation& where, const SqliteOpenOptions& sqlite_options = {});
+
+// Copies everything `from` holds into `to`, which must be empty: jobs, tokens and meta, then the
+// events in seq order with their seq kept. Then reads `to` back and compares the row counts and a
+// SHA-256 over every row of both; any difference is an error naming it. `progress` (may be empty)
+// hears a line per step.
+struct CopyReport {
+  int64_t jobs = 0, events = 0, tokens = 0, meta = 0;
+  std::string checksum;  // hex SHA-256 over every row copied (the same on both sides)
+};
+Result<CopyReport> copy_store(StoreReader& from, Store& to, const std::function<void(const std::string&)>& progress = {});
 
 }  // namespace tessera::server
