@@ -1,6 +1,7 @@
-// `tessera admin` (backup, restore, reload), a verb of tessera-full only: `admin restore` installs a
-// backup into a data directory with the server's SQLite store code, which the client-only `tessera`
-// does not link (docs/performance.md, "CLI start"). Backup and reload are REST calls.
+// `tessera admin` (backup, restore, migrate, reload), a verb of tessera-full only: `admin restore`
+// installs a backup into a data directory, and `admin migrate` copies a store into another (SQLite to
+// PostgreSQL), with the server's store code, which the client-only `tessera` does not link
+// (docs/performance.md, "CLI start"). Backup and reload are REST calls.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,7 @@
 #include "cli/client_args.h"
 #include "cli/client_util.h"
 #include "cli/commands.h"
+#include "server/data_dir.h"
 #include "server/store.h"
 
 namespace tessera::cli {
@@ -100,6 +103,38 @@ void run_restore(const RestoreArgs& a) {
   std::cout << "Restored " << a.file << " into " << a.data << "; start the server with `tessera server --data " << a.data << "`\n";
 }
 
+struct MigrateArgs {
+  std::string from, to;
+};
+
+// Offline: the source must not be in use by a server (a SQLite directory is locked while copying).
+void run_migrate(const MigrateArgs& a) {
+  const std::string verb = "admin migrate";
+  auto from = server::parse_store_location(a.from);
+  if (!from.ok()) fail(verb, "--from: " + from.error().message, 2);
+  auto to = server::parse_store_location(a.to);
+  if (!to.ok()) fail(verb, "--to: " + to.error().message, 2);
+  if (from->kind == to->kind && from->describe() == to->describe()) fail(verb, "--from and --to name the same store", 2);
+  std::optional<server::DataDirLock> lock;
+  if (from->kind == server::StoreLocation::Kind::kSqlite) {
+    if (!std::filesystem::exists(from->dir + "/tessera.db"))
+      fail(verb, "--from: " + from->dir + " holds no store (no tessera.db)", 2);
+    auto l = server::lock_data_dir(from->dir);
+    if (!l.ok()) fail(verb, from->dir + " is in use (stop its server first): " + l.error().message);
+    lock.emplace(std::move(*l));
+  }
+  auto src = server::open_store(*from);
+  if (!src.ok()) fail(verb, "--from " + from->describe() + ": " + src.error().message);
+  auto dst = server::open_store(*to);
+  if (!dst.ok()) fail(verb, "--to " + to->describe() + ": " + dst.error().message);
+  auto report = server::copy_store(**src, **dst, [](const std::string& line) { std::cout << "  " << line << std::endl; });
+  if (!report.ok()) fail(verb, report.error().message);
+  std::cout << "Migrated " << from->describe() << " to " << to->describe() << ": " << report->jobs << " jobs, "
+            << report->events << " events, " << report->tokens << " tokens, " << report->meta
+            << " metadata values (SHA-256 " << report->checksum << ", the same in both). Start the server with "
+            << "`tessera server --data " << to->describe() << "`\n";
+}
+
 void run_reload(const ConnArgs& c) {
   const std::string verb = "admin reload";
   auto api = connect(verb, c);
@@ -111,7 +146,7 @@ void run_reload(const ConnArgs& c) {
 }  // namespace
 
 void register_admin(CLI::App& app) {
-  CLI::App* admin = app.add_subcommand("admin", "Administration: backup, restore, reload");
+  CLI::App* admin = app.add_subcommand("admin", "Administration: backup, restore, migrate, reload");
   admin->require_subcommand(1);
 
   auto b = std::make_shared<BackupArgs>();
@@ -127,6 +162,14 @@ void register_admin(CLI::App& app) {
   restore->add_option("--data", r->data, "the server's data directory")->required();
   restore->add_flag("--force", r->force, "replace DIR's existing store");
   restore->callback([r] { run_restore(*r); });
+
+  auto m = std::make_shared<MigrateArgs>();
+  CLI::App* migrate = admin->add_subcommand(
+      "migrate", "Copy a stopped server's store into an empty one (e.g. SQLite to PostgreSQL), and verify counts and checksums");
+  migrate->add_option("--from", m->from, "the store to copy: a data directory or sqlite:DIR (or postgres://...)")->required();
+  migrate->add_option("--to", m->to, "an empty store: postgres://... (password from PGPASSWORD or a password file) or sqlite:DIR")
+      ->required();
+  migrate->callback([m] { run_migrate(*m); });
 
   auto rc = std::make_shared<ConnArgs>();
   CLI::App* reload = admin->add_subcommand("reload", "Re-read the server's config file (as SIGHUP does)");

@@ -16,7 +16,13 @@ void register_server(CLI::App& app) {
   auto* cmd = app.add_subcommand("server", "Run the controller: durable state, scheduling, REST API (docs/api.md)");
   auto opt = std::make_shared<server::ServerOptions>();
   auto check = std::make_shared<bool>(false);
-  cmd->add_option("--data", opt->data_dir, "Directory of the store (created if missing); the first admin token goes to DIR/admin.token");
+  cmd->add_option("--data", opt->data_dir,
+                  "Where the store lives: a directory (embedded SQLite, created if missing; the first admin token "
+                  "goes to DIR/admin.token), sqlite:DIR, or a PostgreSQL connection string postgres://... "
+                  "(password from PGPASSWORD or a password file, never in the string; docs/ha.md)");
+  cmd->add_option("--admin-token-file", opt->admin_token_file,
+                  "Where the first start writes the admin token (0600; must not exist). Required on a new "
+                  "PostgreSQL store; default DIR/admin.token with a directory");
   cmd->add_option("--listen", opt->listen, "HOST:PORT to serve on (port 0: any free port)")->capture_default_str();
   cmd->add_option("--config", opt->config_path, "Cluster config YAML (nodes, queues, priority classes; docs/server.md). Default: a built-in demo cluster");
   cmd->add_option("--threads", opt->http_threads, "HTTP handler threads")->capture_default_str()->check(CLI::Range(2, 1024));
@@ -81,7 +87,8 @@ void register_bench_api(CLI::App& bench) {
   cmd->add_option("--seconds", o->seconds, "How long to submit")->capture_default_str()->check(CLI::Range(0.1, 3600.0));
   cmd->add_option("--list-jobs", o->list_jobs, "Jobs in the store while listing is timed")->capture_default_str();
   cmd->add_option("--list-requests", o->list_requests, "Page requests timed")->capture_default_str();
-  cmd->add_option("--data", o->data_dir, "Store directory (default: a temporary one, removed afterwards)");
+  cmd->add_option("--data", o->data_dir,
+                  "Store: a directory, sqlite:DIR or postgres://... (default: a temporary directory, removed afterwards)");
   cmd->add_option("--json", *json_path, "Write results as JSON to PATH, or - for stdout");
   cmd->callback([o, json_path] {
     auto r = server::run_bench_api(*o, [](const std::string& s) { std::fprintf(stderr, "  bench api: %s\n", s.c_str()); });

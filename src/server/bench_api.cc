@@ -38,7 +38,7 @@ Result<BenchApiResult> run_bench_api(const BenchApiOptions& o, const std::functi
   auto say = [&](const std::string& s) {
     if (progress) progress(s);
   };
-  std::string dir = o.data_dir;
+  std::string dir = o.data_dir;  // a directory, sqlite:DIR or postgres://... (StoreLocation)
   bool temp = false;
   if (dir.empty()) {
     char tmpl[] = "/tmp/tessera-bench-api-XXXXXX";
@@ -48,7 +48,9 @@ Result<BenchApiResult> run_bench_api(const BenchApiOptions& o, const std::functi
   }
   BenchApiResult out;
   {
-    auto store = open_sqlite_store(dir);
+    auto where = parse_store_location(dir);
+    if (!where.ok()) return where.error();
+    auto store = open_store(*where);
     if (!store.ok()) return store.error();
     auto cfg = load_server_config("");
     if (!cfg.ok()) return cfg.error();

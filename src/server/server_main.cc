@@ -15,6 +15,7 @@
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "config/log_format.h"
 #include "server/controller.h"
@@ -75,7 +76,8 @@ int run_server(const ServerOptions& o) {
   config::use_safe_log_format();
   spdlog::set_level(spdlog::level::from_str(o.log_level));
   if (o.data_dir.empty()) {
-    std::cerr << "tessera server: --data DIR is required (where the store lives, created if missing)\n";
+    std::cerr << "tessera server: --data is required: a directory for the embedded store (created if missing), "
+                 "or postgres://... for PostgreSQL\n";
     return 2;
   }
   const auto colon = o.listen.rfind(':');
@@ -133,24 +135,35 @@ int run_server(const ServerOptions& o) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  auto where = parse_store_location(o.data_dir);
+  if (!where.ok()) {
+    std::cerr << "tessera server: " << where.error().message << "\n";
+    return 2;
+  }
+  const bool embedded = where->kind == StoreLocation::Kind::kSqlite;
+  const auto warn = [](const std::string& msg) { spdlog::warn("event=data_dir_warning detail=\"{}\"", msg); };
   // One controller per data directory: a second one would write the same store. The lock is on the
   // directory itself (no file to remove from under it), held until this function returns; the kernel
-  // drops it when the process dies, so a restart after kill -9 is not blocked.
-  const auto warn = [](const std::string& msg) { spdlog::warn("event=data_dir_warning detail=\"{}\"", msg); };
-  auto dir_lock = lock_data_dir(o.data_dir, warn);
-  if (!dir_lock.ok()) {
-    if (dir_lock.error().code == ErrorCode::kUnavailable) {
-      std::cerr << "tessera server: " << o.data_dir << " is in use by another tessera server: " << dir_lock.error().message
-                << " or pick another --data\n";
-    } else {
-      std::cerr << "tessera server: " << dir_lock.error().message << "\n";
+  // drops it when the process dies, so a restart after kill -9 is not blocked. (PostgreSQL: the
+  // database is shared by design.)
+  std::optional<DataDirLock> dir_lock;
+  if (embedded) {
+    auto lock = lock_data_dir(where->dir, warn);
+    if (!lock.ok()) {
+      if (lock.error().code == ErrorCode::kUnavailable) {
+        std::cerr << "tessera server: " << where->dir << " is in use by another tessera server: " << lock.error().message
+                  << " or pick another --data\n";
+      } else {
+        std::cerr << "tessera server: " << lock.error().message << "\n";
+      }
+      return 1;
     }
-    return 1;
+    dir_lock.emplace(std::move(*lock));
   }
   SqliteOpenOptions store_options;
   store_options.check = o.store_check;
   store_options.warn = warn;
-  auto store = open_sqlite_store(o.data_dir, store_options);
+  auto store = open_store(*where, store_options);
   if (!store.ok()) {
     std::cerr << "tessera server: store: " << store.error().message << "\n";
     return 1;
@@ -161,17 +174,24 @@ int run_server(const ServerOptions& o) {
     std::cerr << "tessera server: store: " << loaded.error().message << "\n";
     return 1;
   }
-  const std::string token_path = o.data_dir + "/admin.token";
-  if (Status st = make_file_private(token_path, warn); !st.ok()) {
-    std::cerr << "tessera server: " << st.message() << "\n";
-    return 1;
-  }
+  const std::string token_path = !o.admin_token_file.empty() ? o.admin_token_file
+                                 : embedded                   ? where->dir + "/admin.token"
+                                                              : std::string();
   if (loaded->tokens.empty()) {
+    if (token_path.empty()) {
+      std::cerr << "tessera server: this PostgreSQL store is new and its first admin token must go somewhere: "
+                   "give --admin-token-file PATH (a file that does not exist yet, written 0600)\n";
+      return 2;
+    }
+    if (Status st = make_file_private(token_path, warn); !st.ok()) {
+      std::cerr << "tessera server: " << st.message() << "\n";
+      return 1;
+    }
     const std::string token = new_token();
     WriteBatch b;
     b.tokens.push_back(TokenRow{sha256_hex(token), "admin", "admin", "", int64_t(std::time(nullptr)), false, ""});
     std::error_code ec;
-    std::filesystem::remove(token_path, ec);
+    if (embedded && o.admin_token_file.empty()) std::filesystem::remove(token_path, ec);
     if (Status st = write_admin_token(token_path, token); !st.ok()) {
       std::cerr << "tessera server: " << st.message() << "\n";
       return 1;
@@ -181,6 +201,11 @@ int run_server(const ServerOptions& o) {
       return 1;
     }
     spdlog::info("event=admin_token_created path={}", token_path);
+  } else if (embedded) {
+    if (Status st = make_file_private(token_path, warn); !st.ok()) {
+      std::cerr << "tessera server: " << st.message() << "\n";
+      return 1;
+    }
   }
 
   ControllerOptions copt;
@@ -213,7 +238,7 @@ int run_server(const ServerOptions& o) {
     std::cerr << "tessera server: " << st.message() << "\n";
     return 1;
   }
-  spdlog::info("event=listening address={}:{} data={} config=\"{}\" cluster=\"{}\"", http.host, api.port(), o.data_dir,
+  spdlog::info("event=listening address={}:{} data={} config=\"{}\" cluster=\"{}\"", http.host, api.port(), where->describe(),
                o.config_path.empty() ? "(built-in)" : o.config_path, describe_config(*cfg));
   if (api.agent_port() >= 0)
     spdlog::info("event=agent_listener address={}:{} (agents' --server)", http.agent_host, api.agent_port());

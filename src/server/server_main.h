@@ -13,7 +13,10 @@
 namespace tessera::server {
 
 struct ServerOptions {
-  std::string data_dir;
+  std::string data_dir;  // --data: a directory (SQLite), sqlite:DIR, or a PostgreSQL DSN (StoreLocation)
+  // Where the first start writes the admin token (created 0600, must not exist). Default: DIR/admin.token
+  // for SQLite; required on the first start with PostgreSQL.
+  std::string admin_token_file;
   std::string listen = "127.0.0.1:8420";  // HOST:PORT; port 0 = any free port (printed)
   std::string config_path;                // empty = the built-in default
   int http_threads = 64;

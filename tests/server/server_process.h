@@ -95,6 +95,10 @@ class ServerProcess {
     persistent_ = std::move(flags);
   }
 
+  // Another store than the directory (e.g. a PostgreSQL DSN): `--data spec`, with the first admin
+  // token written to dir()/admin.token (--admin-token-file).
+  void use_store(std::string spec) { data_spec_ = std::move(spec); }
+
   const std::string& dir() const { return dir_; }
   int port() const { return port_; }
   pid_t pid() const { return pid_; }
@@ -108,8 +112,9 @@ class ServerProcess {
       dup2(out[1], 1);
       dup2(out[1], 2);
       close(out[0]);
-      std::vector<std::string> args = {TESSERA_BINARY, "server", "--data", dir_, "--listen", "127.0.0.1:" + std::to_string(port_),
-                                        "--log-level", "warn"};
+      std::vector<std::string> args = {TESSERA_BINARY, "server", "--data", data_spec_.empty() ? dir_ : data_spec_,
+                                        "--listen", "127.0.0.1:" + std::to_string(port_), "--log-level", "warn"};
+      if (!data_spec_.empty()) args.insert(args.end(), {"--admin-token-file", dir_ + "/admin.token"});
       if (!config_.empty()) args.insert(args.end(), {"--config", config_});
       if (agentless_) args.push_back("--agentless");
       args.insert(args.end(), persistent_.begin(), persistent_.end());
@@ -187,6 +192,7 @@ class ServerProcess {
   std::string config_;
   bool agentless_ = true;
   std::vector<std::string> persistent_;
+  std::string data_spec_;
   std::string dir_;
   pid_t pid_ = -1;
   int port_ = 0;
