@@ -23,6 +23,14 @@ void register_server(CLI::App& app) {
   cmd->add_option("--admin-token-file", opt->admin_token_file,
                   "Where the first start writes the admin token (0600; must not exist). Required on a new "
                   "PostgreSQL store; default DIR/admin.token with a directory");
+  cmd->add_option("--lease-ms", opt->lease_ms,
+                  "PostgreSQL: the leader's lease; a standby takes over when it is not renewed this long")
+      ->capture_default_str()->check(CLI::Range(int64_t(500), int64_t(600000)));
+  cmd->add_option("--advertise-url", opt->advertise_url,
+                  "PostgreSQL: the URL standbys send clients to when this controller leads (default http://--listen)");
+  cmd->add_option("--advertise-agent-url", opt->advertise_agent_url,
+                  "PostgreSQL: the URL standbys send agents to when this controller leads (default http://--agent-listen, "
+                  "else the --advertise-url)");
   cmd->add_option("--listen", opt->listen, "HOST:PORT to serve on (port 0: any free port)")->capture_default_str();
   cmd->add_option("--config", opt->config_path, "Cluster config YAML (nodes, queues, priority classes; docs/server.md). Default: a built-in demo cluster");
   cmd->add_option("--threads", opt->http_threads, "HTTP handler threads")->capture_default_str()->check(CLI::Range(2, 1024));

@@ -241,6 +241,10 @@ void HttpApi::agent_routes(HttpServer& s) {
   Controller& c = controller_;
   auto auth = authenticator();
   s.Get("/healthz", [&c](const httplib::Request&, httplib::Response& res) { send_json(res, 200, c.health()); });
+  // Ready: this controller leads (a standby answers 503 there: standby.h).
+  s.Get("/readyz", [](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, Json{{"ready", true}, {"role", "leader"}});
+  });
   // A JSON call the controller answers later (`call` hands its result to `done`): the request holds no
   // server thread meanwhile, and the answer is encoded on a worker, not on the thread that has it.
   using AsyncCall = void (Controller::*)(const Principal&, const Json&, std::function<void(Result<Json>)>);

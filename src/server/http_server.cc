@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
+#include <unistd.h>
 #include <netdb.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -383,7 +384,9 @@ Status HttpServer::start(const HttpServerOptions& o) {
 
 void HttpServer::stop() {
   if (!daemon_) return;
-  MHD_quiesce_daemon(daemon_);  // no new connections
+  // No new connections. The listening socket is then ours to close (MHD_stop_daemon leaves it open),
+  // so that the port is free again once stop() returns.
+  const MHD_socket listener = MHD_quiesce_daemon(daemon_);
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
@@ -410,6 +413,7 @@ void HttpServer::stop() {
   }
   MHD_stop_daemon(daemon_);
   daemon_ = nullptr;
+  if (listener != MHD_INVALID_SOCKET) ::close(listener);
 }
 
 }  // namespace tessera::server

@@ -76,6 +76,18 @@ constexpr const char* kMigrations[] = {
         value text NOT NULL
       );
     )sql",
+    // 2: the leader lease (leader_lease.h): one row; epoch counts the leaders there have been.
+    R"sql(
+      CREATE TABLE leader (
+        id integer PRIMARY KEY CHECK (id = 1),
+        epoch bigint NOT NULL,
+        holder text NOT NULL,
+        url text NOT NULL,
+        agent_url text NOT NULL,
+        expires timestamptz NOT NULL
+      );
+      INSERT INTO leader VALUES (1, 0, '', '', '', '-infinity');
+    )sql",
 };
 constexpr int kSchemaVersion = int(std::size(kMigrations));
 // pg_advisory_xact_lock key held while a store is checked and migrated ("TSRA").
@@ -206,8 +218,8 @@ Status check_and_migrate(pg::Conn& c) {
 
 class PgStore final : public Store {
  public:
-  PgStore(std::string dsn, pg::Conn writer, pg::Conn reader)
-      : dsn_(std::move(dsn)), writer_(std::move(writer)), reader_(std::move(reader)) {
+  PgStore(std::string dsn, PostgresOpenOptions options, pg::Conn writer, pg::Conn reader)
+      : dsn_(std::move(dsn)), options_(std::move(options)), writer_(std::move(writer)), reader_(std::move(reader)) {
     writer_thread_ = std::thread([this] { writer_loop(); });
   }
 
@@ -315,6 +327,8 @@ class PgStore final : public Store {
       writer_.rollback_if_open();
       return s;
     };
+    if (options_.epoch)
+      if (Status s = check_fence(options_.epoch()); !s.ok()) return fail(s);
     for (size_t i = 0; i < n; ++i)
       if (Status s = apply(batches[i].batch); !s.ok()) return fail(s);
     if (Status s = writer_.run(kBumpCommits); !s.ok()) return fail(s);
@@ -322,6 +336,24 @@ class PgStore final : public Store {
     transactions_.fetch_add(1, std::memory_order_relaxed);
     batches_.fetch_add(int64_t(n), std::memory_order_relaxed);
     return {};
+  }
+
+  // Inside the write transaction: the lease is still `epoch`'s and unexpired (a share lock on its row
+  // keeps it so until COMMIT).
+  Status check_fence(int64_t epoch) {
+    const std::string e = num(epoch);
+    auto r = writer_.exec("SELECT epoch, expires > clock_timestamp() FROM leader WHERE id = 1 FOR SHARE", {});
+    if (!r.ok()) return r.error();
+    const int64_t now = PQntuples(r->get()) == 1 ? pg::get_int64(r->get(), 0, 0) : -1;
+    const bool live = PQntuples(r->get()) == 1 && pg::get_bool(r->get(), 0, 1);
+    if (now == epoch && live) return {};
+    if (now != epoch) {
+      const std::string why = "not the leader any more: the lease is at epoch " + num(now) + ", this controller led epoch " + e;
+      if (options_.on_fenced) options_.on_fenced(why);
+      return Error{ErrorCode::kUnavailable, "write refused: " + why + "; retry against the leader"};
+    }
+    return Error{ErrorCode::kUnavailable, "write refused: this controller's lease (epoch " + e +
+                                              ") has expired and is not renewed yet; retry shortly"};
   }
 
   Status apply(const WriteBatch& batch) {
@@ -362,6 +394,7 @@ class PgStore final : public Store {
   }
 
   const std::string dsn_;
+  const PostgresOpenOptions options_;
   // Writer side: the writer thread only.
   pg::Conn writer_;
   std::atomic<int64_t> batches_{0};
@@ -442,13 +475,13 @@ Status PgStore::backup(const std::string& path) {
 
 }  // namespace
 
-Result<std::unique_ptr<Store>> open_postgres_store(const std::string& dsn) {
+Result<std::unique_ptr<Store>> open_postgres_store(const std::string& dsn, const PostgresOpenOptions& options) {
   auto writer = pg::Conn::open(dsn);
   if (!writer.ok()) return writer.error();
   if (Status s = check_and_migrate(*writer); !s.ok()) return s.error();
   auto reader = pg::Conn::open(dsn);
   if (!reader.ok()) return reader.error();
-  return std::unique_ptr<Store>(std::make_unique<PgStore>(dsn, std::move(*writer), std::move(*reader)));
+  return std::unique_ptr<Store>(std::make_unique<PgStore>(dsn, options, std::move(*writer), std::move(*reader)));
 }
 
 int postgres_schema_version() { return kSchemaVersion; }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +22,7 @@
 #include "server/controller.h"
 #include "server/data_dir.h"
 #include "server/http_api.h"
+#include "server/leadership.h"
 #include "server/store.h"
 
 namespace tessera::server {
@@ -163,10 +165,57 @@ int run_server(const ServerOptions& o) {
   SqliteOpenOptions store_options;
   store_options.check = o.store_check;
   store_options.warn = warn;
-  auto store = open_store(*where, store_options);
+  // PostgreSQL: controllers elect a leader (docs/ha.md); every write is fenced on its lease's epoch.
+  auto epoch = std::make_shared<std::atomic<int64_t>>(0);
+  PostgresOpenOptions pg_options;
+  if (!embedded) {
+    pg_options.epoch = [epoch] { return epoch->load(); };
+    pg_options.on_fenced = [](const std::string& why) { step_down(why); };
+  }
+  auto store = open_store(*where, store_options, pg_options);
   if (!store.ok()) {
     std::cerr << "tessera server: store: " << store.error().message << "\n";
     return 1;
+  }
+  std::unique_ptr<LeaderLease> lease;
+  std::unique_ptr<LeaseKeeper> keeper;
+  bool announced = false;
+  if (!embedded) {
+    StandbyServer standby;
+    if (Status st = standby.start(http); !st.ok()) {
+      std::cerr << "tessera server: " << st.message() << "\n";
+      return 1;
+    }
+    // The same ports when this controller leads (port 0 picked one).
+    http.port = standby.port();
+    if (standby.agent_port() >= 0) http.agent_port = standby.agent_port();
+    LeaseOptions lo;
+    lo.lease_ms = o.lease_ms;
+    lo.holder = http.host + ":" + std::to_string(http.port) + " pid " + std::to_string(::getpid());
+    lo.url = !o.advertise_url.empty() ? o.advertise_url : "http://" + http.host + ":" + std::to_string(http.port);
+    lo.agent_url = !o.advertise_agent_url.empty() ? o.advertise_agent_url
+                   : standby.agent_port() >= 0
+                       ? "http://" + (http.agent_host.empty() ? http.host : http.agent_host) + ":" + std::to_string(http.agent_port)
+                       : lo.url;
+    auto opened = LeaderLease::open(where->dsn, lo);
+    if (!opened.ok()) {
+      std::cerr << "tessera server: leader lease: " << opened.error().message << "\n";
+      return 1;
+    }
+    lease = std::move(*opened);
+    std::cout << "tessera server listening on http://" << http.host << ":" << http.port << " (standby until it leads)"
+              << std::endl;
+    announced = true;
+    int sig = 0;
+    if (!wait_for_leadership(*lease, standby, signals, std::max<int64_t>(100, o.lease_ms / 5), &sig)) {
+      spdlog::info("event=stopping signal={} role=standby", sig);
+      return 0;
+    }
+    standby.stop();
+    epoch->store(lease->epoch());
+    keeper = std::make_unique<LeaseKeeper>(*lease, std::max<int64_t>(50, o.lease_ms / 5));
+    spdlog::info("event=leading epoch={} url={}", lease->epoch(), lo.url);
+    std::cout << "tessera server leads (epoch " << lease->epoch() << ")" << std::endl;
   }
   // First start: an admin token.
   auto loaded = (*store)->load();
@@ -249,7 +298,7 @@ int run_server(const ServerOptions& o) {
               << std::endl;
     spdlog::warn("event=agentless reason=\"{}\"", kAgentlessReason);
   }
-  std::cout << "tessera server listening on http://" << http.host << ":" << api.port() << std::endl;
+  if (!announced) std::cout << "tessera server listening on http://" << http.host << ":" << api.port() << std::endl;
   if (!o.agentless)
     spdlog::info("event=waiting_for_agents nodes={} heartbeat_ms={} timeout_ms={} (nodes take work once their agent registers)",
                  cfg->nodes.size(), o.heartbeat_interval_ms, o.agent_timeout_ms);
@@ -269,6 +318,8 @@ int run_server(const ServerOptions& o) {
   api.stop();
   controller->reset();
   (*store)->flush();
+  keeper.reset();
+  if (lease) lease->release();  // a standby takes over at once
   spdlog::info("event=stopped");
   return 0;
 }

@@ -17,6 +17,11 @@ struct ServerOptions {
   // Where the first start writes the admin token (created 0600, must not exist). Default: DIR/admin.token
   // for SQLite; required on the first start with PostgreSQL.
   std::string admin_token_file;
+  // PostgreSQL only (docs/ha.md): the lease a leader renews every lease_ms / 5, and the URLs standbys
+  // redirect clients and agents to (default http://HOST:PORT of --listen and --agent-listen).
+  int64_t lease_ms = 5000;
+  std::string advertise_url;
+  std::string advertise_agent_url;
   std::string listen = "127.0.0.1:8420";  // HOST:PORT; port 0 = any free port (printed)
   std::string config_path;                // empty = the built-in default
   int http_threads = 64;

@@ -139,7 +139,16 @@ int sqlite_schema_version();
 // one is checked (a Tessera store this binary can read) and migrated to the current schema under an
 // advisory lock. Every batch is acknowledged after COMMIT (synchronous_commit). A lost connection
 // fails writes and reads with kUnavailable until PostgreSQL answers again (each call reconnects).
-Result<std::unique_ptr<Store>> open_postgres_store(const std::string& dsn);
+struct PostgresOpenOptions {
+  // Fencing (leader_lease.h). When set, each write transaction first checks, under a share lock on the
+  // lease row, that the lease still has this epoch and has not expired; otherwise it writes nothing
+  // and fails with kUnavailable. A new leader's epoch bump waits for that lock, so every write a
+  // deposed leader commits comes before the new leader's first.
+  std::function<int64_t()> epoch;
+  // Called (on the writer thread) when a write was refused because another controller leads now.
+  std::function<void(const std::string& why)> on_fenced;
+};
+Result<std::unique_ptr<Store>> open_postgres_store(const std::string& dsn, const PostgresOpenOptions& options = {});
 int postgres_schema_version();
 
 // Where a store lives, parsed from `--data`: "sqlite:DIR" or a plain DIR (the embedded default), or a
@@ -151,7 +160,8 @@ struct StoreLocation {
   std::string describe() const;  // for logs and messages: the directory, or the DSN (it holds no password)
 };
 Result<StoreLocation> parse_store_location(const std::string& spec);
-Result<std::unique_ptr<Store>> open_store(const StoreLocation& where, const SqliteOpenOptions& sqlite_options = {});
+Result<std::unique_ptr<Store>> open_store(const StoreLocation& where, const SqliteOpenOptions& sqlite_options = {},
+                                          const PostgresOpenOptions& postgres_options = {});
 
 // Copies everything `from` holds into `to`, which must be empty: jobs, tokens and meta, then the
 // events in seq order with their seq kept. Then reads `to` back and compares the row counts and a

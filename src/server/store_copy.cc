@@ -101,8 +101,9 @@ Result<StoreLocation> parse_store_location(const std::string& spec) {
   return loc;
 }
 
-Result<std::unique_ptr<Store>> open_store(const StoreLocation& where, const SqliteOpenOptions& sqlite_options) {
-  if (where.kind == StoreLocation::Kind::kPostgres) return open_postgres_store(where.dsn);
+Result<std::unique_ptr<Store>> open_store(const StoreLocation& where, const SqliteOpenOptions& sqlite_options,
+                                          const PostgresOpenOptions& postgres_options) {
+  if (where.kind == StoreLocation::Kind::kPostgres) return open_postgres_store(where.dsn, postgres_options);
   return open_sqlite_store(where.dir, sqlite_options);
 }
 

@@ -97,7 +97,14 @@ class ServerProcess {
 
   // Another store than the directory (e.g. a PostgreSQL DSN): `--data spec`, with the first admin
   // token written to dir()/admin.token (--admin-token-file).
-  void use_store(std::string spec) { data_spec_ = std::move(spec); }
+  // Such a server may start as a standby: start() then waits until it leads (/readyz 200, 15 s at
+  // most) unless `wait_to_lead` is false.
+  void use_store(std::string spec, bool wait_to_lead = true) {
+    data_spec_ = std::move(spec);
+    wait_to_lead_ = wait_to_lead;
+  }
+  // Another server's admin token (controllers sharing one PostgreSQL store share its tokens).
+  void set_admin_token(std::string token) { admin_ = std::move(token); }
 
   const std::string& dir() const { return dir_; }
   int port() const { return port_; }
@@ -156,8 +163,13 @@ class ServerProcess {
       pid_ = -1;
       return false;
     }
+    if (!data_spec_.empty() && wait_to_lead_) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+      while (http_call(port_, "GET", "/readyz", "").status != 200 && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
     // A restored store keeps its tokens and gets no admin.token file: admin_token() is then empty.
-    admin_ = read_file(dir_ + "/admin.token");
+    if (const std::string t = read_file(dir_ + "/admin.token"); !t.empty() || data_spec_.empty()) admin_ = t;
     while (!admin_.empty() && admin_.back() == '\n') admin_.pop_back();
     return true;
   }
@@ -193,6 +205,7 @@ class ServerProcess {
   bool agentless_ = true;
   std::vector<std::string> persistent_;
   std::string data_spec_;
+  bool wait_to_lead_ = true;
   std::string dir_;
   pid_t pid_ = -1;
   int port_ = 0;

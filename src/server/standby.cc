@@ -1,0 +1,102 @@
+// The standby's listeners (standby.h).
+#include "server/standby.h"
+
+#include <nlohmann/json.hpp>
+
+namespace tessera::server {
+
+void StandbyServer::set_leader(const LeaderInfo& leader) {
+  std::lock_guard lock(mu_);
+  leader_ = leader;
+}
+
+void StandbyServer::routes(HttpServer& s, bool agents) {
+  using Json = nlohmann::json;
+  s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 200;
+    res.set_content(Json{{"status", "ok"}, {"role", "standby"}}.dump(), "application/json");
+  });
+  s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+    LeaderInfo l;
+    {
+      std::lock_guard lock(mu_);
+      l = leader_;
+    }
+    res.status = 503;
+    Json body{{"ready", false}, {"role", "standby"}};
+    if (l.live) body["leader"] = Json{{"url", l.url}, {"agent_url", l.agent_url}, {"epoch", l.epoch}, {"holder", l.holder}};
+    res.set_content(body.dump(), "application/json");
+  });
+  auto redirect = [this, agents](const httplib::Request& req, httplib::Response& res) {
+    LeaderInfo l;
+    {
+      std::lock_guard lock(mu_);
+      l = leader_;
+    }
+    const std::string& base = agents ? l.agent_url : l.url;
+    if (!l.live || base.empty()) {
+      res.status = 503;
+      res.set_header("Retry-After", "1");
+      res.set_content(Json{{"error", {{"code", "unavailable"},
+                                      {"message", "this controller is a standby and no controller leads yet; retry shortly"}}}}
+                          .dump(),
+                      "application/json");
+      return;
+    }
+    std::string target = base + req.path;
+    if (!req.params.empty()) {
+      target += '?';
+      bool first = true;
+      for (const auto& [k, v] : req.params) {
+        if (!first) target += '&';
+        first = false;
+        target += httplib::detail::encode_query_param(k) + "=" + httplib::detail::encode_query_param(v);
+      }
+    }
+    res.status = 307;
+    res.set_header("Location", target);
+    res.set_content(Json{{"error", {{"code", "not_leader"}, {"message", "this controller is a standby; the leader is " + base}}},
+                         {"leader", base}}
+                        .dump(),
+                    "application/json");
+  };
+  s.Get(".*", redirect);
+  s.Post(".*", redirect);
+  s.Delete(".*", redirect);
+}
+
+Status StandbyServer::start(const HttpOptions& o) {
+  HttpServerOptions so;
+  so.host = o.host;
+  so.port = o.port;
+  so.workers = 4;
+  so.max_body_bytes = o.max_body_bytes;
+  so.max_connections = o.max_connections;
+  so.max_connections_per_ip = o.max_connections_per_ip;
+  so.idle_timeout_s = o.idle_timeout_s;
+  server_ = std::make_unique<HttpServer>();
+  routes(*server_, false);
+  if (Status st = server_->start(so); !st.ok()) return st;
+  port_ = server_->port();
+  if (o.agent_port >= 0) {
+    HttpServerOptions ao = so;
+    ao.host = o.agent_host.empty() ? o.host : o.agent_host;
+    ao.port = o.agent_port;
+    ao.max_connections_per_ip = 0;
+    if (o.agent_max_connections > 0) ao.max_connections = o.agent_max_connections;
+    agent_server_ = std::make_unique<HttpServer>();
+    routes(*agent_server_, true);
+    if (Status st = agent_server_->start(ao); !st.ok()) return invalid_argument("--agent-listen: " + st.message());
+    agent_port_ = agent_server_->port();
+  }
+  return {};
+}
+
+void StandbyServer::stop() {
+  if (agent_server_) agent_server_->stop();
+  if (server_) server_->stop();
+  agent_server_.reset();
+  server_.reset();
+}
+
+}  // namespace tessera::server
