@@ -52,16 +52,45 @@ Result<std::vector<std::pair<std::string, std::string>>> parse_topology_flag(con
   return out;
 }
 
+// To the controller that answered last; with several (--server a,b,c), a failed connection moves to
+// the next and a standby's redirect to the leader, each tried once per call (what agents send is
+// idempotent: a registration, or a level-triggered heartbeat).
 httplib::Result Agent::Impl::post(const std::string& path, const Json& body) {
-  httplib::Client cli(opt.server);
-  cli.set_connection_timeout(3, 0);
-  // An answer that takes longer than a quarter of the task lease is as good as none: the loop must
-  // come back in time to fence its tasks (fence_if_lease_expired).
-  const int64_t read_ms = lease_ms > 0 ? std::clamp<int64_t>(lease_ms / 4, 500, 15000) : 15000;
-  cli.set_read_timeout(std::chrono::milliseconds(read_ms));
-  cli.set_bearer_token_auth(opt.token);
-  cli.set_tcp_nodelay(true);  // headers and body go out at once: no Nagle + delayed-ACK wait (40 ms)
-  return cli.Post(path, body.dump(), "application/json");
+  const std::string text = body.dump();
+  std::vector<std::string> tried;
+  for (;;) {
+    const std::string url = servers.current();
+    tried.push_back(url);
+    httplib::Client cli(url);
+    cli.set_connection_timeout(3, 0);
+    // An answer that takes longer than a quarter of the task lease is as good as none: the loop must
+    // come back in time to fence its tasks (fence_if_lease_expired).
+    const int64_t read_ms = lease_ms > 0 ? std::clamp<int64_t>(lease_ms / 4, 500, 15000) : 15000;
+    cli.set_read_timeout(std::chrono::milliseconds(read_ms));
+    cli.set_bearer_token_auth(opt.token);
+    cli.set_tcp_nodelay(true);  // headers and body go out at once: no Nagle + delayed-ACK wait (40 ms)
+    auto r = cli.Post(path, text, "application/json");
+    const bool untried_left = tried.size() < servers.size();
+    if (!r && untried_left) {
+      servers.next();
+      continue;
+    }
+    if (r && r->status == 307) {
+      std::string loc = r->get_header_value("Location");
+      const size_t scheme = loc.find("://");
+      if (const size_t p = loc.find('/', scheme == std::string::npos ? 0 : scheme + 3); p != std::string::npos) loc.resize(p);
+      if (!loc.empty() && std::find(tried.begin(), tried.end(), loc) == tried.end() && tried.size() <= servers.size()) {
+        spdlog::info("event=leader_followed node={} from={} to={}", opt.node, url, loc);
+        servers.follow(loc);
+        continue;
+      }
+    }
+    if (r && r->status == 503 && r->body.find("standby") != std::string::npos && untried_left) {
+      servers.next();
+      continue;
+    }
+    return r;
+  }
 }
 
 void Agent::Impl::log_error(const std::string& what) {
@@ -112,7 +141,7 @@ bool Agent::Impl::do_register() {
     interval_ms = ans.value("heartbeat_interval_ms", int64_t(5000));
   if (ans.is_object()) lease_ms = ans.value("task_lease_ms", int64_t(0));
   last_ok_beat = Clock::now();
-  spdlog::info("event=registered node={} server={} gpus={} source={} heartbeat_ms={}", opt.node, opt.server,
+  spdlog::info("event=registered node={} server={} gpus={} source={} heartbeat_ms={}", opt.node, servers.current(),
                inventory.gpus.size(), inventory.source, interval_ms);
   registered = true;
   return true;
@@ -227,7 +256,7 @@ void Agent::Impl::watch_loop() {
       pause(std::chrono::milliseconds(500), seen);
       continue;
     }
-    httplib::Client cli(opt.server);
+    httplib::Client cli(servers.current());  // run()'s calls find the leader; the watch follows
     cli.set_connection_timeout(3, 0);
     cli.set_read_timeout(std::chrono::milliseconds(kWaitMs + 10000));
     cli.set_bearer_token_auth(opt.token);
@@ -437,6 +466,7 @@ Result<std::unique_ptr<Agent>> Agent::create(AgentOptions options, std::unique_p
   std::unique_ptr<Agent> a(new Agent());
   a->impl_ = std::make_unique<Impl>();
   a->impl_->opt = std::move(options);
+  a->impl_->servers.set(a->impl_->opt.server);
   a->impl_->gpus = std::move(gpus);
   a->impl_->task_users = std::move(*users);
   auto inv = a->impl_->gpus->inventory();

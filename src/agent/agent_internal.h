@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <algorithm>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -91,8 +92,52 @@ struct LocalTask {
 
 using TaskKey = std::tuple<int64_t, int64_t, int>;  // job, attempt, task
 
+// The controllers an agent talks to (--server URL[,URL...], docs/ha.md): the one that answered last
+// first. Thread-safe (run() and the watch thread use it).
+class ServerList {
+ public:
+  ServerList() = default;
+  // Parses "URL[,URL...]" (before any other call).
+  void set(const std::string& csv) {
+    all_.clear();
+    size_t start = 0;
+    for (;;) {
+      const size_t comma = csv.find(',', start);
+      std::string one = csv.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      while (!one.empty() && one.back() == '/') one.pop_back();
+      if (!one.empty()) all_.push_back(one);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    if (all_.empty()) all_.push_back(csv);
+    current_ = all_.front();
+  }
+  std::string current() const {
+    std::lock_guard lock(mu_);
+    return current_;
+  }
+  size_t size() const { return all_.size(); }
+  // A standby's redirect: the leader's base URL.
+  void follow(const std::string& url) {
+    std::lock_guard lock(mu_);
+    current_ = url;
+  }
+  // The next one in the list after the current (or the first, when the current came from a redirect).
+  void next() {
+    std::lock_guard lock(mu_);
+    auto it = std::find(all_.begin(), all_.end(), current_);
+    current_ = it == all_.end() || it + 1 == all_.end() ? all_.front() : *(it + 1);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> all_;
+  std::string current_;
+};
+
 struct Agent::Impl {
   AgentOptions opt;
+  ServerList servers;  // from opt.server
   std::unique_ptr<GpuBackend> gpus;
   std::string log_secret = random_hex(16);
   httplib::Server log_server;

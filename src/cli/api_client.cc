@@ -1,27 +1,97 @@
 // The CLI's HTTP + JSON client of the Tessera REST API: see api_client.h. One instance per thread.
 #include "cli/api_client.h"
 
+#include <algorithm>
+
 namespace tessera::cli {
 
 ApiClient::~ApiClient() = default;
 
 Result<std::unique_ptr<ApiClient>> ApiClient::create(const ClientOptions& o) {
-  auto url = parse_server_url(o.server);
-  if (!url.ok()) return url.error();
   std::unique_ptr<ApiClient> c(new ApiClient());
-  c->base_ = url->base();
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = o.server.find(',', start);
+    const std::string one = o.server.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    auto url = parse_server_url(one);
+    if (!url.ok()) return url.error();
+    c->servers_.push_back(*url);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
   c->token_ = o.token;
   c->read_timeout_s_ = o.read_timeout_s;
   c->connect_timeout_s_ = o.connect_timeout_s;
-  http::Target t;
-  t.tls = url->scheme == "https";  // the system's CA certificates (http_tls.cc)
-  t.host = url->host;
-  t.port = url->port;
-  t.connect_timeout_s = o.connect_timeout_s;
-  t.read_timeout_s = o.read_timeout_s;
-  t.write_timeout_s = o.read_timeout_s;
-  c->http_ = std::make_unique<http::Client>(std::move(t));
+  c->use(c->servers_.front());
   return c;
+}
+
+void ApiClient::use(const ServerUrl& url) {
+  base_ = url.base();
+  http::Target t;
+  t.tls = url.scheme == "https";  // the system's CA certificates (http_tls.cc)
+  t.host = url.host;
+  t.port = url.port;
+  t.connect_timeout_s = connect_timeout_s_;
+  t.read_timeout_s = read_timeout_s_;
+  t.write_timeout_s = read_timeout_s_;
+  http_ = std::make_unique<http::Client>(std::move(t));
+}
+
+http::Error ApiClient::send(const http::Request& req, http::Response* res,
+                            const std::function<bool(const http::Response&)>& on_headers,
+                            const std::function<bool(const char*, size_t)>& on_data) {
+  std::vector<std::string> tried;
+  const auto next_untried = [&]() -> const ServerUrl* {
+    for (const ServerUrl& u : servers_)
+      if (std::find(tried.begin(), tried.end(), u.base()) == tried.end()) return &u;
+    return nullptr;
+  };
+  for (;;) {
+    tried.push_back(base_);
+    *res = http::Response{};
+    // Only a 2xx body goes to on_data: a redirect's or an error's is read whole.
+    bool pass_body = true;
+    const http::Error e = http_->send(
+        req, res,
+        [&](const http::Response& r) {
+          pass_body = r.status >= 200 && r.status < 300;
+          return !on_headers || on_headers(r);
+        },
+        on_data ? std::function<bool(const char*, size_t)>([&](const char* d, size_t n) {
+          if (pass_body) return on_data(d, n);
+          if (res->body.size() < 64 * 1024) res->body.append(d, n);
+          return true;
+        })
+                : std::function<bool(const char*, size_t)>());
+    // No connection was made: nothing was sent, so another controller may take the request.
+    if (e == http::Error::kConnection || e == http::Error::kConnectionTimeout) {
+      if (const ServerUrl* u = next_untried()) {
+        use(*u);
+        continue;
+      }
+      return e;
+    }
+    if (e != http::Error::kNone) return e;
+    if (res->status == 307) {  // a standby names the leader
+      std::string loc = res->header("Location");
+      const size_t scheme = loc.find("://");
+      if (const size_t path = loc.find('/', scheme == std::string::npos ? 0 : scheme + 3); path != std::string::npos)
+        loc.resize(path);
+      auto leader = parse_server_url(loc);
+      if (leader.ok() && std::find(tried.begin(), tried.end(), leader->base()) == tried.end()) {
+        use(*leader);
+        continue;
+      }
+    }
+    if (res->status == 503 && res->body.find("standby") != std::string::npos) {  // no leader yet
+      if (const ServerUrl* u = next_untried()) {
+        use(*u);
+        continue;
+      }
+    }
+    return e;
+  }
 }
 
 Error ApiClient::transport_error(http::Error err) const {
@@ -86,7 +156,7 @@ http::Request ApiClient::request(const char* method, const std::string& path) co
 
 Result<ApiResponse> ApiClient::get(const std::string& path) {
   http::Response res;
-  if (const http::Error e = http_->send(request("GET", path), &res); e != http::Error::kNone) return transport_error(e);
+  if (const http::Error e = send(request("GET", path), &res); e != http::Error::kNone) return transport_error(e);
   return finish(res.status, res.body);
 }
 
@@ -97,7 +167,7 @@ Result<ApiResponse> ApiClient::post(const std::string& path, const nlohmann::jso
   req.headers.emplace_back("Content-Type", "application/json");
   req.body = body.dump();
   http::Response res;
-  if (const http::Error e = http_->send(req, &res); e != http::Error::kNone) return transport_error(e);
+  if (const http::Error e = send(req, &res); e != http::Error::kNone) return transport_error(e);
   return finish(res.status, res.body);
 }
 
@@ -107,7 +177,7 @@ Status ApiClient::download(const std::string& path, const std::function<bool(con
   std::string error_body;
   bool sink_failed = false;
   http::Response res;
-  const http::Error e = http_->send(
+  const http::Error e = send(
       request("GET", path), &res,
       [&](const http::Response& r) {
         status = r.status;
@@ -128,7 +198,7 @@ Status ApiClient::download(const std::string& path, const std::function<bool(con
       });
   if (sink_failed) return Error{ErrorCode::kInternal, "the download was stopped by its receiver"};
   if (e != http::Error::kNone) return transport_error(e);
-  if (res.status < 200 || res.status >= 300) return answer_error(res.status, error_body);
+  if (res.status < 200 || res.status >= 300) return answer_error(res.status, error_body.empty() ? res.body : error_body);
   return {};
 }
 

@@ -1,6 +1,9 @@
 // A small HTTP + JSON client of the Tessera REST API (docs/api.md) for the CLI verbs: the server URL,
 // the bearer token, connect/read timeouts, and errors turned into one clear message (the server's
 // error body, or why the server could not be reached and how to fix it). Over cli/http_client.h.
+// Several controllers (docs/ha.md): `server` may list URLs separated by commas. A request goes to the
+// one that answered last; a connection that cannot be made moves it to the next, and a standby's
+// redirect (307) or "no leader yet" (503) to the leader, or the next, each URL tried once per request.
 // An ApiClient owns its connection; one instance is not thread-safe (use one per thread).
 #pragma once
 
@@ -22,7 +25,7 @@
 namespace tessera::cli {
 
 struct ClientOptions {
-  std::string server = "http://127.0.0.1:8420";
+  std::string server = "http://127.0.0.1:8420";  // one URL, or several separated by commas
   std::string token;               // empty = no Authorization header
   int connect_timeout_s = 5;
   int read_timeout_s = 60;
@@ -60,7 +63,13 @@ class ApiClient {
   http::Request request(const char* method, const std::string& path) const;  // with the token
   Error answer_error(int status, std::string_view body) const;
   Result<ApiResponse> finish(int status, const std::string& body) const;
+  // Sends to the current server, moving to another (see above) while that may help.
+  http::Error send(const http::Request& req, http::Response* res,
+                   const std::function<bool(const http::Response&)>& on_headers = {},
+                   const std::function<bool(const char*, size_t)>& on_data = {});
+  void use(const ServerUrl& url);  // makes `url` the current server
 
+  std::vector<ServerUrl> servers_;  // as given (at least one)
   std::string base_;
   std::string token_;  // "" = no Authorization header
   int read_timeout_s_ = 60;

@@ -27,8 +27,8 @@ void fail(const std::string& verb, const std::string& msg, int code) {
 
 void add_conn_options(CLI::App* cmd, ConnArgs& c, bool json_flag) {
   cmd->add_option("--server", c.server,
-                  "Tessera server URL http://HOST:PORT (default: env TESSERA_SERVER, else the config file's server, "
-                  "else http://127.0.0.1:8420)");
+                  "Tessera server URL http://HOST:PORT, or several separated by commas (controllers of one cluster: the "
+                  "leader is found). Default: env TESSERA_SERVER, else the config file's server, else http://127.0.0.1:8420");
   cmd->add_option("--token", c.token, "API token (default: env TESSERA_TOKEN, else the config file's token or token_file)");
   cmd->add_option("--token-file", c.token_file, "read the API token from FILE (e.g. DATA_DIR/admin.token)");
   if (json_flag) cmd->add_flag("--json", c.json, "print the server's JSON instead of a table");

@@ -82,7 +82,9 @@ void register_agent(CLI::App& app) {
   auto discover = std::make_shared<bool>(false);
   auto json = std::make_shared<bool>(false);
   auto log_level = std::make_shared<std::string>("info");
-  cmd->add_option("--server", o->server, "Controller URL (env TESSERA_SERVER)")->envname("TESSERA_SERVER")->capture_default_str();
+  cmd->add_option("--server", o->server,
+                  "Controller URL, or several separated by commas (controllers of one cluster: the leader is "
+                  "found and followed; env TESSERA_SERVER)")->envname("TESSERA_SERVER")->capture_default_str();
   cmd->add_option("--token", o->token, "Agent token (`tessera token create --role agent --node NAME`; env TESSERA_TOKEN)")->envname("TESSERA_TOKEN");
   cmd->add_option("--token-file", *token_file, "Read the token from this file");
   cmd->add_option("--node", o->node, "This node's name in the cluster config (default: the host name)");

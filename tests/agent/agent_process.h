@@ -49,12 +49,16 @@ class AgentProcess {
 
   // Starts (or, after kill(), restarts) the agent on the same state directory.
   void start(int server_port, const std::string& token, std::vector<std::string> extra = {}) {
+    start("http://127.0.0.1:" + std::to_string(server_port), token, std::move(extra));
+  }
+  // `servers`: the agent's --server (one URL, or several separated by commas).
+  void start(const std::string& servers, const std::string& token, std::vector<std::string> extra = {}) {
     pid_ = fork();
     if (pid_ == 0) {
       const int fd = ::open((dir_ + "/agent.out").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       dup2(fd, 1);
       dup2(fd, 2);
-      std::vector<std::string> args = {TESSERA_BINARY, "agent", "--server", "http://127.0.0.1:" + std::to_string(server_port),
+      std::vector<std::string> args = {TESSERA_BINARY, "agent", "--server", servers,
                                         "--token", token, "--node", node_, "--gpus", gpus_, "--state-dir", dir_ + "/state",
                                         "--heartbeat-interval-ms", heartbeat_ms_, "--stop-grace", "3", "--log-level", "info"};
       args.insert(args.end(), extra.begin(), extra.end());

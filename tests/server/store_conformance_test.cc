@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "pg_server.h"
+#include "server/leader_lease.h"
 #include "server/store.h"
 
 namespace tessera::server {
@@ -529,6 +530,85 @@ TEST_F(PostgresOnly, ServerRestartFailsWritesAsUnavailableThenServesAgain) {
   for (const JobRow& j : after->jobs) stored.insert(j.id);
   for (int64_t id : acked) EXPECT_TRUE(stored.count(id)) << "acknowledged job " << id << " is missing";
   EXPECT_FALSE(stored.count(21));
+}
+
+// The lease and the fence at the database: whoever takes the lease bumps the epoch; the store of the
+// controller that held it before can then write nothing (and hears why), while the new one can; an
+// expired lease that nobody took may be renewed by its holder, and writes resume.
+TEST_F(PostgresOnly, WritesAreFencedOnTheLeaseEpoch) {
+  { ASSERT_TRUE(open_postgres_store(server_->dsn(db_)).ok()); }  // migrates: the leader table exists
+  LeaseOptions a_opts{"a", "http://a", "http://a-agents", 300};
+  LeaseOptions b_opts{"b", "http://b", "http://b-agents", 300};
+  auto a = LeaderLease::open(server_->dsn(db_), a_opts);
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  auto b = LeaderLease::open(server_->dsn(db_), b_opts);
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  std::atomic<int> fenced{0};
+  auto open_fenced = [&](LeaderLease& l) {
+    PostgresOpenOptions o;
+    o.epoch = [&l] { return l.epoch(); };
+    o.on_fenced = [&](const std::string&) { ++fenced; };
+    auto s = open_postgres_store(server_->dsn(db_), o);
+    EXPECT_TRUE(s.ok());
+    return s.ok() ? std::move(*s) : nullptr;
+  };
+  auto store_a = open_fenced(**a);
+  auto store_b = open_fenced(**b);
+  ASSERT_TRUE(store_a && store_b);
+  WriteBatch w;
+  w.jobs = {job(1)};
+  EXPECT_EQ(store_a->write_sync(w).error().code, ErrorCode::kUnavailable);  // nobody leads yet
+
+  auto won = (*a)->try_acquire();
+  ASSERT_TRUE(won.ok() && *won);
+  EXPECT_EQ((*a)->epoch(), 1);
+  auto lost = (*b)->try_acquire();
+  ASSERT_TRUE(lost.ok());
+  EXPECT_FALSE(*lost);  // a's lease is live
+  auto who = (*b)->current();
+  ASSERT_TRUE(who.ok());
+  EXPECT_TRUE(who->live);
+  EXPECT_EQ(who->url, "http://a");
+  EXPECT_EQ(who->agent_url, "http://a-agents");
+  ASSERT_TRUE(store_a->write_sync(w).ok());
+
+  // a's lease runs out and nobody takes it: a's writes wait for a renewal, which succeeds.
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  const Status expired = store_a->write_sync(w);
+  ASSERT_FALSE(expired.ok());
+  EXPECT_TRUE(contains(expired.message(), "expired")) << expired.message();
+  auto renewed = (*a)->renew();
+  ASSERT_TRUE(renewed.ok() && *renewed);
+  ASSERT_TRUE(store_a->write_sync(w).ok());
+  EXPECT_EQ(fenced.load(), 0);
+
+  // Now b takes it after it expires: a is fenced for good and cannot renew.
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  won = (*b)->try_acquire();
+  ASSERT_TRUE(won.ok() && *won);
+  EXPECT_EQ((*b)->epoch(), 2);
+  WriteBatch stale;
+  stale.jobs = {job(2)};
+  const Status refused = store_a->write_sync(stale);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(contains(refused.message(), "not the leader")) << refused.message();
+  EXPECT_EQ(fenced.load(), 1);
+  auto again = (*a)->renew();
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(*again);
+  WriteBatch fresh;
+  fresh.jobs = {job(3)};
+  ASSERT_TRUE(store_b->write_sync(fresh).ok());
+  auto st = store_b->load();
+  ASSERT_TRUE(st.ok());
+  std::set<int64_t> ids;
+  for (const JobRow& j : st->jobs) ids.insert(j.id);
+  EXPECT_EQ(ids, (std::set<int64_t>{1, 3}));
+  // A clean stop releases the lease: another may take it at once.
+  (*b)->release();
+  won = (*a)->try_acquire();
+  ASSERT_TRUE(won.ok() && *won);
+  EXPECT_EQ((*a)->epoch(), 3);
 }
 
 }  // namespace
