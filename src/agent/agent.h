@@ -25,7 +25,7 @@
 namespace tessera::agent {
 
 struct AgentOptions {
-  std::string server = "http://127.0.0.1:8420";
+  std::string server = "http://127.0.0.1:8420";  // one URL, or several separated by commas (docs/ha.md)
   std::string token;                 // an agent (or admin) token
   std::string node;                  // the node's name in the cluster config
   std::string address = "127.0.0.1"; // where other nodes reach this one (MASTER_ADDR)

@@ -172,6 +172,7 @@ Result<BenchClusterResult> run_bench_cluster(const BenchClusterOptions& o, const
   so.binary = o.server_binary;
   so.dir = dir;
   so.config_path = dir + "/cluster.yaml";
+  so.store = o.store;
   so.args = {"--heartbeat-interval-ms", std::to_string(o.heartbeat_ms), "--agent-timeout-ms", std::to_string(timeout_ms),
              "--max-connections", std::to_string(std::min<int64_t>(1000000, 2 * int64_t(o.nodes) + 1024))};
   if (o.task_lease_ms > 0) so.args.insert(so.args.end(), {"--task-lease-ms", std::to_string(o.task_lease_ms)});

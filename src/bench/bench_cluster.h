@@ -57,6 +57,7 @@ struct BenchClusterOptions {
   bool watch = false;           // hollow nodes hold a watch open (when the server has it)
   int loops = 2;                // hollow-node event-loop threads
   std::vector<std::string> server_args;  // passed to `tessera server` as they are
+  std::string store;                      // `tessera server --data` (empty: SQLite in the work directory)
   std::string server_binary = "/proc/self/exe";  // tessera-bench-cluster sets the tessera beside it
   std::string work_dir;         // kept when given; default a temporary directory, removed at the end
   uint64_t seed = 1;

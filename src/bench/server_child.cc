@@ -70,8 +70,10 @@ Result<std::unique_ptr<ServerChild>> ServerChild::start(const ServerChildOptions
     const fs::path real = fs::read_symlink(binary, ec);
     if (!ec) binary = real.string();
   }
-  std::vector<std::string> args = {binary, "server", "--data", c->data_dir_, "--listen", "127.0.0.1:0",
-                                   "--agent-listen", "127.0.0.1:" + std::to_string(c->agent_port_)};
+  const std::string token_path = o.store.empty() ? c->data_dir_ + "/admin.token" : o.dir + "/admin.token";
+  std::vector<std::string> args = {binary, "server", "--data", o.store.empty() ? c->data_dir_ : o.store, "--listen",
+                                   "127.0.0.1:0", "--agent-listen", "127.0.0.1:" + std::to_string(c->agent_port_)};
+  if (!o.store.empty()) args.insert(args.end(), {"--admin-token-file", token_path});
   if (!o.config_path.empty()) args.insert(args.end(), {"--config", o.config_path});
   args.insert(args.end(), o.args.begin(), o.args.end());
   const int log_fd = ::open(c->log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -107,9 +109,14 @@ Result<std::unique_ptr<ServerChild>> ServerChild::start(const ServerChildOptions
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (c->port_ <= 0) return internal_error("server: not listening after " + std::to_string(o.start_timeout_s) + " s: " + c->log_tail());
-  std::string token = read_all(c->data_dir_ + "/admin.token");
+  std::string token;
+  while (std::chrono::steady_clock::now() < until) {  // with PostgreSQL, written once the server leads
+    token = read_all(token_path);
+    if (!token.empty() && token.back() == '\n') break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
-  if (token.empty()) return internal_error("server: no admin token in " + c->data_dir_ + "/admin.token");
+  if (token.empty()) return internal_error("server: no admin token in " + token_path);
   c->admin_token_ = token;
   return c;
 }

@@ -28,6 +28,9 @@ struct ServerChildOptions {
   std::string dir;          // work directory: the data directory is DIR/data, the log DIR/server.log
   std::string config_path;  // cluster YAML
   std::vector<std::string> args;  // more flags for `tessera server`
+  // The store (`--data`): empty = SQLite in DIR/data; else e.g. postgres://... (the admin token goes
+  // to DIR/admin.token once the server leads).
+  std::string store;
   int start_timeout_s = 60;
 };
 

@@ -3,6 +3,7 @@
 
 #include <endian.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace tessera::server::pg {
@@ -106,6 +107,56 @@ Status Conn::run_script(const char* sql) {
   const ExecStatusType st = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
   if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) return error_of(r.get(), "a schema step failed");
   return {};
+}
+
+std::optional<PipelineFailure> Conn::pipeline(const std::vector<Statement>& statements) {
+  PGconn* c = conn_.get();
+  auto broken = [&](size_t index) {
+    PipelineFailure f{index, "", error_of(nullptr, "sending a pipeline failed")};
+    if (PQpipelineStatus(c) != PQ_PIPELINE_OFF) PQexitPipelineMode(c);
+    return f;
+  };
+  if (PQenterPipelineMode(c) != 1) return broken(statements.size());
+  std::vector<const char*> values;
+  std::vector<int> lengths, formats;
+  for (size_t start = 0; start < statements.size(); start += kPipelineChunk) {
+    const size_t end = std::min(statements.size(), start + kPipelineChunk);
+    for (size_t i = start; i < end; ++i) {
+      const Statement& st = statements[i];
+      values.clear(), lengths.clear(), formats.clear();
+      for (size_t k = 0; k < st.values.size(); ++k) {
+        values.push_back(st.kinds[k] == Statement::Kind::kNull ? nullptr : st.values[k].c_str());
+        lengths.push_back(int(st.values[k].size()));
+        formats.push_back(st.kinds[k] == Statement::Kind::kBinary ? 1 : 0);
+      }
+      if (PQsendQueryParams(c, st.sql, int(st.values.size()), nullptr, values.data(), lengths.data(), formats.data(),
+                            1) != 1)
+        return broken(i);
+    }
+    if (PQpipelineSync(c) != 1) return broken(start);
+    std::optional<PipelineFailure> failed;
+    for (size_t i = start; i < end; ++i) {
+      ResultPtr r(PQgetResult(c));
+      if (!r) return broken(i);
+      const ExecStatusType st = PQresultStatus(r.get());
+      if (!failed && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+        const char* state = PQresultErrorField(r.get(), PG_DIAG_SQLSTATE);
+        std::string what(statements[i].sql);
+        if (what.size() > 60) what = what.substr(0, 57) + "...";
+        failed = PipelineFailure{i, state ? state : "", error_of(r.get(), "\"" + what + "\" failed")};
+      }
+      while (ResultPtr more{PQgetResult(c)}) {
+      }  // the end of this statement's results
+    }
+    ResultPtr sync(PQgetResult(c));  // PGRES_PIPELINE_SYNC
+    if (!sync || PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC) return broken(end);
+    if (failed) {
+      PQexitPipelineMode(c);
+      return failed;
+    }
+  }
+  if (PQexitPipelineMode(c) != 1) return broken(statements.size());
+  return std::nullopt;
 }
 
 void Conn::rollback_if_open() {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,6 +37,31 @@ inline Param text(std::string_view s) { return {s, false, false}; }
 inline Param blob(std::string_view s) { return {s, true, false}; }
 inline Param null() { return {{}, false, true}; }
 
+// A statement with owned parameter values, for a pipeline.
+struct Statement {
+  enum class Kind : uint8_t { kText, kBinary, kNull };
+  const char* sql = nullptr;
+  std::vector<std::string> values;
+  std::vector<Kind> kinds;
+  Statement& text(std::string v) { return add(std::move(v), Kind::kText); }
+  Statement& blob(std::string v) { return add(std::move(v), Kind::kBinary); }
+  Statement& null() { return add({}, Kind::kNull); }
+
+ private:
+  Statement& add(std::string v, Kind k) {
+    values.push_back(std::move(v));
+    kinds.push_back(k);
+    return *this;
+  }
+};
+
+// Why a pipeline stopped: the statement that failed, its SQLSTATE, and the error.
+struct PipelineFailure {
+  size_t index = 0;  // of the statement (statements.size() when the connection failed before any)
+  std::string sqlstate;
+  Error error;
+};
+
 class Conn {
  public:
   // Connects to `dsn` (a URI or key=value string). The error names the server and the cause.
@@ -50,6 +76,11 @@ class Conn {
   Status run(const char* sql, const std::vector<Param>& params = {});
   // Several statements without parameters (a migration step).
   Status run_script(const char* sql);
+  // Sends the statements in libpq's pipeline mode, up to kPipelineChunk at a time, each chunk one
+  // round trip, and reads their results; stops at the first that fails (the server skips the rest of
+  // its chunk). Results are not kept: for writes.
+  std::optional<PipelineFailure> pipeline(const std::vector<Statement>& statements);
+  static constexpr size_t kPipelineChunk = 256;
   // ROLLBACK if a transaction is open (errors ignored: the connection may be gone).
   void rollback_if_open();
   const std::string& where() const { return where_; }  // "PostgreSQL at HOST:PORT/DB"

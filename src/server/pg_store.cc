@@ -88,6 +88,26 @@ constexpr const char* kMigrations[] = {
       );
       INSERT INTO leader VALUES (1, 0, '', '', '', '-infinity');
     )sql",
+    // 3: the fence every write transaction of a leader starts with (PostgresOpenOptions::epoch): a
+    // share lock on the lease row, and an error unless the lease is still `mine` and unexpired.
+    R"sql(
+      CREATE FUNCTION tessera_fence(mine bigint) RETURNS bigint LANGUAGE plpgsql AS $$
+      DECLARE
+        current_epoch bigint;
+        live boolean;
+      BEGIN
+        SELECT epoch, expires > clock_timestamp() INTO current_epoch, live FROM leader WHERE id = 1 FOR SHARE;
+        IF current_epoch IS DISTINCT FROM mine THEN
+          RAISE EXCEPTION 'not the leader any more: the lease is at epoch %, this controller led epoch %',
+            current_epoch, mine USING ERRCODE = 'TS001';
+        END IF;
+        IF NOT live THEN
+          RAISE EXCEPTION 'this controller''s lease (epoch %) has expired and is not renewed yet', mine
+            USING ERRCODE = 'TS002';
+        END IF;
+        RETURN current_epoch;
+      END $$;
+    )sql",
 };
 constexpr int kSchemaVersion = int(std::size(kMigrations));
 // pg_advisory_xact_lock key held while a store is checked and migrated ("TSRA").
@@ -109,6 +129,7 @@ constexpr const char* kUpsertMeta =
 constexpr const char* kBumpCommits =
     "INSERT INTO meta (key, value) VALUES ('store/commits', '1') ON CONFLICT (key) DO UPDATE SET value = "
     "(meta.value::bigint + 1)::text RETURNING value::bigint";
+constexpr const char* kFence = "SELECT tessera_fence($1::bigint)";
 constexpr const char* kEventColumns = "SELECT seq, job_id, time, kind, actor, detail, time_ms FROM events ";
 
 std::string num(int64_t v) { return std::to_string(v); }
@@ -320,76 +341,80 @@ class PgStore final : public Store {
     }
   }
 
+  // The whole transaction in one pipeline (one round trip per kPipelineChunk statements): BEGIN, the
+  // fence, every batch's rows, the commit count, COMMIT.
   Status run_transaction(Pending* batches, size_t n) {
     if (Status s = writer_.ensure_connected(); !s.ok()) return s;
-    if (Status s = writer_.run("BEGIN"); !s.ok()) return s;
-    auto fail = [&](Status s) {
-      writer_.rollback_if_open();
-      return s;
+    std::vector<pg::Statement> stmts;
+    std::vector<std::string> labels;  // per statement: what a failure names
+    auto add = [&](pg::Statement st, std::string label) {
+      stmts.push_back(std::move(st));
+      labels.push_back(std::move(label));
     };
-    if (options_.epoch)
-      if (Status s = check_fence(options_.epoch()); !s.ok()) return fail(s);
-    for (size_t i = 0; i < n; ++i)
-      if (Status s = apply(batches[i].batch); !s.ok()) return fail(s);
-    if (Status s = writer_.run(kBumpCommits); !s.ok()) return fail(s);
-    if (Status s = writer_.run("COMMIT"); !s.ok()) return fail(s);
-    transactions_.fetch_add(1, std::memory_order_relaxed);
-    batches_.fetch_add(int64_t(n), std::memory_order_relaxed);
-    return {};
-  }
-
-  // Inside the write transaction: the lease is still `epoch`'s and unexpired (a share lock on its row
-  // keeps it so until COMMIT).
-  Status check_fence(int64_t epoch) {
-    const std::string e = num(epoch);
-    auto r = writer_.exec("SELECT epoch, expires > clock_timestamp() FROM leader WHERE id = 1 FOR SHARE", {});
-    if (!r.ok()) return r.error();
-    const int64_t now = PQntuples(r->get()) == 1 ? pg::get_int64(r->get(), 0, 0) : -1;
-    const bool live = PQntuples(r->get()) == 1 && pg::get_bool(r->get(), 0, 1);
-    if (now == epoch && live) return {};
-    if (now != epoch) {
-      const std::string why = "not the leader any more: the lease is at epoch " + num(now) + ", this controller led epoch " + e;
-      if (options_.on_fenced) options_.on_fenced(why);
-      return Error{ErrorCode::kUnavailable, "write refused: " + why + "; retry against the leader"};
+    add({"BEGIN"}, "");
+    if (options_.epoch) {
+      pg::Statement fence{kFence};
+      fence.text(num(options_.epoch()));
+      add(std::move(fence), "");
     }
-    return Error{ErrorCode::kUnavailable, "write refused: this controller's lease (epoch " + e +
-                                              ") has expired and is not renewed yet; retry shortly"};
+    for (size_t i = 0; i < n; ++i)
+      if (Status s = apply(batches[i].batch, add); !s.ok()) return s;
+    add({kBumpCommits}, "the commit count");
+    add({"COMMIT"}, "");
+    const auto failed = writer_.pipeline(stmts);
+    if (!failed) {
+      transactions_.fetch_add(1, std::memory_order_relaxed);
+      batches_.fetch_add(int64_t(n), std::memory_order_relaxed);
+      return {};
+    }
+    writer_.rollback_if_open();
+    if (failed->sqlstate == "TS001" || failed->sqlstate == "TS002") {
+      std::string msg = failed->error.message;
+      if (const size_t at = msg.find("ERROR:  "); at != std::string::npos) msg = msg.substr(at + 8);
+      if (const size_t nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
+      if (failed->sqlstate == "TS001" && options_.on_fenced) options_.on_fenced(msg);
+      return Error{ErrorCode::kUnavailable, "write refused: " + msg + "; retry against the leader"};
+    }
+    const std::string& label = failed->index < labels.size() ? labels[failed->index] : std::string();
+    if (label.empty()) return failed->error;
+    return Error{failed->error.code, label + ": " + failed->error.message};
   }
 
-  Status apply(const WriteBatch& batch) {
+  // Appends the statements of `batch` through add(statement, label).
+  template <class Add>
+  static Status apply(const WriteBatch& batch, Add& add) {
     for (const JobRow& j : batch.jobs) {
-      std::string encoded;
+      std::string record = j.record;
       if (j.record.empty() && j.encode) {
         try {
-          encoded = j.encode();
+          record = j.encode();
         } catch (const std::exception& e) {
           return internal_error("job " + num(j.id) + ": cannot encode its record (" + e.what() + ")");
         }
       }
-      const std::string id = num(j.id), submitted = num(j.submitted);
-      if (Status s = writer_.run(kUpsertJob, {text(id), text(j.state), text(j.queue), text(j.user), text(submitted),
-                                              blob(encoded.empty() ? j.record : encoded)});
-          !s.ok())
-        return Error{s.error().code, "job " + id + ": " + s.message()};
+      pg::Statement st{kUpsertJob};
+      st.text(num(j.id)).text(j.state).text(j.queue).text(j.user).text(num(j.submitted)).blob(std::move(record));
+      add(std::move(st), "job " + num(j.id));
     }
     for (const EventRow& e : batch.events) {
-      const std::string job = num(e.job_id), time = num(e.time), ms = num(e.time_ms >= 0 ? e.time_ms : e.time * 1000),
-                        seq = num(e.seq);
-      if (Status s = writer_.run(kAppendEvent, {text(job), text(time), text(e.kind), text(e.actor), blob(e.detail),
-                                                text(ms), e.seq > 0 ? text(seq) : pg::null()});
-          !s.ok())
-        return Error{s.error().code, "event " + e.kind + " of job " + job + ": " + s.message()};
+      pg::Statement st{kAppendEvent};
+      st.text(num(e.job_id)).text(num(e.time)).text(e.kind).text(e.actor).blob(e.detail);
+      st.text(num(e.time_ms >= 0 ? e.time_ms : e.time * 1000));
+      if (e.seq > 0) st.text(num(e.seq));
+      else st.null();
+      add(std::move(st), "event " + e.kind + " of job " + num(e.job_id));
     }
     for (const TokenRow& t : batch.tokens) {
-      const std::string created = num(t.created);
-      if (Status s = writer_.run(kUpsertToken, {text(t.hash), text(t.user), text(t.role), text(t.queue), text(created),
-                                                text(t.revoked ? "true" : "false"), text(t.node)});
-          !s.ok())
-        return Error{s.error().code, "token of user " + t.user + ": " + s.message()};
+      pg::Statement st{kUpsertToken};
+      st.text(t.hash).text(t.user).text(t.role).text(t.queue).text(num(t.created)).text(t.revoked ? "true" : "false");
+      st.text(t.node);
+      add(std::move(st), "token of user " + t.user);
     }
-    for (const auto& [key, value] : batch.meta)
-      if (Status s = writer_.run(kUpsertMeta, {text(key), text(value)}); !s.ok())
-        return Error{s.error().code, "meta " + key + ": " + s.message()};
+    for (const auto& [key, value] : batch.meta) {
+      pg::Statement st{kUpsertMeta};
+      st.text(key).text(value);
+      add(std::move(st), "meta " + key);
+    }
     return {};
   }
 
