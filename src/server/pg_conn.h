@@ -40,6 +40,7 @@ inline Param null() { return {{}, false, true}; }
 // A statement with owned parameter values, for a pipeline.
 struct Statement {
   enum class Kind : uint8_t { kText, kBinary, kNull };
+  Statement(const char* statement) : sql(statement) {}  // NOLINT: implicit, {"BEGIN"}
   const char* sql = nullptr;
   std::vector<std::string> values;
   std::vector<Kind> kinds;

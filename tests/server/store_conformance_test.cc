@@ -297,6 +297,32 @@ TEST_P(StoreConformance, BatchesCommitInWriteOrderAndAreGroupCommitted) {
   for (int i = 0; i < 50; ++i) EXPECT_EQ((*ev)[size_t(i)].job_id, 100000 + i);
 }
 
+// A large batch is one transaction however it is sent (PostgreSQL: in chunks of one pipeline): all of
+// it, or nothing of it when one row is bad, even far into it.
+TEST_P(StoreConformance, ALargeBatchIsAllOrNothing) {
+  auto s = open();
+  ASSERT_TRUE(s);
+  WriteBatch big;
+  for (int i = 1; i <= 1500; ++i) {
+    big.jobs.push_back(job(i));
+    big.events.push_back(event(i, "submitted"));
+  }
+  WriteBatch bad = big;
+  bad.jobs[1200].id = 0;  // breaks id > 0 after 1,200 good rows
+  const Status refused = s->write_sync(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(contains(refused.message(), "job 0")) << refused.message();
+  auto none = s->load();
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->jobs.empty());
+  EXPECT_EQ(none->last_event_seq, 0);
+  ASSERT_TRUE(s->write_sync(big).ok());
+  auto all = s->load();
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->jobs.size(), 1500u);
+  EXPECT_EQ(all->last_event_seq, 1500);
+}
+
 TEST_P(StoreConformance, EventsArePagedBySeq) {
   auto s = open();
   ASSERT_TRUE(s);
