@@ -110,9 +110,12 @@ Result<std::unique_ptr<ServerChild>> ServerChild::start(const ServerChildOptions
   }
   if (c->port_ <= 0) return internal_error("server: not listening after " + std::to_string(o.start_timeout_s) + " s: " + c->log_tail());
   std::string token;
-  while (std::chrono::steady_clock::now() < until) {  // with PostgreSQL, written once the server leads
+  // With PostgreSQL the server serves once it leads (and then writes the token on a first start).
+  while (std::chrono::steady_clock::now() < until) {
     token = read_all(token_path);
-    if (!token.empty() && token.back() == '\n') break;
+    if (!token.empty() && token.back() == '\n' &&
+        (o.store.empty() || read_all(c->log_path_).find("tessera server leads") != std::string::npos))
+      break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();

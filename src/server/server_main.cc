@@ -180,21 +180,22 @@ int run_server(const ServerOptions& o) {
   std::unique_ptr<LeaderLease> lease;
   std::unique_ptr<LeaseKeeper> keeper;
   bool announced = false;
+  std::unique_ptr<StandbyServer> standby;  // PostgreSQL: serves the ports until this controller leads
   if (!embedded) {
-    StandbyServer standby;
-    if (Status st = standby.start(http); !st.ok()) {
+    standby = std::make_unique<StandbyServer>();
+    if (Status st = standby->start(http); !st.ok()) {
       std::cerr << "tessera server: " << st.message() << "\n";
       return 1;
     }
     // The same ports when this controller leads (port 0 picked one).
-    http.port = standby.port();
-    if (standby.agent_port() >= 0) http.agent_port = standby.agent_port();
+    http.port = standby->port();
+    if (standby->agent_port() >= 0) http.agent_port = standby->agent_port();
     LeaseOptions lo;
     lo.lease_ms = o.lease_ms;
     lo.holder = http.host + ":" + std::to_string(http.port) + " pid " + std::to_string(::getpid());
     lo.url = !o.advertise_url.empty() ? o.advertise_url : "http://" + http.host + ":" + std::to_string(http.port);
     lo.agent_url = !o.advertise_agent_url.empty() ? o.advertise_agent_url
-                   : standby.agent_port() >= 0
+                   : standby->agent_port() >= 0
                        ? "http://" + (http.agent_host.empty() ? http.host : http.agent_host) + ":" + std::to_string(http.agent_port)
                        : lo.url;
     auto opened = LeaderLease::open(where->dsn, lo);
@@ -207,15 +208,14 @@ int run_server(const ServerOptions& o) {
               << std::endl;
     announced = true;
     int sig = 0;
-    if (!wait_for_leadership(*lease, standby, signals, std::max<int64_t>(100, o.lease_ms / 5), &sig)) {
+    if (!wait_for_leadership(*lease, *standby, signals, std::max<int64_t>(100, o.lease_ms / 5), &sig)) {
       spdlog::info("event=stopping signal={} role=standby", sig);
       return 0;
     }
-    standby.stop();
+    standby->taking_over();  // 503 "retry in a moment" until the API below listens
     epoch->store(lease->epoch());
     keeper = std::make_unique<LeaseKeeper>(*lease, std::max<int64_t>(50, o.lease_ms / 5));
     spdlog::info("event=leading epoch={} url={}", lease->epoch(), lo.url);
-    std::cout << "tessera server leads (epoch " << lease->epoch() << ")" << std::endl;
   }
   // First start: an admin token.
   auto loaded = (*store)->load();
@@ -283,6 +283,7 @@ int run_server(const ServerOptions& o) {
     return {};
   };
   HttpApi api(**controller, reload);
+  if (standby) standby->stop();  // frees the ports for the API, which binds them at once
   if (Status st = api.start(http); !st.ok()) {
     std::cerr << "tessera server: " << st.message() << "\n";
     return 1;
@@ -299,6 +300,7 @@ int run_server(const ServerOptions& o) {
     spdlog::warn("event=agentless reason=\"{}\"", kAgentlessReason);
   }
   if (!announced) std::cout << "tessera server listening on http://" << http.host << ":" << api.port() << std::endl;
+  if (lease) std::cout << "tessera server leads (epoch " << lease->epoch() << ")" << std::endl;
   if (!o.agentless)
     spdlog::info("event=waiting_for_agents nodes={} heartbeat_ms={} timeout_ms={} (nodes take work once their agent registers)",
                  cfg->nodes.size(), o.heartbeat_interval_ms, o.agent_timeout_ms);

@@ -10,6 +10,11 @@ void StandbyServer::set_leader(const LeaderInfo& leader) {
   leader_ = leader;
 }
 
+void StandbyServer::taking_over() {
+  std::lock_guard lock(mu_);
+  taking_over_ = true;
+}
+
 void StandbyServer::routes(HttpServer& s, bool agents) {
   using Json = nlohmann::json;
   s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
@@ -29,9 +34,20 @@ void StandbyServer::routes(HttpServer& s, bool agents) {
   });
   auto redirect = [this, agents](const httplib::Request& req, httplib::Response& res) {
     LeaderInfo l;
+    bool mine = false;
     {
       std::lock_guard lock(mu_);
       l = leader_;
+      mine = taking_over_;
+    }
+    if (mine) {
+      res.status = 503;
+      res.set_header("Retry-After", "1");
+      res.set_content(Json{{"error", {{"code", "unavailable"},
+                                      {"message", "this controller is becoming the leader (loading its state); retry in a moment"}}}}
+                          .dump(),
+                      "application/json");
+      return;
     }
     const std::string& base = agents ? l.agent_url : l.url;
     if (!l.live || base.empty()) {

@@ -22,6 +22,9 @@ class StandbyServer {
   // Binds the listeners `o` names (port 0: any free port, see port()).
   Status start(const HttpOptions& o);
   void set_leader(const LeaderInfo& leader);
+  // This controller holds the lease and is loading its state: requests other than /healthz and
+  // /readyz get 503 "retry in a moment" rather than a redirect to itself.
+  void taking_over();
   int port() const { return port_; }
   int agent_port() const { return agent_port_; }
   void stop();
@@ -30,6 +33,7 @@ class StandbyServer {
   void routes(HttpServer& s, bool agents);
   mutable std::mutex mu_;
   LeaderInfo leader_;
+  bool taking_over_ = false;
   std::unique_ptr<HttpServer> server_, agent_server_;
   int port_ = 0, agent_port_ = -1;
 };

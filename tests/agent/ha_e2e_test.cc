@@ -122,6 +122,9 @@ TEST_F(HighAvailability, KillingTheLeaderMidBurstLosesNothingAcknowledged) {
   // A standby redirects to the leader, keeping the method.
   auto redirected = http_call(controllers_[1]->port(), "POST", "/api/v1/jobs", admin_, sleeper("x").dump());
   ASSERT_EQ(redirected.status, 307) << redirected.raw;
+  // The portal too: a browser sent to a standby lands on the leader.
+  EXPECT_EQ(http_call(controllers_[2]->port(), "GET", "/jobs/1", "").status, 307);
+  EXPECT_EQ(http_call(controllers_[2]->port(), "GET", "/healthz", "").status, 200);
 
   std::vector<std::unique_ptr<AgentProcess>> agents;
   for (int i = 0; i < 2; ++i) {
