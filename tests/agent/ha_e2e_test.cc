@@ -233,6 +233,12 @@ TEST_F(HighAvailability, KillingTheLeaderMidBurstLosesNothingAcknowledged) {
   // The CLI follows the leader too, with the dead controller first in its list.
   auto cli = run_cli({"jobs", "--server", urls(), "--token", admin_});
   EXPECT_EQ(cli.status, 0) << cli.out << cli.err;
+  // And the redirect of a standby given alone.
+  const int standby = new_leader == 1 ? 2 : 1;
+  auto via_standby = run_cli({"show", std::to_string(longs[0]), "--server",
+                              "http://127.0.0.1:" + std::to_string(controllers_[size_t(standby)]->port()), "--token", admin_});
+  EXPECT_EQ(via_standby.status, 0) << via_standby.out << via_standby.err;
+  EXPECT_TRUE(contains(via_standby.out, "running")) << via_standby.out;
 }
 
 TEST_F(HighAvailability, AFrozenLeaderIsFencedAndStepsDown) {
