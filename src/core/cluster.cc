@@ -1,15 +1,9 @@
 #include "core/cluster.h"
 
 #include <algorithm>
-#include <atomic>
 #include <string>
 
 namespace tessera {
-
-uint64_t ClusterState::fresh_generation() {
-  static std::atomic<uint64_t> counter{0};
-  return counter.fetch_add(1, std::memory_order_relaxed) + 1;
-}
 
 int task_class(const TaskRequest& r) {
   if (r.mig()) return 9;

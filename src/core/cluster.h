@@ -6,6 +6,8 @@
 // derived per-node counters equal what the GPUs say.
 #pragma once
 
+#include "core/generation.h"
+
 #include <array>
 #include <map>
 #include <cstdint>
@@ -184,7 +186,6 @@ class ClusterState {
   static void apply_on(Node& n, const TaskPlacement& p);
   static void release_on(Node& n, const TaskPlacement& p);
   static void refresh_derived(Node& n);
-  static uint64_t fresh_generation();  // thread-safe
   // Generations are unique in the process, across every ClusterState and its copies (a process-wide
   // counter): a number names one state of one node, so caches keyed by it stay right when a cluster
   // is assigned from an older copy and changes from there.

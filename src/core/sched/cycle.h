@@ -39,7 +39,7 @@
 //
 // Internal to src/core/sched: the cycle's phases as free functions over its CycleState
 // (cycle_state.h), one file per phase: cycle.cc (the sequence, validate, books, why jobs wait),
-// order.cc (around job_order.h's policies), place.cc, backfill.cc, guarantees.cc, preempt.cc,
+// order.cc (around job_order.h's policies), place.cc, backfill.cc, guarantees.cc, preempt.cc, victims.cc,
 // defragment.cc, cycle_mig.cc. Every guarantee question goes to the cycle's GuaranteeLedger
 // (guarantee_ledger.h), which owns its fair share. Phases return what they found as values. Not
 // thread-safe (one cycle, one thread).
@@ -285,6 +285,26 @@ VictimSearch find_victims(CycleState& cs, Entry& e, const Gang& gang, int budget
 // claims_active: the working copy has this cycle's victims released and the waiting preemptors'
 // claims applied (find_victims sets that up and undoes it).
 VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int budget, bool claims_active);
+
+// ---- victims.cc ----
+// A running job find_victims_inner may take, and why.
+struct VictimCandidate {
+  size_t idx;
+  int64_t cost;  // lost work (lost_work_cost); -1 for a job already leaving
+  bool by_priority;
+  bool leaving = false;  // already asked to checkpoint and exit (a victim of an earlier cycle)
+  // Reclaim only: its own leaf queue is within its guarantee (an ancestor borrows): taken last, as
+  // the borrowing is its sibling queues' doing.
+  bool inside_own = false;
+  bool by_reclaim = false;
+  const RunningFacts* fact = nullptr;  // its packed facts (outside the reference run)
+};
+// The victim order (a total order, ending in the job id).
+bool victim_before(const CycleState& cs, const VictimCandidate& a, const VictimCandidate& b);
+// Puts `cands` in the order they are tried for `gang`: victim order; for a shape whose room must be on
+// one node or in one required topology domain, group by group (the cheapest group first, groups that
+// even emptied leave too little room last), victim order inside each group.
+void order_victims(const CycleState& cs, const Gang& gang, std::vector<VictimCandidate>& cands);
 // Preemption trial: where the engine places the gang on the working copy now, on GPUs the job's
 // queue limits and the owed guarantees allow under `fs`; nullopt if nowhere.
 std::optional<std::vector<TaskPlacement>> fits_under(CycleState& cs, const FairShare& fs, const Entry& e, const Gang& gang);

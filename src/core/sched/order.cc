@@ -12,8 +12,6 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace tessera::sched {

@@ -268,17 +268,7 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
   const std::vector<std::string> reclaim_classes = cs.ledger->owed_classes(claimant);
   const bool may_reclaim = !reclaim_classes.empty();
 
-  struct Cand {
-    size_t idx;
-    int64_t cost;
-    bool by_priority;
-    bool leaving = false;  // already asked to checkpoint and exit (a victim of an earlier cycle)
-    // Reclaim only: its own leaf queue is within its guarantee (an ancestor borrows): taken last, as
-    // the borrowing is its sibling queues' doing.
-    bool inside_own = false;
-    bool by_reclaim = false;
-    const RunningFacts* fact = nullptr;  // its packed facts (outside the reference run)
-  };
+  using Cand = VictimCandidate;
   std::vector<Cand> cands;
   // Neither priority nor reclaim may take anything for it: no candidate (the scans below would find
   // none; skipped but in the reference run).
@@ -372,127 +362,7 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
   for (const Cand& c : cands) room += cs.entries[c.idx].milli;
   if (cands.empty() || room < e.milli) return s;
   s.searched = true;
-  // Victim order: jobs already leaving, then (reclaim) borrowers' jobs before those inside their own
-  // leaf's guarantee, then the lowest priority class, (with config.victims_least_attained: the least
-  // attained service,) then the least lost work (as KAI and Slurm
-  // order victims): a lower class that can serve the preemptor is used up before a higher one.
-  auto victim_before = [&](const Cand& a, const Cand& b) {
-    if (a.leaving != b.leaving) return a.leaving;
-    if (a.inside_own != b.inside_own) return b.inside_own;
-    const int ca = cs.entries[a.idx].pc->value, cb = cs.entries[b.idx].pc->value;
-    if (ca != cb) return ca < cb;
-    if (cs.cfg.victims_least_attained) {  // the least served first (config.victims_least_attained)
-      const int64_t xa = cs.entries[a.idx].job->attained_gpu_s, xb = cs.entries[b.idx].job->attained_gpu_s;
-      if (xa != xb) return xa < xb;
-    }
-    if (a.cost != b.cost) return a.cost < b.cost;
-    const Job& x = *cs.entries[a.idx].job;
-    const Job& y = *cs.entries[b.idx].job;
-    if (x.started != y.started) return x.started > y.started;  // newest first
-    return x.id < y.id;
-  };
-  // Tasks of several whole GPUs (or a gang that must share one node) need them on one node, and a
-  // gang required inside one topology domain (leaf, spine) needs all its room in one domain: victims
-  // are taken group by group (node, or domain), the group whose candidates lose the least work
-  // first, with every candidate in it (a gang's tasks elsewhere go too); groups where even all
-  // candidates leave too little room come last. Other shapes take the cheapest victims anywhere.
-  const bool one_node = gang.topology.mode == TopologyMode::kRequired && gang.topology.level == "node";
-  int level = -1;  // the required domain's level (network().count() is "node"), or -1
-  if (gang.topology.mode == TopologyMode::kRequired && gang.tasks > 1)
-    if (auto li = cs.work.network().level_index(gang.topology.level); li.ok()) level = *li;
-  const bool by_domain = level >= 0 && level < cs.work.network().count();
-  const bool grouped_shape =
-      gang.task.whole_gpus() && (gang.task.gpu_count > 1 || (one_node && gang.tasks > 1) || by_domain);
-  // Taken group by group, only the order inside a group matters (and among the jobs leaving, and those
-  // in no group): outside the reference run, those are sorted instead of every candidate.
-  const bool sort_all = cs.reference || !grouped_shape;
-  if (sort_all) std::sort(cands.begin(), cands.end(), victim_before);
-  if (grouped_shape) {
-    // Group of a node: its domain at the required level, else the node itself.
-    auto group = [&](const Node& n) {
-      return by_domain && size_t(level) < n.path.size() ? n.path[size_t(level)] : n.id.value;
-    };
-    // (group, candidate position) pairs, and per group the room and cost of its candidates (flat by
-    // id: maps here cost a tenth of a cycle at 10,000 nodes).
-    const size_t ng = by_domain ? std::max<size_t>(cs.work.network().domain_count(level), cs.work.nodes().size())
-                                : cs.work.nodes().size();
-    std::vector<int64_t> cost_on(ng, 0), room_on(ng, 0), inside_on(ng, 0), free_on(ng, 0);
-    std::vector<int> top_class_on(ng, std::numeric_limits<int>::min());  // highest victim class per group
-    // Free room per domain; per node it is read where a group is made (most nodes hold no candidate).
-    if (by_domain)
-      for (const Node& n : cs.work.nodes()) free_on[group(n)] += n.free_gpu_milli;
-    std::vector<std::pair<uint32_t, size_t>> at;
-    std::vector<uint32_t> touched;
-    for (size_t k = 0; k < cands.size(); ++k) {
-      if (cands[k].leaving) continue;
-      if (const RunningFacts* f = cands[k].fact; f && (f->flags & RunningFacts::kOneNode)) {  // one group
-        const uint32_t n = group(cs.work.node(NodeId(f->node)));
-        room_on[n] += f->held_milli;
-        at.emplace_back(n, k), cost_on[n] += cands[k].cost, inside_on[n] += cands[k].inside_own;
-        top_class_on[n] = std::max(top_class_on[n], f->class_value);
-        continue;
-      }
-      touched.clear();
-      for (const TaskPlacement& p : cs.entries[cands[k].idx].holding) {
-        const uint32_t gid = group(cs.work.node(p.node));
-        touched.push_back(gid);
-        for (const GpuGrant& g : p.gpus) room_on[gid] += g.milli_held();
-      }
-      std::sort(touched.begin(), touched.end());
-      touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-      for (uint32_t n : touched) {
-        at.emplace_back(n, k), cost_on[n] += cands[k].cost, inside_on[n] += cands[k].inside_own;
-        top_class_on[n] = std::max(top_class_on[n], cs.entries[cands[k].idx].pc->value);
-      }
-    }
-    if (sort_all) {
-      std::sort(at.begin(), at.end());  // by group, then candidate position (cheapest first)
-    } else {  // the same order: bucketed by group (no comparisons), then victim order inside each group
-      std::vector<uint32_t> begin(ng + 1, 0);
-      for (const auto& [n, k] : at) ++begin[n + 1];
-      for (size_t n = 0; n < ng; ++n) begin[n + 1] += begin[n];
-      std::vector<std::pair<uint32_t, size_t>> by_group(at.size());
-      std::vector<uint32_t> next(begin.begin(), begin.end() - 1);
-      for (const auto& x : at) by_group[next[x.first]++] = x;
-      for (size_t n = 0; n < ng; ++n)
-        if (begin[n + 1] - begin[n] > 1)
-          std::sort(by_group.begin() + begin[n], by_group.begin() + begin[n + 1],
-                    [&](const std::pair<uint32_t, size_t>& x, const std::pair<uint32_t, size_t>& y) {
-                      return victim_before(cands[x.second], cands[y.second]);
-                    });
-      at = std::move(by_group);
-    }
-    // Candidates by victim order among `ks` (already so when every candidate was sorted).
-    auto in_order = [&](std::vector<size_t> ks) {
-      if (!sort_all)
-        std::sort(ks.begin(), ks.end(), [&](size_t x, size_t y) { return victim_before(cands[x], cands[y]); });
-      return ks;
-    };
-    const int64_t need = (one_node || by_domain ? gang.total_gpus() : int64_t(gang.task.gpu_count)) * 1000;
-    // (too small, candidates inside their own guarantee, highest victim class, cost, group, first pair
-    // of the group in `at`): a group whose victims are all of a lower class comes first.
-    std::vector<std::tuple<bool, int64_t, int, int64_t, uint32_t, size_t>> groups;
-    for (size_t a = 0; a < at.size(); ++a)
-      if (a == 0 || at[a].first != at[a - 1].first) {
-        const uint32_t n = at[a].first;
-        if (!by_domain) free_on[n] = cs.work.node(NodeId(n)).free_gpu_milli;
-        groups.emplace_back(free_on[n] + room_on[n] < need, inside_on[n], top_class_on[n], cost_on[n], n, a);
-      }
-    std::sort(groups.begin(), groups.end());
-    std::vector<Cand> grouped;
-    std::vector<bool> taken(cands.size(), false);
-    std::vector<size_t> leaving, rest;
-    for (size_t k = 0; k < cands.size(); ++k)
-      if (cands[k].leaving) leaving.push_back(k);
-    for (size_t k : in_order(std::move(leaving))) grouped.push_back(cands[k]), taken[k] = true;
-    for (const auto& [small, inside, top_class, cost, n, first] : groups)
-      for (size_t a = first; a < at.size() && at[a].first == n; ++a)
-        if (!taken[at[a].second]) grouped.push_back(cands[at[a].second]), taken[at[a].second] = true;
-    for (size_t k = 0; k < cands.size(); ++k)
-      if (!taken[k]) rest.push_back(k);
-    for (size_t k : in_order(std::move(rest))) grouped.push_back(cands[k]);
-    cands = std::move(grouped);
-  }
+  order_victims(cs, gang, cands);
 
   // Add victims one by one on a scratch copy until the engine places the job. A fresh engine: its
   // score cache must not mix the scratch copy's node generations with the working copy's.

@@ -4,7 +4,6 @@
 #include "core/sched/queues.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cassert>
 #include <limits>
@@ -312,11 +311,6 @@ bool FairShare::borrowing(QueueId q, const std::string& cls) const {
   for (QueueId p : tree_->path_to_root(q))
     if (allocated(p, cls) > get(tree_->queue(p).guaranteed, cls)) return true;
   return false;
-}
-
-uint64_t FairShare::fresh_generation() {
-  static std::atomic<uint64_t> counter{0};
-  return counter.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
 void FairShare::add(QueueId leaf, const ClassAmounts& delta, int sign) {

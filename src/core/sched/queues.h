@@ -5,6 +5,8 @@
 // QueueTree is immutable after build(); FairShare is recomputed each cycle. Thread-compatible.
 #pragma once
 
+#include "core/generation.h"
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -115,7 +117,6 @@ class FairShare {
   uint64_t generation() const { return generation_; }
 
  private:
-  static uint64_t fresh_generation();  // process-unique, thread-safe
   uint64_t generation_ = fresh_generation();
   const QueueTree* tree_ = nullptr;
   std::vector<ClassAmounts> fair_, alloc_, demand_;
