@@ -202,7 +202,7 @@ void HttpApi::configure(HttpServer& s) {
   });
 }
 
-Status HttpApi::start(const HttpOptions& o) {
+HttpServerOptions api_listener_options(const HttpOptions& o) {
   HttpServerOptions so;
   so.host = o.host;
   so.port = o.port;
@@ -211,26 +211,34 @@ Status HttpApi::start(const HttpOptions& o) {
   so.max_connections = o.max_connections;
   so.max_connections_per_ip = o.max_connections_per_ip;
   so.idle_timeout_s = o.idle_timeout_s;
+  return so;
+}
+
+HttpServerOptions agent_listener_options(const HttpOptions& o) {
+  HttpServerOptions ao = api_listener_options(o);
+  ao.host = o.agent_host.empty() ? o.host : o.agent_host;
+  ao.port = o.agent_port;
+  ao.workers = std::max(2, o.threads / 4);
+  ao.max_connections_per_ip = 0;
+  if (o.agent_max_connections > 0) ao.max_connections = o.agent_max_connections;
+  // An agent's requests carry a few small headers, and every agent holds a watch open: a smaller
+  // per-connection pool keeps thousands of open watches cheap (the body is streamed, not pooled).
+  ao.header_memory_bytes = 16 << 10;
+  return ao;
+}
+
+Status HttpApi::start(const HttpOptions& o) {
   server_ = std::make_unique<HttpServer>();
   configure(*server_);
   routes(*server_);
-  if (Status st = server_->start(so); !st.ok()) return st;
+  if (Status st = server_->start(api_listener_options(o)); !st.ok()) return st;
   port_ = server_->port();
   if (o.agent_port >= 0) {
     // Agents' own listener: their heartbeats never wait behind users' requests or connections.
-    HttpServerOptions ao = so;
-    ao.host = o.agent_host.empty() ? o.host : o.agent_host;
-    ao.port = o.agent_port;
-    ao.workers = std::max(2, o.threads / 4);
-    ao.max_connections_per_ip = 0;
-    if (o.agent_max_connections > 0) ao.max_connections = o.agent_max_connections;
-    // An agent's requests carry a few small headers, and every agent holds a watch open: a smaller
-    // per-connection pool keeps thousands of open watches cheap (the body is streamed, not pooled).
-    ao.header_memory_bytes = 16 << 10;
     agent_server_ = std::make_unique<HttpServer>();
     configure(*agent_server_);
     agent_routes(*agent_server_);
-    if (Status st = agent_server_->start(ao); !st.ok())
+    if (Status st = agent_server_->start(agent_listener_options(o)); !st.ok())
       return invalid_argument("--agent-listen: " + st.message());
     agent_port_ = agent_server_->port();
   }

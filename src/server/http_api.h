@@ -56,6 +56,11 @@ class HttpApi {
   int port_ = 0, agent_port_ = -1;
 };
 
+// What HttpApi's listeners run with (the standby's too, standby.h): the API's, and the agents' own
+// (o.agent_port; fewer workers, smaller header memory, no per-address cap).
+HttpServerOptions api_listener_options(const HttpOptions& o);
+HttpServerOptions agent_listener_options(const HttpOptions& o);
+
 // HTTP status for an error code (400, 401, 403, 404, 409, 500, 503).
 int http_status(ErrorCode code);
 // The error body: {"error": {"code", "message", "field"?}}; the field is the message's leading path

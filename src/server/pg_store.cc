@@ -3,11 +3,11 @@
 // Ownership: PgStore owns two connections: the writer's (used only by the writer thread once the
 // constructor has started it) and the reader's (shared by load()/events_*() under read_mu_).
 // backup() opens its own connection for its snapshot.
-// Thread-safety: every public method may be called from any thread. write() only queues; the writer
-// thread commits all queued batches (up to kMaxGroupBatches) in one transaction (group commit) and
+// Thread-safety: every public method may be called from any thread. write() only queues (WriteQueue,
+// write_queue.h); the writer thread commits all queued batches (up to kMaxGroupBatches) in one transaction (group commit) and
 // runs their `done` callbacks after COMMIT has returned (PostgreSQL's synchronous_commit: on disk).
 // A lost connection fails the transaction with kUnavailable; the next one reconnects.
-// Invariants: batches commit in write() order; completed_ <= enqueued_; every transaction bumps meta
+// Invariants: batches commit in write() order; every transaction bumps meta
 // "store/commits" (hidden from load()); events get seq max + 1 unless a copy names the source's seq.
 #include <fcntl.h>
 #include <unistd.h>
@@ -15,17 +15,15 @@
 #include <atomic>
 #include <cerrno>
 #include <filesystem>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <mutex>
-#include <thread>
 
 #include <spdlog/spdlog.h>
 
 #include "server/pg_conn.h"
 #include "server/sqlite_db.h"
 #include "server/store.h"
+#include "server/write_queue.h"
 
 namespace tessera::server {
 namespace {
@@ -240,33 +238,12 @@ Status check_and_migrate(pg::Conn& c) {
 class PgStore final : public Store {
  public:
   PgStore(std::string dsn, PostgresOpenOptions options, pg::Conn writer, pg::Conn reader)
-      : dsn_(std::move(dsn)), options_(std::move(options)), writer_(std::move(writer)), reader_(std::move(reader)) {
-    writer_thread_ = std::thread([this] { writer_loop(); });
-  }
+      : dsn_(std::move(dsn)), options_(std::move(options)), writer_(std::move(writer)), reader_(std::move(reader)) {}
 
-  ~PgStore() override {
-    {
-      std::lock_guard lock(mu_);
-      stopping_ = true;
-    }
-    work_cv_.notify_one();
-    writer_thread_.join();
-  }
+  ~PgStore() override { queue_.stop(); }
 
-  void write(WriteBatch batch, std::function<void(Status)> done) override {
-    {
-      std::lock_guard lock(mu_);
-      queue_.push_back({std::move(batch), std::move(done)});
-      ++enqueued_;
-    }
-    work_cv_.notify_one();
-  }
-
-  void flush() override {
-    std::unique_lock lock(mu_);
-    const uint64_t target = enqueued_;
-    done_cv_.wait(lock, [&] { return completed_ >= target; });
-  }
+  void write(WriteBatch batch, std::function<void(Status)> done) override { queue_.write(std::move(batch), std::move(done)); }
+  void flush() override { queue_.flush(); }
 
   Result<LoadedState> load() override {
     std::lock_guard lock(read_mu_);
@@ -299,32 +276,7 @@ class PgStore final : public Store {
   }
 
  private:
-  struct Pending {
-    WriteBatch batch;
-    std::function<void(Status)> done;
-  };
-
-  void writer_loop() {
-    std::vector<Pending> group;
-    for (;;) {
-      group.clear();
-      {
-        std::unique_lock lock(mu_);
-        work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        while (!queue_.empty() && group.size() < kMaxGroupBatches) {
-          group.push_back(std::move(queue_.front()));
-          queue_.pop_front();
-        }
-      }
-      commit_group(group);
-      {
-        std::lock_guard lock(mu_);
-        completed_ += group.size();
-      }
-      done_cv_.notify_all();
-    }
-  }
+  using Pending = WriteQueue::Pending;
 
   // One transaction for the group; if it fails for a reason of its own batches (not the
   // connection), each batch alone, so that only the bad batch fails.
@@ -427,15 +379,8 @@ class PgStore final : public Store {
   // Reader side.
   std::mutex read_mu_;
   pg::Conn reader_;
-  // The queue between write() and the writer thread.
-  std::mutex mu_;
-  std::condition_variable work_cv_;
-  std::condition_variable done_cv_;
-  std::deque<Pending> queue_;
-  uint64_t enqueued_ = 0;
-  uint64_t completed_ = 0;
-  bool stopping_ = false;
-  std::thread writer_thread_;
+  // Last: its writer thread starts once everything it commits with exists.
+  WriteQueue queue_{kMaxGroupBatches, [this](std::vector<Pending>& group) { commit_group(group); }};
 };
 
 // A reader pinned to one moment: a REPEATABLE READ transaction on its own connection.

@@ -2,12 +2,11 @@
 // Ownership: SqliteStore owns two connections. The write connection (and its prepared statements)
 // belongs to the writer thread once the constructor has started it; the read connection is shared by
 // load()/events_*() under read_mu_. backup() opens its own short-lived read connection.
-// Thread-safety: every public method may be called from any thread. write() only queues; the writer
-// thread commits all queued batches (up to kMaxGroupBatches) in one transaction (group commit) and
+// Thread-safety: every public method may be called from any thread. write() only queues (WriteQueue,
+// write_queue.h); the writer thread commits all queued batches (up to kMaxGroupBatches) in one transaction (group commit) and
 // runs their `done` callbacks after COMMIT has returned (i.e. after fsync). A `done` runs on the
 // writer thread: it may call write() but must not wait on the store (write_sync, flush), nor throw.
-// Invariants: batches commit in write() order; completed_ <= enqueued_, and completed_ counts
-// batches whose `done` has already run; the schema and its checks are sqlite_db.h's; every transaction
+// Invariants: batches commit in write() order; the schema and its checks are sqlite_db.h's; every transaction
 // bumps meta "store/commits" (hidden from load()), and DIR/tessera.db-state (commit_record.h)
 // records the count as of the last commit, so that a store missing acknowledged commits is refused.
 #include <fcntl.h>
@@ -17,15 +16,12 @@
 
 #include <atomic>
 #include <cerrno>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <filesystem>
 #include <mutex>
 #include <string_view>
-#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -33,6 +29,7 @@
 #include "server/data_dir.h"
 #include "server/sqlite_db.h"
 #include "server/store.h"
+#include "server/write_queue.h"
 
 namespace tessera::server {
 namespace {
@@ -80,17 +77,10 @@ class SqliteStore final : public Store {
         record_(std::move(record)),
         commits_(commits),
         reader_(std::move(reader)),
-        rs_(std::move(rs)) {
-    writer_thread_ = std::thread([this] { writer_loop(); });
-  }
+        rs_(std::move(rs)) {}
 
   ~SqliteStore() override {
-    {
-      std::lock_guard lock(mu_);
-      stopping_ = true;
-    }
-    work_cv_.notify_one();
-    writer_thread_.join();
+    queue_.stop();
     // Statements before their connections; the last connection to close checkpoints the -wal into
     // tessera.db and removes it. Only then is the store closed cleanly.
     ws_ = {};
@@ -100,20 +90,8 @@ class SqliteStore final : public Store {
     record_.update({false, commits_}, true);
   }
 
-  void write(WriteBatch batch, std::function<void(Status)> done) override {
-    {
-      std::lock_guard lock(mu_);
-      queue_.push_back({std::move(batch), std::move(done)});
-      ++enqueued_;
-    }
-    work_cv_.notify_one();
-  }
-
-  void flush() override {
-    std::unique_lock lock(mu_);
-    uint64_t target = enqueued_;
-    done_cv_.wait(lock, [&] { return completed_ >= target; });
-  }
+  void write(WriteBatch batch, std::function<void(Status)> done) override { queue_.write(std::move(batch), std::move(done)); }
+  void flush() override { queue_.flush(); }
 
   Result<LoadedState> load() override {
     std::lock_guard lock(read_mu_);
@@ -172,38 +150,13 @@ class SqliteStore final : public Store {
   }
 
  private:
-  struct Pending {
-    WriteBatch batch;
-    std::function<void(Status)> done;
-  };
+  using Pending = WriteQueue::Pending;
 
   Error backup_refused(const std::string& problems) const {
     std::string dir = parent_dir(writer_.path);
     return failed_precondition("no backup taken: " + writer_.path + " fails " + check_name(StoreCheck::kQuick) + " (" +
                                problems + "), and a copy of it would not restore. The store needs recovery: " +
                                restore_advice(dir));
-  }
-
-  void writer_loop() {
-    std::vector<Pending> group;
-    for (;;) {
-      group.clear();
-      {
-        std::unique_lock lock(mu_);
-        work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) return;  // stopping, and everything queued has been committed
-        while (!queue_.empty() && group.size() < kMaxGroupBatches) {
-          group.push_back(std::move(queue_.front()));
-          queue_.pop_front();
-        }
-      }
-      commit_group(group);
-      {
-        std::lock_guard lock(mu_);
-        completed_ += group.size();
-      }
-      done_cv_.notify_all();
-    }
   }
 
   static void report(Pending& p, const Status& s) {
@@ -372,15 +325,8 @@ class SqliteStore final : public Store {
   Conn reader_;
   ReadStatements rs_;
 
-  // The queue between write() and the writer thread.
-  std::mutex mu_;
-  std::condition_variable work_cv_;  // queue_ non-empty or stopping_
-  std::condition_variable done_cv_;  // completed_ advanced
-  std::deque<Pending> queue_;
-  uint64_t enqueued_ = 0;
-  uint64_t completed_ = 0;
-  bool stopping_ = false;
-  std::thread writer_thread_;
+  // Last: its writer thread starts once everything it commits with exists.
+  WriteQueue queue_{kMaxGroupBatches, [this](std::vector<Pending>& group) { commit_group(group); }};
 };
 
 Result<SqliteStore::WriteStatements> prepare_writes(const Conn& conn) {

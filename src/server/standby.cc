@@ -82,24 +82,16 @@ void StandbyServer::routes(HttpServer& s, bool agents) {
 }
 
 Status StandbyServer::start(const HttpOptions& o) {
-  HttpServerOptions so;
-  so.host = o.host;
-  so.port = o.port;
-  so.workers = 4;
-  so.max_body_bytes = o.max_body_bytes;
-  so.max_connections = o.max_connections;
-  so.max_connections_per_ip = o.max_connections_per_ip;
-  so.idle_timeout_s = o.idle_timeout_s;
+  constexpr int kWorkers = 4;  // redirects and probes only
+  HttpServerOptions so = api_listener_options(o);
+  so.workers = kWorkers;
   server_ = std::make_unique<HttpServer>();
   routes(*server_, false);
   if (Status st = server_->start(so); !st.ok()) return st;
   port_ = server_->port();
   if (o.agent_port >= 0) {
-    HttpServerOptions ao = so;
-    ao.host = o.agent_host.empty() ? o.host : o.agent_host;
-    ao.port = o.agent_port;
-    ao.max_connections_per_ip = 0;
-    if (o.agent_max_connections > 0) ao.max_connections = o.agent_max_connections;
+    HttpServerOptions ao = agent_listener_options(o);
+    ao.workers = kWorkers;
     agent_server_ = std::make_unique<HttpServer>();
     routes(*agent_server_, true);
     if (Status st = agent_server_->start(ao); !st.ok()) return invalid_argument("--agent-listen: " + st.message());

@@ -133,14 +133,13 @@ TEST_F(HighAvailability, KillingTheLeaderMidBurstLosesNothingAcknowledged) {
     agents.back()->start(urls(), admin_);
   }
   HaClient client(ports());
-  ASSERT_TRUE(eventually(
-      [&] {
-        size_t ready = 0;
-        for (const Json& n : client.call("GET", "/api/v1/nodes", admin_).body.value("nodes", Json::array()))
-          ready += n.value("agent", "") == "ready";
-        return ready == 2;
-      },
-      20));
+  auto both_agents_ready = [&] {
+    size_t ready = 0;
+    for (const Json& n : client.call("GET", "/api/v1/nodes", admin_).body.value("nodes", Json::array()))
+      ready += n.value("agent", "") == "ready";
+    return ready == 2;
+  };
+  ASSERT_TRUE(eventually(both_agents_ready, 20));
   // Two long jobs, one per node at least: they must survive the failover untouched.
   std::vector<int64_t> longs;
   for (int i = 0; i < 2; ++i) longs.push_back(client.call("POST", "/api/v1/jobs", admin_, sleeper("long").dump()).body.value("id", int64_t(0)));
@@ -211,15 +210,7 @@ TEST_F(HighAvailability, KillingTheLeaderMidBurstLosesNothingAcknowledged) {
   EXPECT_GT(submitted.size(), 500u);
   EXPECT_GT(cancelled.size(), 200u);
   // The long jobs kept running: same attempt, same processes, once the agents are back.
-  ASSERT_TRUE(eventually(
-      [&] {
-        size_t ready = 0;
-        for (const Json& n : client.call("GET", "/api/v1/nodes", admin_).body.value("nodes", Json::array()))
-          ready += n.value("agent", "") == "ready";
-        return ready == 2;
-      },
-      20))
-      << agents[0]->output();
+  ASSERT_TRUE(eventually(both_agents_ready, 20)) << agents[0]->output();
   for (int64_t id : longs) {
     const Json j = job(id);
     EXPECT_EQ(j.value("state", ""), "running") << j.dump();
