@@ -151,7 +151,7 @@ TEST(ApiFuzz, NoRequestCrashesHangsOrFailsTheServer) {
                                            "tsr_0000000000000000000000000000000000000000"};
   for (const std::string& t : tokens) ASSERT_TRUE(t.empty() || t.size() > 8);
   const std::vector<Route> routes = {
-      {"GET", "/healthz", ""}, {"GET", "/metrics", ""}, {"GET", "/", ""}, {"GET", "/jobs/{id}", ""},
+      {"GET", "/healthz", ""}, {"GET", "/readyz", ""}, {"GET", "/metrics", ""}, {"GET", "/", ""}, {"GET", "/jobs/{id}", ""},
       {"GET", "/api/v1/whoami", ""}, {"POST", "/api/v1/jobs", "job"}, {"GET", "/api/v1/jobs", ""},
       {"GET", "/api/v1/jobs/{id}", ""}, {"DELETE", "/api/v1/jobs/{id}", ""}, {"POST", "/api/v1/jobs/{id}/cancel", ""},
       {"POST", "/api/v1/jobs/{id}/priority", "priority"}, {"GET", "/api/v1/jobs/{id}/logs", ""},
