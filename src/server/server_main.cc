@@ -204,6 +204,8 @@ int run_server(const ServerOptions& o) {
       return 1;
     }
     lease = std::move(*opened);
+    // Knows the leader before it says it listens: a request then is redirected, not told "no leader".
+    if (auto who = lease->current(); who.ok()) standby->set_leader(*who);
     std::cout << "tessera server listening on http://" << http.host << ":" << http.port << " (standby until it leads)"
               << std::endl;
     announced = true;
