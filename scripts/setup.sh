@@ -17,6 +17,7 @@ packages=(
   postgresql-15  # its tests start a throwaway PostgreSQL server of their own
   libcurl4-openssl-dev  # tessera bench cluster: thousands of concurrent agent connections (curl multi)
   libjemalloc-dev  # tessera-full's allocator (src/cli/CMakeLists.txt)
+  libglpk-dev    # the LP solver of `sim alloc --bound` (src/sim/alloc_bound.h)
   python3-torch  # the distributed-training tests (PyTorch, CPU, gloo)
   chromium       # the portal's browser tests (tests/web)
   podman runc    # jobs in containers (docs/containers.md): podman with runc as its OCI runtime

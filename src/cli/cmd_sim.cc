@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "core/placement/policy.h"
+#include "sim/alloc_bound.h"
 #include "sim/alloc_experiment.h"
 #include "config/gpu_models.h"
 
@@ -21,9 +22,10 @@ namespace tessera::cli {
 namespace {
 
 struct AllocArgs {
-  std::string nodes, policy, seeds = "42-51", json, expected, gpu_models;
+  std::string nodes, policy, seeds = "42-51", json, expected, gpu_models, synthetic;
   std::vector<std::string> pods;  // one or more pod lists, run one after the other
   std::string inflate = "1.3";
+  bool bound = false;  // also the LP upper bound (sim/alloc_bound.h) and each policy's gap to it
 };
 
 [[noreturn]] void fail(const std::string& msg, int code) {
@@ -92,7 +94,7 @@ void run_workload(const AllocArgs& a, const sim::AllocWorkload& w, const std::ve
                   const std::vector<sim::PublishedCurve>& published, std::ostream& out,
                   nlohmann::ordered_json& json) {
   out << "workload: " << w.name
-      << (a.nodes.empty() ? " (built-in synthetic openb-like workload; give --nodes/--pods for a trace)" : "")
+      << (a.nodes.empty() && a.synthetic.empty() ? " (built-in synthetic openb-like workload; give --nodes/--pods for a trace)" : "")
       << ": " << w.cluster.node_count() << " nodes, " << w.cluster.total_gpus() << " GPUs, " << w.pods.size()
       << " pods; inflate " << inflate << "; seeds " << a.seeds << "\n";
 
@@ -139,6 +141,67 @@ void run_workload(const AllocArgs& a, const sim::AllocWorkload& w, const std::ve
                 res->size() * seeds.size(), wall, std::max(1u, std::thread::hardware_concurrency()));
   out << line;
 
+  // The bound: seed mean, then each policy's gap to it.
+  std::vector<double> bound_mean(std::size(pcts), std::nan(""));
+  std::vector<sim::BoundCurve> bounds;
+  if (a.bound) {
+    const auto b0 = std::chrono::steady_clock::now();
+    auto b = sim::alloc_bound_curves(w, seeds, inflate, std::vector<int>(std::begin(pcts), std::end(pcts)));
+    if (!b) fail("--bound: " + b.error().message, 1);
+    bounds = std::move(*b);
+    const double bound_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - b0).count();
+    for (size_t k = 0; k < std::size(pcts); ++k) {
+      double sum = 0;
+      int n = 0;
+      for (const sim::BoundCurve& c : bounds)
+        if (!std::isnan(c.at[k])) sum += c.at[k], ++n;
+      if (n) bound_mean[k] = sum / n;
+    }
+    std::snprintf(line, sizeof line, "%-15s", "bound (LP)");
+    out << line;
+    for (size_t k = 0; k < std::size(pcts); ++k) out << " " << fmt(bound_mean[k]) << (any_pub ? "               " : "");
+    std::snprintf(line, sizeof line, " %7.1f\n", bound_wall);
+    out << line;
+    out << "bound: an upper bound on what any placement of the same arrivals allocates (" << sim::lp_solver_name()
+        << "; seed mean; run-s: solver wall time)\n";
+  }
+  // Per seed at the highest demand: the distribution, the losses to the best other policy, the gap.
+  const size_t top = std::size(pcts) - 1;
+  const int tp = pcts[top];
+  if (seeds.size() > 1 || a.bound) {
+    std::snprintf(line, sizeof line, "per seed at %d%%: %-15s %7s %7s %7s %7s %s\n", tp, "policy", "mean", "min", "max",
+                  "losses", a.bound ? "  gap to bound (mean, min, max)" : "");
+    out << line;
+    for (size_t i = 0; i < res->size(); ++i) {
+      const auto& s = (*res)[i];
+      double lo = INFINITY, hi = -INFINITY;
+      int losses = 0;  // seeds where another policy beats it by more than 0.1 pp
+      std::vector<double> gaps;
+      for (size_t k = 0; k < seeds.size(); ++k) {
+        const double v = s.seed_curves[k][size_t(tp)];
+        if (std::isnan(v)) continue;
+        lo = std::min(lo, v), hi = std::max(hi, v);
+        double best_other = -INFINITY;
+        for (size_t j = 0; j < res->size(); ++j)
+          if (j != i && !std::isnan((*res)[j].seed_curves[k][size_t(tp)]))
+            best_other = std::max(best_other, (*res)[j].seed_curves[k][size_t(tp)]);
+        losses += best_other > v + 0.1 + 1e-9 ? 1 : 0;
+        if (a.bound && !std::isnan(bounds[k].at[top])) gaps.push_back(bounds[k].at[top] - v);
+      }
+      std::snprintf(line, sizeof line, "              %-15s %s %s %s %4d/%-2zu", s.policy.c_str(), fmt(s.mean_curve[size_t(tp)]).c_str(),
+                    fmt(lo).c_str(), fmt(hi).c_str(), losses, seeds.size());
+      out << line;
+      if (!gaps.empty()) {
+        double sum = 0;
+        for (double g : gaps) sum += g;
+        out << "  " << fmt(sum / double(gaps.size())) << fmt(*std::min_element(gaps.begin(), gaps.end()))
+            << fmt(*std::max_element(gaps.begin(), gaps.end()));
+      }
+      out << "\n";
+    }
+    out << "losses: seeds where another policy allocates more than 0.1 pp more\n";
+  }
+
   for (const auto& s : *res) {
     nlohmann::ordered_json curve = nlohmann::ordered_json::array();
     for (int p = 0; p <= 130; ++p) {
@@ -146,7 +209,33 @@ void run_workload(const AllocArgs& a, const sim::AllocWorkload& w, const std::ve
       curve.push_back({{"arrived_pct", p},
                        {"allocated_pct", std::isnan(v) ? nlohmann::ordered_json() : nlohmann::ordered_json(std::round(v * 100) / 100)}});
     }
-    json.push_back({{"policy", s.policy}, {"workload", w.name}, {"seeds", s.seeds}, {"curve", curve}, {"elapsed_s", s.elapsed_s}});
+    nlohmann::ordered_json per_seed = nlohmann::ordered_json::array();
+    for (size_t k = 0; k < s.seed_curves.size(); ++k) {
+      nlohmann::ordered_json at = nlohmann::ordered_json::object();
+      for (int p : pcts) {
+        const double v = s.seed_curves[k][size_t(p)];
+        at[std::to_string(p)] = std::isnan(v) ? nlohmann::ordered_json() : nlohmann::ordered_json(v);
+      }
+      per_seed.push_back({{"seed", s.seeds[k]}, {"allocated_pct", at}});
+    }
+    json.push_back({{"policy", s.policy}, {"workload", w.name}, {"seeds", s.seeds}, {"curve", curve},
+                    {"per_seed", per_seed}, {"elapsed_s", s.elapsed_s}});
+  }
+  if (a.bound) {
+    nlohmann::ordered_json per_seed = nlohmann::ordered_json::array();
+    double solve_s = 0;
+    for (const sim::BoundCurve& c : bounds) {
+      nlohmann::ordered_json at = nlohmann::ordered_json::object();
+      for (size_t k = 0; k < std::size(pcts); ++k)
+        at[std::to_string(pcts[k])] = std::isnan(c.at[k]) ? nlohmann::ordered_json() : nlohmann::ordered_json(c.at[k]);
+      per_seed.push_back({{"seed", c.seed}, {"bound_pct", at}, {"solve_s", c.solve_s}});
+      solve_s += c.solve_s;
+    }
+    nlohmann::ordered_json mean = nlohmann::ordered_json::object();
+    for (size_t k = 0; k < std::size(pcts); ++k)
+      mean[std::to_string(pcts[k])] = std::isnan(bound_mean[k]) ? nlohmann::ordered_json() : nlohmann::ordered_json(std::round(bound_mean[k] * 100) / 100);
+    json.push_back({{"bound", sim::lp_solver_name()}, {"workload", w.name}, {"seeds", seeds}, {"bound_pct", mean},
+                    {"per_seed", per_seed}, {"solve_s", solve_s}});
   }
 }
 
@@ -175,7 +264,19 @@ void run_alloc_command(const AllocArgs& a) {
   // With --json -, stdout carries only JSON; the table goes to stderr.
   std::ostream& out = a.json == "-" ? std::cerr : std::cout;
   nlohmann::ordered_json json = nlohmann::ordered_json::array();
-  if (a.nodes.empty()) {
+  if (!a.synthetic.empty()) {
+    if (!a.nodes.empty()) fail("--synthetic: give either --synthetic or --nodes/--pods", 2);
+    std::vector<sim::SyntheticMix> mixes;
+    for (const std::string& m : a.synthetic == "all" ? sim::synthetic_mix_names() : split(a.synthetic, ',')) {
+      auto mix = sim::parse_synthetic_mix(m);
+      if (!mix) fail("--synthetic: " + mix.error().message, 2);
+      mixes.push_back(*mix);
+    }
+    for (size_t i = 0; i < mixes.size(); ++i) {
+      if (i > 0) out << "\n";
+      run_workload(a, sim::synthetic_workload(1, 1200, mixes[i]), policies, seeds, inflate, published, out, json);
+    }
+  } else if (a.nodes.empty()) {
     run_workload(a, sim::synthetic_workload(), policies, seeds, inflate, published, out, json);
   } else {
     std::shared_ptr<const GpuCatalog> catalog(&GpuCatalog::builtin(), [](const GpuCatalog*) {});
@@ -215,6 +316,11 @@ void register_sim(CLI::App& app) {
   alloc->add_option("--gpu-models", args->gpu_models,
                     "JSON file declaring GPU models the built-in catalog lacks (see src/config/gpu_models.h)");
   alloc->add_option("--expected", args->expected, "fgd_expected_allocation.csv: show the published seed means");
+  alloc->add_option("--synthetic", args->synthetic,
+                    "built-in synthetic mixes instead of a trace: a comma list of openb, cpu-heavy, memory-heavy, "
+                    "share-heavy, multi-gpu, model-constrained, or 'all'");
+  alloc->add_flag("--bound", args->bound,
+                  "also an upper bound on what any placement could allocate (LP, GLPK) and each policy's gap to it");
   alloc->allow_extras();  // reported below with exit code 2, like every bad argument
   alloc->callback([args, alloc] {
     if (!alloc->remaining().empty()) fail("unknown argument \"" + alloc->remaining().front() + "\"; see --help", 2);

@@ -93,13 +93,13 @@ WorkloadProfile workload_profile(const std::vector<OpenbPod>& pods) {
   return prof;
 }
 
-namespace {
-
-std::vector<OpenbPod> sorted_by_name(const std::vector<OpenbPod>& pods) {
+std::vector<OpenbPod> pods_by_name(const std::vector<OpenbPod>& pods) {
   std::vector<OpenbPod> s = pods;
   std::stable_sort(s.begin(), s.end(), [](const OpenbPod& a, const OpenbPod& b) { return a.name < b.name; });
   return s;
 }
+
+namespace {
 
 Result<AllocRun> run_sorted(const AllocWorkload& w, const std::vector<OpenbPod>& sorted, const WorkloadProfile& prof,
                             const std::string& policy_name, uint64_t seed, double inflate) {
@@ -143,7 +143,7 @@ Result<AllocRun> run_sorted(const AllocWorkload& w, const std::vector<OpenbPod>&
 }  // namespace
 
 Result<AllocRun> run_alloc(const AllocWorkload& w, const std::string& policy, uint64_t seed, double inflate) {
-  return run_sorted(w, sorted_by_name(w.pods), workload_profile(w.pods), policy, seed, inflate);
+  return run_sorted(w, pods_by_name(w.pods), workload_profile(w.pods), policy, seed, inflate);
 }
 
 Result<std::vector<AllocSummary>> run_alloc_matrix(const AllocWorkload& w, const std::vector<std::string>& policies,
@@ -151,7 +151,7 @@ Result<std::vector<AllocSummary>> run_alloc_matrix(const AllocWorkload& w, const
                                                    const std::function<void(int, int)>& progress) {
   for (const std::string& p : policies)
     if (auto r = make_policy(p); !r) return r.error();
-  const std::vector<OpenbPod> sorted = sorted_by_name(w.pods);
+  const std::vector<OpenbPod> sorted = pods_by_name(w.pods);
   const WorkloadProfile prof = workload_profile(w.pods);
   const int total = int(policies.size() * seeds.size());
   std::vector<std::optional<Result<AllocRun>>> results(total);
@@ -192,6 +192,7 @@ Result<std::vector<AllocSummary>> run_alloc_matrix(const AllocWorkload& w, const
       const Result<AllocRun>& r = *results[pi * seeds.size() + si];
       if (!r) return r.error();
       s.elapsed_s += r->elapsed_s;
+      s.seed_curves.push_back(r->curve);
       for (int p = 0; p <= 130 && p < int(r->curve.size()); ++p)
         if (!std::isnan(r->curve[p])) sum[p] += r->curve[p], ++cnt[p];
     }
@@ -248,10 +249,40 @@ constexpr Weighted<int> kMultiGpus[] = {{2, 20}, {4, 20}, {8, 60}};
 
 }  // namespace
 
-AllocWorkload synthetic_workload(uint64_t seed, int nodes) {
+namespace {
+constexpr std::pair<SyntheticMix, const char*> kMixNames[] = {
+    {SyntheticMix::kOpenb, "openb"},           {SyntheticMix::kCpuHeavy, "cpu-heavy"},
+    {SyntheticMix::kMemoryHeavy, "memory-heavy"}, {SyntheticMix::kShareHeavy, "share-heavy"},
+    {SyntheticMix::kMultiGpu, "multi-gpu"},    {SyntheticMix::kModelConstrained, "model-constrained"}};
+constexpr Weighted<int64_t> kGibPerCore[] = {{4, 50}, {6, 30}, {8, 20}};  // memory-heavy
+}  // namespace
+
+const char* synthetic_mix_name(SyntheticMix m) {
+  for (auto [k, name] : kMixNames)
+    if (k == m) return name;
+  return "?";
+}
+
+std::vector<std::string> synthetic_mix_names() {
+  std::vector<std::string> out;
+  for (auto [k, name] : kMixNames) out.push_back(name);
+  return out;
+}
+
+Result<SyntheticMix> parse_synthetic_mix(const std::string& name) {
+  for (auto [k, n] : kMixNames)
+    if (name == n) return k;
+  std::string known;
+  for (const std::string& n : synthetic_mix_names()) known += (known.empty() ? "" : ", ") + n;
+  return invalid_argument("unknown synthetic mix '" + name + "' (known: " + known + ")");
+}
+
+AllocWorkload synthetic_workload(uint64_t seed, int nodes, SyntheticMix mix) {
   Rng rng(seed);
-  AllocWorkload w{"synthetic", ClusterState(GpuCatalog::builtin()), {}};
+  AllocWorkload w{mix == SyntheticMix::kOpenb ? "synthetic" : std::string("synthetic-") + synthetic_mix_name(mix),
+                  ClusterState(GpuCatalog::builtin()), {}};
   char name[32];
+  std::vector<std::pair<std::string, int>> models;  // GPU models and their node counts
   for (int i = 0; i < nodes; ++i) {
     const NodeShape& s = draw(rng, kNodeShapes);
     NodeSpec spec;
@@ -264,28 +295,56 @@ AllocWorkload synthetic_workload(uint64_t seed, int nodes) {
     auto r = w.cluster.add_node(std::move(spec));
     (void)r;  // the table only holds valid shapes
   }
-  // About as many pods per GPU as openb's default list (8152 pods on 6212 GPUs).
-  const int64_t pods = w.cluster.total_gpus() * 8152 / 6212;
+  for (const Node& n : w.cluster.nodes()) {
+    const std::string m = n.gpu_model() ? n.gpu_model()->name : "";
+    auto it = std::find_if(models.begin(), models.end(), [&](const auto& e) { return e.first == m; });
+    if (it == models.end()) models.push_back({m, 1});
+    else ++it->second;
+  }
+  // Pod-class thresholds (percent): CPU-only below `cpu_only`, shares below `share`, one GPU below
+  // `one`, multi-GPU above.
+  int cpu_only = 13, share = 51, one = 99;
+  if (mix == SyntheticMix::kCpuHeavy) cpu_only = 27, share = 59, one = 99;
+  if (mix == SyntheticMix::kShareHeavy) cpu_only = 13, share = 88, one = 99;
+  if (mix == SyntheticMix::kMultiGpu) cpu_only = 13, share = 40, one = 70;
+  // About as many GPU pods per GPU as openb's default list (8152 pods on 6212 GPUs, 87% with GPUs).
+  const int64_t pods = w.cluster.total_gpus() * 8152 / 6212 * 87 / (100 - cpu_only);
   for (int64_t i = 0; i < pods; ++i) {
     OpenbPod p;
     std::snprintf(name, sizeof name, "syn-pod-%05lld", static_cast<long long>(i));
     p.name = name;
     TaskRequest& t = p.task;
     const int64_t cls = int64_t(rng.uniform(100));
-    if (cls < 13) {
+    if (cls < cpu_only) {
       t.cpu = MilliCpu(draw(rng, kCpuOnlyCpu));
-    } else if (cls < 51) {
+    } else if (cls < share) {
       t.cpu = MilliCpu(draw(rng, kShareCpu));
       t.gpu_count = 1;
       t.milli_per_gpu = MilliGpu(draw(rng, kShareMilli));
-    } else if (cls < 99) {
+    } else if (cls < one) {
       t.cpu = MilliCpu(draw(rng, kOneGpuCpu));
       t.gpu_count = 1;
     } else {
       t.gpu_count = draw(rng, kMultiGpus);
       t.cpu = MilliCpu(8000 * t.gpu_count + 200);
     }
-    t.memory = MiB(t.cpu.v / 1000 * 4096 + 1024);
+    const int64_t gib_per_core = mix == SyntheticMix::kMemoryHeavy ? draw(rng, kGibPerCore) : 4;
+    t.memory = MiB(t.cpu.v / 1000 * gib_per_core * 1024 + 1024);
+    if (mix == SyntheticMix::kModelConstrained && !t.cpu_only() && rng.uniform(3) == 0) {
+      // One model, or two, drawn in proportion to their nodes.
+      const int k = 1 + int(rng.uniform(2));
+      for (int j = 0; j < k; ++j) {
+        int x = int(rng.uniform(uint64_t(nodes)));
+        for (const auto& [m, c] : models) {
+          if (x < c) {
+            if (std::find(t.gpu_models.begin(), t.gpu_models.end(), m) == t.gpu_models.end() && !m.empty())
+              t.gpu_models.push_back(m);
+            break;
+          }
+          x -= c;
+        }
+      }
+    }
     w.pods.push_back(std::move(p));
   }
   return w;

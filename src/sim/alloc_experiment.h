@@ -34,6 +34,9 @@ double round2(double x);
 int64_t pod_demand_milli(const TaskRequest& t);
 int64_t pod_milli_per_gpu(const TaskRequest& t);
 
+// The pods sorted by name (stable), as every run reads them (fact 2).
+std::vector<OpenbPod> pods_by_name(const std::vector<OpenbPod>& pods);
+
 // Arrival order of one run (facts 2-5) as indices into `sorted` (the name-sorted list): the
 // shuffled originals (tuned down at random positions if above target), then the extra draws.
 // Draws from `rng` in that order.
@@ -64,6 +67,7 @@ struct AllocSummary {
   std::string policy;
   std::vector<uint64_t> seeds;
   std::vector<double> mean_curve;  // seed mean at 0..130 (over seeds that reach p; NaN if none)
+  std::vector<std::vector<double>> seed_curves;  // per seed (as `seeds`), 0..130
   double elapsed_s = 0;            // sum of this policy's run times
 };
 // Every policy x seed, on `threads` threads (0 = hardware concurrency). `progress(done, total)` is
@@ -73,9 +77,22 @@ Result<std::vector<AllocSummary>> run_alloc_matrix(const AllocWorkload& w, const
                                                    int threads = 0,
                                                    const std::function<void(int, int)>& progress = {});
 
-// An openb-like cluster and pod list generated from `seed` (same GPU model mix and node shapes,
-// pods 13% CPU-only, 38% GPU-sharing, 48% one GPU, 1% multi-GPU), about `nodes` GPU nodes.
-AllocWorkload synthetic_workload(uint64_t seed = 1, int nodes = 1200);
+// Synthetic pod mixes, each stressing one dimension of the openb-like baseline:
+//  - kOpenb: 13% CPU-only, 38% GPU-sharing, 48% one GPU, 1% multi-GPU, 4 GiB per core;
+//  - kCpuHeavy: 30% CPU-only pods with 1.5x the CPU, GPU pods with 1.25x theirs (CPU runs out first);
+//  - kMemoryHeavy: 4, 6 or 8 GiB per core (memory runs out first on many nodes);
+//  - kShareHeavy: 75% GPU-sharing, 11% one GPU;
+//  - kMultiGpu: 30% multi-GPU (2, 4 or 8 GPUs);
+//  - kModelConstrained: a third of the GPU pods name one or two GPU models.
+enum class SyntheticMix : uint8_t { kOpenb, kCpuHeavy, kMemoryHeavy, kShareHeavy, kMultiGpu, kModelConstrained };
+// "openb", "cpu-heavy", "memory-heavy", "share-heavy", "multi-gpu", "model-constrained".
+const char* synthetic_mix_name(SyntheticMix m);
+Result<SyntheticMix> parse_synthetic_mix(const std::string& name);
+std::vector<std::string> synthetic_mix_names();
+
+// An openb-like cluster (same GPU model mix and node shapes, about `nodes` GPU nodes) and a pod
+// list of the given mix, generated from `seed`. Named "synthetic" (kOpenb) or "synthetic-<mix>".
+AllocWorkload synthetic_workload(uint64_t seed = 1, int nodes = 1200, SyntheticMix mix = SyntheticMix::kOpenb);
 
 }  // namespace tessera::sim
 

@@ -287,3 +287,68 @@ TEST(Policies, SameSeedSamePlacements) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// Two 8-GPU nodes, alike but for CPU and memory (node 0 is first in rank).
+ClusterState tight_and_roomy(int64_t cpu0, int64_t mem0, int64_t cpu1, int64_t mem1) {
+  ClusterState c;
+  EXPECT_TRUE(c.add_node(node_spec("tight", "T4", 8, {}, cpu0, mem0)).ok());
+  EXPECT_TRUE(c.add_node(node_spec("roomy", "T4", 8, {}, cpu1, mem1)).ok());
+  return c;
+}
+
+// Where a policy puts `t` (the engine scoring every node; ties go to node 0).
+uint32_t placed_on(const std::string& name, const WorkloadProfile& prof, ClusterState c, const TaskRequest& t) {
+  auto p = policy(name);
+  p->prepare(prof);
+  PlacementEngine engine(*p, EngineOptions{});
+  Gang g;
+  g.id = JobId(1);
+  g.task = t;
+  const PlacementResult r = engine.place_and_commit(c, g);
+  EXPECT_EQ(r.outcome, Outcome::kPlaced) << name;
+  return r.tasks.empty() ? 99 : r.tasks[0].node.value;
+}
+
+// A CPU-only task on the node whose free CPU its GPUs need (8 CPU per GPU for the workload's 1-GPU
+// tasks: 16 cores carry 2 of 8 GPUs) would strand one more GPU; on the roomy node it strands none.
+// FGD sees no difference (the 1-GPU shape still fits both after it) and keeps the rank's choice.
+TEST(Tessera, CpuOnlyTasksGoWhereTheirCpuStrandsNoGpu) {
+  const WorkloadProfile prof{{{whole(1, 8000), 80}, {whole(0, 8000), 20}}};
+  const ClusterState c = tight_and_roomy(16000, 512 * 1024, 96000, 512 * 1024);
+  EXPECT_EQ(placed_on("fgd", prof, c, whole(0, 8000)), 0u);
+  EXPECT_EQ(placed_on("tessera", prof, c, whole(0, 8000)), 1u);
+}
+
+// Memory strands GPUs as CPU does: node 0 has memory for 2 of its 8 GPUs' tasks (64 GiB each).
+// FGD ignores memory; Tessera keeps a memory-heavy CPU-only task off node 0.
+TEST(Tessera, MemoryThatRunsOutFirstStrandsGpusToo) {
+  const WorkloadProfile prof{{{whole(1, 1000, 65536), 80}, {whole(0, 1000, 65536), 20}}};
+  const ClusterState c = tight_and_roomy(64000, 160 * 1024, 64000, 1024 * 1024);
+  EXPECT_EQ(placed_on("fgd", prof, c, whole(0, 1000, 65536)), 0u);
+  EXPECT_EQ(placed_on("tessera", prof, c, whole(0, 1000, 65536)), 1u);
+}
+
+// The fragment measure itself: 64 GiB per GPU task. 128 GiB free carry 2 of 8 GPUs, so 6 are
+// stranded, a fragment all 100 typical tasks see; FGD sees none. Below 64 GiB the shape does not fit
+// at all: every free GPU is its fragment (as FGD does for CPU), besides what is stranded.
+TEST(Tessera, MemoryThatRunsOutStrandsGpusInTheFragmentMeasure) {
+  const WorkloadProfile prof{{{whole(1, 1000, 65536), 100}}};
+  policies::FragModel m, fgd;
+  m.build(prof, 95, true);
+  fgd.build(prof, 95, false);
+  ClusterState c;
+  ASSERT_TRUE(c.add_node(node_spec("a", "T4", 8, {}, 64000, 128 * 1024)).ok());
+  ASSERT_TRUE(c.add_node(node_spec("b", "T4", 8, {}, 64000, 600 * 1024)).ok());
+  ASSERT_TRUE(c.add_node(node_spec("c", "T4", 8, {}, 64000, 60 * 1024)).ok());
+  EXPECT_EQ(fgd.fragment(c.node(NodeId(0))), 0);
+  EXPECT_EQ(m.fragment(c.node(NodeId(0))), 100 * 6000);
+  EXPECT_EQ(m.fragment(c.node(NodeId(1))), 0);
+  EXPECT_EQ(fgd.fragment(c.node(NodeId(2))), 0);
+  EXPECT_EQ(m.fragment(c.node(NodeId(2))), 100 * 8000 + 100 * (8000 - 60 * 1024 * 1000 / 65536));
+}
+
+}  // namespace
+}  // namespace tessera

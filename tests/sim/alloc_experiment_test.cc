@@ -1,5 +1,6 @@
 // The FGD allocation experiment: protocol pieces (Python rounding, tuning, curve), determinism,
 // the CLI, and the reproduction of the published openb curves when the trace is present.
+#include "sim/alloc_bound.h"
 #include "sim/alloc_experiment.h"
 
 #include <gtest/gtest.h>
@@ -204,6 +205,38 @@ TEST(AllocCli, SeveralPodListsRunInTurn) {
   EXPECT_EQ(j[3]["policy"], "tessera");
 }
 
+TEST(AllocCli, SyntheticMixesAndTheBound) {
+  auto [code, out] = run_cli("sim alloc --policy fgd --synthetic gpu-heavy");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(out.find("--synthetic: unknown synthetic mix 'gpu-heavy' (known: openb, cpu-heavy"), std::string::npos) << out;
+  std::tie(code, out) = run_cli("sim alloc --policy fgd --synthetic cpu-heavy --nodes n.csv --pods p.csv");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(out.find("--synthetic: give either --synthetic or --nodes/--pods"), std::string::npos) << out;
+  const std::string json = ::testing::TempDir() + "/bound.json";
+  std::tie(code, out) = run_cli("sim alloc --policy first-fit,tessera --synthetic memory-heavy --seeds 1-2 --bound --json " + json);
+  if (!lp_available()) {
+    EXPECT_EQ(code, 1);
+    EXPECT_NE(out.find("--bound: no LP solver"), std::string::npos) << out;
+    return;
+  }
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("workload: synthetic-memory-heavy"), std::string::npos) << out;
+  EXPECT_NE(out.find("bound (LP)"), std::string::npos) << out;
+  EXPECT_NE(out.find("gap to bound"), std::string::npos) << out;
+  std::ifstream in(json);
+  const auto j = nlohmann::json::parse(in);
+  ASSERT_EQ(j.size(), 3u);
+  EXPECT_EQ(j[1]["policy"], "tessera");
+  ASSERT_EQ(j[1]["per_seed"].size(), 2u);
+  EXPECT_EQ(j[1]["per_seed"][1]["seed"], 2);
+  ASSERT_TRUE(j[2].contains("bound")) << j[2].dump();
+  for (const char* p : {"80", "100", "130"}) {
+    const double b = j[2]["bound_pct"][p].get<double>();
+    for (int k = 0; k < 2; ++k) EXPECT_GE(b + 1e-9, j[k]["curve"][std::stoi(p)]["allocated_pct"].get<double>()) << p;
+    EXPECT_LE(b, 100.0);
+  }
+}
+
 // Reproduces the FGD artifact's published seed means on openb_pod_list_default for a few seeds.
 TEST(AllocOpenb, ReproducesPublishedCurvesOnDefault) {
   const std::string dir = std::string(TESSERA_SHARED_DATA) + "/openb";
@@ -227,6 +260,65 @@ TEST(AllocOpenb, ReproducesPublishedCurvesOnDefault) {
       EXPECT_NEAR((*res)[i].mean_curve[p], published[p], tol[i].second) << tol[i].first << " at " << p << "%";
   }
   EXPECT_GT((*res)[0].mean_curve[130], (*res)[1].mean_curve[130]) << "FGD beats best fit";
+}
+
+}  // namespace
+}  // namespace tessera::sim
+
+namespace tessera::sim {
+namespace {
+
+TEST(SyntheticMixes, EachStressesItsDimension) {
+  auto share_of = [](const AllocWorkload& w, auto pred) {
+    int64_t k = 0;
+    for (const OpenbPod& p : w.pods) k += pred(p.task) ? 1 : 0;
+    return double(k) / double(w.pods.size());
+  };
+  const AllocWorkload base = synthetic_workload(2, 200), cpu = synthetic_workload(2, 200, SyntheticMix::kCpuHeavy),
+                      mem = synthetic_workload(2, 200, SyntheticMix::kMemoryHeavy),
+                      share = synthetic_workload(2, 200, SyntheticMix::kShareHeavy),
+                      multi = synthetic_workload(2, 200, SyntheticMix::kMultiGpu),
+                      model = synthetic_workload(2, 200, SyntheticMix::kModelConstrained);
+  EXPECT_EQ(cpu.name, "synthetic-cpu-heavy");
+  EXPECT_EQ(base.cluster.total_gpus(), cpu.cluster.total_gpus()) << "the same cluster";
+  auto cpu_only = [](const TaskRequest& t) { return t.cpu_only(); };
+  EXPECT_GT(share_of(cpu, cpu_only), 2 * share_of(base, cpu_only) - 0.03);
+  auto gib_per_core = [](const AllocWorkload& w) {
+    int64_t mem = 0, cpu = 0;
+    for (const OpenbPod& p : w.pods) mem += p.task.memory.v, cpu += p.task.cpu.v;
+    return double(mem) / double(cpu);
+  };
+  EXPECT_GT(gib_per_core(mem), 1.3 * gib_per_core(base));
+  auto shares = [](const TaskRequest& t) { return t.gpu_share(); };
+  EXPECT_GT(share_of(share, shares), 0.65);
+  auto multi_gpu = [](const TaskRequest& t) { return t.gpu_count > 1; };
+  EXPECT_GT(share_of(multi, multi_gpu), 0.25);
+  EXPECT_LT(share_of(base, multi_gpu), 0.03);
+  auto named = [](const TaskRequest& t) { return !t.gpu_models.empty(); };
+  EXPECT_GT(share_of(model, named), 0.2);
+  EXPECT_EQ(share_of(base, named), 0.0);
+  for (const OpenbPod& p : model.pods)
+    for (const std::string& m : p.task.gpu_models) EXPECT_TRUE(GpuCatalog::builtin().find(m).ok()) << m;
+  auto bad = parse_synthetic_mix("gpu-heavy");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("known: openb, cpu-heavy"), std::string::npos) << bad.error().message;
+}
+
+// Where CPU runs out before GPUs, Tessera's multi-resource fragmentation keeps CPU for the GPUs
+// that need it: it allocates more than first fit and FGD, on the seed mean and on most seeds.
+TEST(SyntheticMixes, OnACpuHeavyMixTesseraBeatsFirstFitAndFgd) {
+  const AllocWorkload w = synthetic_workload(4, 400, SyntheticMix::kCpuHeavy);
+  const std::vector<uint64_t> seeds{1, 2, 3, 4, 5, 6};
+  auto res = run_alloc_matrix(w, {"tessera", "fgd", "first-fit"}, seeds, 1.3, 0);
+  ASSERT_TRUE(res.ok()) << res.error().message;
+  const double t = (*res)[0].mean_curve[130], f = (*res)[1].mean_curve[130], ff = (*res)[2].mean_curve[130];
+  EXPECT_GT(t, f + 0.3) << "tessera " << t << ", fgd " << f;
+  EXPECT_GT(t, ff + 0.3) << "tessera " << t << ", first-fit " << ff;
+  int wins = 0;
+  for (size_t s = 0; s < seeds.size(); ++s)
+    wins += (*res)[0].seed_curves[s][130] > std::max((*res)[1].seed_curves[s][130], (*res)[2].seed_curves[s][130]);
+  EXPECT_GE(wins, 5) << "seeds won of 6";
+  std::printf("cpu-heavy at 130%%: tessera %.2f, fgd %.2f, first-fit %.2f; tessera best on %d of 6 seeds\n", t, f, ff, wins);
 }
 
 }  // namespace

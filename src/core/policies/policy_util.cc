@@ -16,10 +16,12 @@ int64_t gpu_ask_milli(const Node& n, const TaskRequest& t) {
   return t.gpu_demand_milli();
 }
 
-void FragModel::build(const WorkloadProfile& profile, int coverage_pct) {
+void FragModel::build(const WorkloadProfile& profile, int coverage_pct, bool multi_resource) {
   *this = FragModel();
-  // Group by FGD's key; memory is not part of it.
+  multi_resource_ = multi_resource;
+  // Group by FGD's key; memory is not part of it (the multi-resource model keeps each shape's mean).
   using Key = std::tuple<int64_t, int64_t, int, std::string, std::string>;
+  std::map<Key, int64_t> mem_sum;  // MiB x count
   std::map<Key, TypicalShape> keyed;
   int64_t all = 0;
   for (const WorkloadShape& ws : profile.shapes) {
@@ -33,8 +35,17 @@ void FragModel::build(const WorkloadProfile& profile, int coverage_pct) {
     s.mig_profile = t.mig_profile;
     std::string model_key;
     for (const std::string& m : t.gpu_models) model_key += (model_key.empty() ? "" : "|") + m;
-    auto [it, fresh] = keyed.try_emplace(Key{s.cpu, s.milli, s.gpus, model_key, s.mig_profile}, s);
+    const Key key{s.cpu, s.milli, s.gpus, model_key, s.mig_profile};
+    auto [it, fresh] = keyed.try_emplace(key, s);
     it->second.count += ws.count;
+    if (multi_resource_) {
+      mem_sum[key] += t.memory.v * ws.count;
+      it->second.mem = mem_sum[key] / it->second.count;
+      // What the whole workload brings per GPU milli (CPU-only tasks included: they compete for CPU).
+      cpu_per_ += score_cpu(t) * ws.count;
+      mem_per_ += t.memory.v * ws.count;
+      milli_per_ += (t.mig() ? 0 : t.gpu_demand_milli()) * ws.count;
+    }
     all += ws.count;
   }
   std::vector<std::pair<Key, TypicalShape>> order(keyed.begin(), keyed.end());
@@ -66,6 +77,15 @@ void FragModel::build(const WorkloadProfile& profile, int coverage_pct) {
   }
 }
 
+int64_t FragModel::stranded(int64_t gpu_free, int64_t cpu_free, int64_t mem_free) const {
+  if (!multi_resource_ || milli_per_ <= 0 || gpu_free <= 0) return 0;
+  // GPU milli the free CPU (memory) can bring arrivals of the workload's mix to.
+  auto reach = [&](int64_t free, int64_t per) {
+    return per <= 0 ? gpu_free : int64_t(__int128(std::max<int64_t>(0, free)) * milli_per_ / per);
+  };
+  return gpu_free - std::min({gpu_free, reach(cpu_free, cpu_per_), reach(mem_free, mem_per_)});
+}
+
 uint64_t FragModel::model_bit(const Node& n) const {
   const GpuModel* m = n.gpu_model();
   if (!m) return 0;
@@ -89,24 +109,32 @@ struct NodeGpus {
   }
 };
 
+// What a node has free besides GPUs.
+struct Room {
+  int64_t cpu = 0, mem = 0;
+};
+
 // Fragment seen by a GPU shape (fact 15): the free milli on GPUs below its per-GPU ask if it fits
-// (model, CPU, enough GPUs with room), else all free milli.
-inline int64_t shape_fragment(const TypicalShape& s, bool usable, int fitting, int64_t below, int64_t total,
-                              bool cpu_fits) {
-  return usable && cpu_fits && fitting >= s.gpus ? below : total;
+// (model, CPU, memory when `multi`, enough GPUs with room), else all free milli.
+inline int64_t shape_fragment(const TypicalShape& s, bool usable, int fitting, int64_t below, int64_t total, Room room,
+                              bool multi) {
+  const bool fits = usable && fitting >= s.gpus && room.cpu >= s.cpu && (!multi || room.mem >= s.mem);
+  return fits ? below : total;
 }
 
 }  // namespace
 
 void FragModel::deltas(const Node& n, const Candidate* cands, int ncand, int64_t* out) const {
   const NodeGpus g(n);
-  const int64_t cpu_free = n.cpu_free().v;
+  const Room room{n.cpu_free().v, n.memory_free().v};
   const uint64_t node_bit = model_bit(n);
   std::array<int64_t, kMaxGpusPerNode> tot{};
   for (int c = 0; c < ncand; ++c) {
     tot[c] = g.total;
     for (int k = 0; k < cands[c].count; ++k) tot[c] += cands[c].changes[k].free_after - g.free[cands[c].changes[k].gpu];
     out[c] = always_all_ * (g.total - tot[c]);  // CPU-only and MIG shapes count all idle milli
+    // Stranded milli: a fragment every typical task sees.
+    out[c] += total_ * (stranded(g.total, room.cpu, room.mem) - stranded(tot[c], room.cpu - cands[c].cpu, room.mem - cands[c].mem));
   }
   std::array<int, kMaxGpusPerNode> fit{};
   std::array<int64_t, kMaxGpusPerNode> below{};
@@ -132,9 +160,10 @@ void FragModel::deltas(const Node& n, const Candidate* cands, int ncand, int64_t
     for (uint32_t k = grp.begin; k < grp.end; ++k) {
       const TypicalShape& s = shapes_[by_milli_[k]];
       const bool usable = s.models.empty() || (s.model_mask & node_bit) != 0;
-      const int64_t before = shape_fragment(s, usable, fitting, below0, g.total, cpu_free >= s.cpu);
+      const int64_t before = shape_fragment(s, usable, fitting, below0, g.total, room, multi_resource_);
       for (int c = 0; c < ncand; ++c) {
-        const int64_t after = shape_fragment(s, usable, fit[c], below[c], tot[c], cpu_free - cands[c].cpu >= s.cpu);
+        const Room after_room{room.cpu - cands[c].cpu, room.mem - cands[c].mem};
+        const int64_t after = shape_fragment(s, usable, fit[c], below[c], tot[c], after_room, multi_resource_);
         out[c] += s.count * (before - after);
       }
     }
@@ -143,9 +172,10 @@ void FragModel::deltas(const Node& n, const Candidate* cands, int ncand, int64_t
 
 int64_t FragModel::fragment(const Node& n) const {
   const NodeGpus g(n);
-  const int64_t cpu_free = n.cpu_free().v;
+  const Room room{n.cpu_free().v, n.memory_free().v};
   const uint64_t node_bit = model_bit(n);
   int64_t sum = always_all_ * g.total;
+  sum += total_ * stranded(g.total, room.cpu, room.mem);
   for (const Group& grp : groups_) {
     int fitting = 0;
     int64_t below = 0;
@@ -156,7 +186,7 @@ int64_t FragModel::fragment(const Node& n) const {
     for (uint32_t k = grp.begin; k < grp.end; ++k) {
       const TypicalShape& s = shapes_[by_milli_[k]];
       const bool usable = s.models.empty() || (s.model_mask & node_bit) != 0;
-      sum += s.count * shape_fragment(s, usable, fitting, below, g.total, cpu_free >= s.cpu);
+      sum += s.count * shape_fragment(s, usable, fitting, below, g.total, room, multi_resource_);
     }
   }
   return sum;

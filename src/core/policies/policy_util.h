@@ -32,6 +32,7 @@ struct TypicalShape {
   int gpus = 0;
   std::vector<std::string> models;  // allowed GPU models; empty = any
   std::string mig_profile;          // MIG shapes never fit plain GPU capacity
+  int64_t mem = 0;                  // MiB, mean of its tasks (multi-resource model only; else 0)
   int64_t count = 0;                // occurrences in the original workload
   uint64_t model_mask = 0;          // bits of the allowed models in FragModel's model table
 };
@@ -39,9 +40,17 @@ struct TypicalShape {
 // The typical set: the most frequent shapes covering `coverage_pct` % of all tasks (fact 14), and
 // the fragmentation measure of fact 15 over them, weighted by count (divide by total() for FGD's
 // frequencies). Shapes are grouped by milli so that a node's GPUs are scanned once per group.
+//
+// Multi-resource (build's `multi_resource`; Tessera's policy, while FGD's stays as published): a
+// shape fits only where its memory fits too (a shape's memory is the mean of its tasks'), and a
+// node's GPU milli that its free CPU or memory cannot carry is stranded: with the whole workload's
+// CPU and memory per GPU milli (CPU-only tasks included, as they compete for CPU), the free CPU
+// reaches free_cpu x milli / cpu GPU milli, likewise memory; what lies beyond the lesser reach is
+// stranded and counts as a fragment every typical task sees (weight total()). So a CPU-only task
+// goes where CPU is plentiful for the GPUs left, and a CPU-hungry GPU task where it strands least.
 class FragModel {
  public:
-  void build(const WorkloadProfile& profile, int coverage_pct = 95);
+  void build(const WorkloadProfile& profile, int coverage_pct = 95, bool multi_resource = false);
   const std::vector<TypicalShape>& shapes() const { return shapes_; }  // most frequent first
   int64_t total() const { return total_; }  // sum of the selected counts
   bool empty() const { return shapes_.empty(); }
@@ -55,6 +64,7 @@ class FragModel {
     std::array<Change, kMaxGpusPerNode> changes{};
     uint8_t count = 0;
     int64_t cpu = 0;  // CPU taken (score CPU)
+    int64_t mem = 0;  // memory taken, MiB (read by the multi-resource model only)
     void set(uint16_t g, int64_t free_after) { changes[count++] = {g, free_after}; }
   };
   // For each candidate, sum over typical shapes of count x (fragment before - fragment after), in
@@ -73,6 +83,12 @@ class FragModel {
   std::vector<TypicalShape> shapes_;
   std::vector<uint32_t> by_milli_;  // GPU shapes, grouped by milli
   std::vector<Group> groups_;
+  bool multi_resource_ = false;
+  // The workload's CPU (score CPU) and memory per GPU milli, as cpu_per_ / milli_per_ and
+  // mem_per_ / milli_per_ (count-weighted sums over all its tasks).
+  int64_t cpu_per_ = 0, mem_per_ = 0, milli_per_ = 0;
+  // GPU milli of gpu_free that the free CPU and memory cannot carry (0 unless multi-resource).
+  int64_t stranded(int64_t gpu_free, int64_t cpu_free, int64_t mem_free) const;
   int64_t always_all_ = 0;          // count of shapes that always count all idle milli (CPU-only, MIG)
   std::vector<std::string> model_names_;  // at most 64
   int64_t total_ = 0;

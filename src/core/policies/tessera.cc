@@ -23,7 +23,7 @@ class TesseraPolicy final : public ScoringPolicy {
   std::string_view name() const override { return "tessera"; }
   bool packs_gangs() const override { return true; }
   void prepare(const WorkloadProfile& profile) override {
-    model_.build(profile);
+    model_.build(profile, 95, true);
     mig_counts_.clear();
     for (const WorkloadShape& s : profile.shapes)
       if (s.task.mig()) mig_counts_[s.task.mig_profile] += s.count;
@@ -40,6 +40,7 @@ class TesseraPolicy final : public ScoringPolicy {
         if (g.index >= kMaxGpusPerNode || !gpu_fits_share(g, t)) continue;
         FragModel::Candidate& c = cands[ncand++];
         c.cpu = cpu;
+        c.mem = t.memory.v;
         c.set(g.index, g.free_milli() - t.milli_per_gpu.v);
       }
       if (ncand == 0) return std::nullopt;
@@ -51,6 +52,7 @@ class TesseraPolicy final : public ScoringPolicy {
       }
       FragModel::Candidate& c = cands[ncand++];
       c.cpu = cpu;
+      c.mem = t.memory.v;
       for (int k = 0; k < base.count; ++k) c.set(base.gpus[k], n.gpus[base.gpus[k]].free_milli() - t.milli_per_gpu.v);
     }
     std::array<int64_t, kMaxGpusPerNode> delta{};
