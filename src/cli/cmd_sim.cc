@@ -163,7 +163,8 @@ void run_workload(const AllocArgs& a, const sim::AllocWorkload& w, const std::ve
     std::snprintf(line, sizeof line, " %7.1f\n", bound_wall);
     out << line;
     out << "bound: an upper bound on what any placement of the same arrivals allocates (" << sim::lp_solver_name()
-        << "; seed mean; run-s: solver wall time)\n";
+        << "; seed mean; run-s: solver wall time); the best policy's result is a placement that exists, so\n"
+           "the optimum lies between it and the bound\n";
   }
   // Per seed at the highest demand: the distribution, the losses to the best other policy, the gap.
   const size_t top = std::size(pcts) - 1;

@@ -90,12 +90,17 @@ Result<BenchPlaceResult> run_bench_place(const BenchPlaceOptions& o,
   if (!built.ok()) return built.error();
   ClusterState& cluster = *built;
 
+  const std::vector<Kind> kinds = request_mix();
+  if (o.profile) {
+    WorkloadProfile prof;
+    for (const Kind& k : kinds) prof.shapes.push_back({k.task, int64_t(k.weight) * k.tasks});
+    (*policy)->prepare(prof);
+  }
   EngineOptions eo;
   eo.seed = o.seed;
   eo.max_scored_nodes = o.score_nodes;
   PlacementEngine engine(**policy, eo);
   Rng rng(o.seed);
-  const std::vector<Kind> kinds = request_mix();
   int total_weight = 0;
   for (const Kind& k : kinds) total_weight += k.weight;
 

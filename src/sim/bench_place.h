@@ -23,6 +23,9 @@ struct BenchPlaceOptions {
   int score_nodes = 64;  // EngineOptions::max_scored_nodes; 0 = score every node
   std::string policy = "tessera";
   uint64_t seed = 42;
+  // Prepare the policy with the stream's shapes and weights (ScoringPolicy::prepare, as sim alloc
+  // does): FGD's and Tessera's fragmentation measures then score every candidate.
+  bool profile = false;
 };
 
 struct LatencyStats {
