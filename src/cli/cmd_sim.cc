@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -88,7 +89,104 @@ std::string fmt(double x, const char* f = "%7.2f") {
   return buf;
 }
 
-// Runs every policy x seed on one workload, prints the table and appends the JSON entries.
+constexpr int kPcts[] = {80, 100, 120, 130};  // the arrived % the tables show
+constexpr size_t kLevels = std::size(kPcts);
+
+nlohmann::ordered_json num(double v) { return std::isnan(v) ? nlohmann::ordered_json() : nlohmann::ordered_json(v); }
+
+// The bound per seed (as `seeds`) and its seed mean at each of kPcts.
+struct Bounds {
+  std::vector<sim::BoundCurve> seeds;
+  std::vector<double> mean = std::vector<double>(kLevels, std::nan(""));
+  double wall_s = 0;
+};
+
+Bounds solve_bounds(const sim::AllocWorkload& w, const std::vector<uint64_t>& seeds, double inflate) {
+  Bounds b;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = sim::alloc_bound_curves(w, seeds, inflate, std::vector<int>(std::begin(kPcts), std::end(kPcts)));
+  if (!r) fail("--bound: " + r.error().message, 1);
+  b.seeds = std::move(*r);
+  b.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (size_t k = 0; k < kLevels; ++k) {
+    double sum = 0;
+    int n = 0;
+    for (const sim::BoundCurve& c : b.seeds)
+      if (!std::isnan(c.at[k])) sum += c.at[k], ++n;
+    if (n) b.mean[k] = sum / n;
+  }
+  return b;
+}
+
+// Per seed at the highest demand: each policy's distribution, its losses to the best other policy
+// on the same seed, and (with a bound) its gap to the bound.
+void print_per_seed(const std::vector<sim::AllocSummary>& res, size_t seeds, const Bounds* bounds, std::ostream& out) {
+  const size_t top = kLevels - 1;
+  const size_t tp = size_t(kPcts[top]);
+  char line[256];
+  std::snprintf(line, sizeof line, "per seed at %zu%%: %-15s %7s %7s %7s %7s %s\n", tp, "policy", "mean", "min", "max",
+                "losses", bounds ? "  gap to bound (mean, min, max)" : "");
+  out << line;
+  for (size_t i = 0; i < res.size(); ++i) {
+    const auto& s = res[i];
+    double lo = INFINITY, hi = -INFINITY;
+    int losses = 0;  // seeds where another policy beats it by more than 0.1 pp
+    std::vector<double> gaps;
+    for (size_t k = 0; k < seeds; ++k) {
+      const double v = s.seed_curves[k][tp];
+      if (std::isnan(v)) continue;
+      lo = std::min(lo, v), hi = std::max(hi, v);
+      double best_other = -INFINITY;
+      for (size_t j = 0; j < res.size(); ++j)
+        if (j != i && !std::isnan(res[j].seed_curves[k][tp])) best_other = std::max(best_other, res[j].seed_curves[k][tp]);
+      losses += best_other > v + 0.1 + 1e-9 ? 1 : 0;
+      if (bounds && !std::isnan(bounds->seeds[k].at[top])) gaps.push_back(bounds->seeds[k].at[top] - v);
+    }
+    std::snprintf(line, sizeof line, "              %-15s %s %s %s %4d/%-2zu", s.policy.c_str(), fmt(s.mean_curve[tp]).c_str(),
+                  fmt(lo).c_str(), fmt(hi).c_str(), losses, seeds);
+    out << line;
+    if (!gaps.empty()) {
+      double sum = 0;
+      for (double g : gaps) sum += g;
+      out << "  " << fmt(sum / double(gaps.size())) << fmt(*std::min_element(gaps.begin(), gaps.end()))
+          << fmt(*std::max_element(gaps.begin(), gaps.end()));
+    }
+    out << "\n";
+  }
+  out << "losses: seeds where another policy allocates more than 0.1 pp more\n";
+}
+
+// The JSON entries: one per policy (mean curve and per-seed values), then the bound's.
+void append_json(const sim::AllocWorkload& w, const std::vector<sim::AllocSummary>& res, const std::vector<uint64_t>& seeds,
+                 const Bounds* bounds, nlohmann::ordered_json& json) {
+  for (const auto& s : res) {
+    nlohmann::ordered_json curve = nlohmann::ordered_json::array();
+    for (int p = 0; p <= 130; ++p) curve.push_back({{"arrived_pct", p}, {"allocated_pct", num(std::round(s.mean_curve[p] * 100) / 100)}});
+    nlohmann::ordered_json per_seed = nlohmann::ordered_json::array();
+    for (size_t k = 0; k < s.seed_curves.size(); ++k) {
+      nlohmann::ordered_json at = nlohmann::ordered_json::object();
+      for (int p : kPcts) at[std::to_string(p)] = num(s.seed_curves[k][size_t(p)]);
+      per_seed.push_back({{"seed", s.seeds[k]}, {"allocated_pct", at}});
+    }
+    json.push_back({{"policy", s.policy}, {"workload", w.name}, {"seeds", s.seeds}, {"curve", curve},
+                    {"per_seed", per_seed}, {"elapsed_s", s.elapsed_s}});
+  }
+  if (!bounds) return;
+  nlohmann::ordered_json per_seed = nlohmann::ordered_json::array();
+  double solve_s = 0;
+  for (const sim::BoundCurve& c : bounds->seeds) {
+    nlohmann::ordered_json at = nlohmann::ordered_json::object();
+    for (size_t k = 0; k < kLevels; ++k) at[std::to_string(kPcts[k])] = num(c.at[k]);
+    per_seed.push_back({{"seed", c.seed}, {"bound_pct", at}, {"solve_s", c.solve_s}});
+    solve_s += c.solve_s;
+  }
+  nlohmann::ordered_json mean = nlohmann::ordered_json::object();
+  for (size_t k = 0; k < kLevels; ++k) mean[std::to_string(kPcts[k])] = num(std::round(bounds->mean[k] * 100) / 100);
+  json.push_back({{"bound", sim::lp_solver_name()}, {"workload", w.name}, {"seeds", seeds}, {"bound_pct", mean},
+                  {"per_seed", per_seed}, {"solve_s", solve_s}});
+}
+
+// Runs every policy x seed on one workload, prints the tables and appends the JSON entries.
 void run_workload(const AllocArgs& a, const sim::AllocWorkload& w, const std::vector<std::string>& policies,
                   const std::vector<uint64_t>& seeds, double inflate,
                   const std::vector<sim::PublishedCurve>& published, std::ostream& out,
@@ -106,7 +204,6 @@ void run_workload(const AllocArgs& a, const sim::AllocWorkload& w, const std::ve
   if (!res) fail(res.error().message, 1);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  const int pcts[] = {80, 100, 120, 130};
   bool any_pub = false;
   std::vector<std::vector<double>> pubs;
   for (const auto& s : *res) {
@@ -118,7 +215,7 @@ void run_workload(const AllocArgs& a, const sim::AllocWorkload& w, const std::ve
   char line[256];
   std::snprintf(line, sizeof line, "%-15s", "policy");
   out << line;
-  for (int p : pcts) {
+  for (int p : kPcts) {
     std::snprintf(line, sizeof line, any_pub ? "  %4d%% ours    pub   diff" : " %6d%%", p);
     out << line;
   }
@@ -127,7 +224,7 @@ void run_workload(const AllocArgs& a, const sim::AllocWorkload& w, const std::ve
     const auto& s = (*res)[i];
     std::snprintf(line, sizeof line, "%-15s", s.policy.c_str());
     out << line;
-    for (int p : pcts) {
+    for (int p : kPcts) {
       out << " " << fmt(s.mean_curve[p]);
       if (any_pub) {
         const bool has = int(pubs[i].size()) > p && !std::isnan(pubs[i][p]);
@@ -141,103 +238,20 @@ void run_workload(const AllocArgs& a, const sim::AllocWorkload& w, const std::ve
                 res->size() * seeds.size(), wall, std::max(1u, std::thread::hardware_concurrency()));
   out << line;
 
-  // The bound: seed mean, then each policy's gap to it.
-  std::vector<double> bound_mean(std::size(pcts), std::nan(""));
-  std::vector<sim::BoundCurve> bounds;
+  std::optional<Bounds> bounds;
   if (a.bound) {
-    const auto b0 = std::chrono::steady_clock::now();
-    auto b = sim::alloc_bound_curves(w, seeds, inflate, std::vector<int>(std::begin(pcts), std::end(pcts)));
-    if (!b) fail("--bound: " + b.error().message, 1);
-    bounds = std::move(*b);
-    const double bound_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - b0).count();
-    for (size_t k = 0; k < std::size(pcts); ++k) {
-      double sum = 0;
-      int n = 0;
-      for (const sim::BoundCurve& c : bounds)
-        if (!std::isnan(c.at[k])) sum += c.at[k], ++n;
-      if (n) bound_mean[k] = sum / n;
-    }
+    bounds = solve_bounds(w, seeds, inflate);
     std::snprintf(line, sizeof line, "%-15s", "bound (LP)");
     out << line;
-    for (size_t k = 0; k < std::size(pcts); ++k) out << " " << fmt(bound_mean[k]) << (any_pub ? "               " : "");
-    std::snprintf(line, sizeof line, " %7.1f\n", bound_wall);
+    for (size_t k = 0; k < kLevels; ++k) out << " " << fmt(bounds->mean[k]) << (any_pub ? "               " : "");
+    std::snprintf(line, sizeof line, " %7.1f\n", bounds->wall_s);
     out << line;
     out << "bound: an upper bound on what any placement of the same arrivals allocates (" << sim::lp_solver_name()
         << "; seed mean; run-s: solver wall time); the best policy's result is a placement that exists, so\n"
            "the optimum lies between it and the bound\n";
   }
-  // Per seed at the highest demand: the distribution, the losses to the best other policy, the gap.
-  const size_t top = std::size(pcts) - 1;
-  const int tp = pcts[top];
-  if (seeds.size() > 1 || a.bound) {
-    std::snprintf(line, sizeof line, "per seed at %d%%: %-15s %7s %7s %7s %7s %s\n", tp, "policy", "mean", "min", "max",
-                  "losses", a.bound ? "  gap to bound (mean, min, max)" : "");
-    out << line;
-    for (size_t i = 0; i < res->size(); ++i) {
-      const auto& s = (*res)[i];
-      double lo = INFINITY, hi = -INFINITY;
-      int losses = 0;  // seeds where another policy beats it by more than 0.1 pp
-      std::vector<double> gaps;
-      for (size_t k = 0; k < seeds.size(); ++k) {
-        const double v = s.seed_curves[k][size_t(tp)];
-        if (std::isnan(v)) continue;
-        lo = std::min(lo, v), hi = std::max(hi, v);
-        double best_other = -INFINITY;
-        for (size_t j = 0; j < res->size(); ++j)
-          if (j != i && !std::isnan((*res)[j].seed_curves[k][size_t(tp)]))
-            best_other = std::max(best_other, (*res)[j].seed_curves[k][size_t(tp)]);
-        losses += best_other > v + 0.1 + 1e-9 ? 1 : 0;
-        if (a.bound && !std::isnan(bounds[k].at[top])) gaps.push_back(bounds[k].at[top] - v);
-      }
-      std::snprintf(line, sizeof line, "              %-15s %s %s %s %4d/%-2zu", s.policy.c_str(), fmt(s.mean_curve[size_t(tp)]).c_str(),
-                    fmt(lo).c_str(), fmt(hi).c_str(), losses, seeds.size());
-      out << line;
-      if (!gaps.empty()) {
-        double sum = 0;
-        for (double g : gaps) sum += g;
-        out << "  " << fmt(sum / double(gaps.size())) << fmt(*std::min_element(gaps.begin(), gaps.end()))
-            << fmt(*std::max_element(gaps.begin(), gaps.end()));
-      }
-      out << "\n";
-    }
-    out << "losses: seeds where another policy allocates more than 0.1 pp more\n";
-  }
-
-  for (const auto& s : *res) {
-    nlohmann::ordered_json curve = nlohmann::ordered_json::array();
-    for (int p = 0; p <= 130; ++p) {
-      const double v = s.mean_curve[p];
-      curve.push_back({{"arrived_pct", p},
-                       {"allocated_pct", std::isnan(v) ? nlohmann::ordered_json() : nlohmann::ordered_json(std::round(v * 100) / 100)}});
-    }
-    nlohmann::ordered_json per_seed = nlohmann::ordered_json::array();
-    for (size_t k = 0; k < s.seed_curves.size(); ++k) {
-      nlohmann::ordered_json at = nlohmann::ordered_json::object();
-      for (int p : pcts) {
-        const double v = s.seed_curves[k][size_t(p)];
-        at[std::to_string(p)] = std::isnan(v) ? nlohmann::ordered_json() : nlohmann::ordered_json(v);
-      }
-      per_seed.push_back({{"seed", s.seeds[k]}, {"allocated_pct", at}});
-    }
-    json.push_back({{"policy", s.policy}, {"workload", w.name}, {"seeds", s.seeds}, {"curve", curve},
-                    {"per_seed", per_seed}, {"elapsed_s", s.elapsed_s}});
-  }
-  if (a.bound) {
-    nlohmann::ordered_json per_seed = nlohmann::ordered_json::array();
-    double solve_s = 0;
-    for (const sim::BoundCurve& c : bounds) {
-      nlohmann::ordered_json at = nlohmann::ordered_json::object();
-      for (size_t k = 0; k < std::size(pcts); ++k)
-        at[std::to_string(pcts[k])] = std::isnan(c.at[k]) ? nlohmann::ordered_json() : nlohmann::ordered_json(c.at[k]);
-      per_seed.push_back({{"seed", c.seed}, {"bound_pct", at}, {"solve_s", c.solve_s}});
-      solve_s += c.solve_s;
-    }
-    nlohmann::ordered_json mean = nlohmann::ordered_json::object();
-    for (size_t k = 0; k < std::size(pcts); ++k)
-      mean[std::to_string(pcts[k])] = std::isnan(bound_mean[k]) ? nlohmann::ordered_json() : nlohmann::ordered_json(std::round(bound_mean[k] * 100) / 100);
-    json.push_back({{"bound", sim::lp_solver_name()}, {"workload", w.name}, {"seeds", seeds}, {"bound_pct", mean},
-                    {"per_seed", per_seed}, {"solve_s", solve_s}});
-  }
+  if (seeds.size() > 1 || bounds) print_per_seed(*res, seeds.size(), bounds ? &*bounds : nullptr, out);
+  append_json(w, *res, seeds, bounds ? &*bounds : nullptr, json);
 }
 
 void run_alloc_command(const AllocArgs& a) {
