@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <optional>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "core/placement/fit.h"
@@ -133,18 +133,22 @@ Result<std::unique_ptr<AllocBound>> AllocBound::build(const ClusterState& cluste
     big_rows([](const PodType& p) { return p.mem; }, n.mem);
     big_rows([](const PodType& p) { return p.whole ? p.units : 0; }, n.gpus);  // shares may share a GPU
     // Per GPU: whole-GPU requests hold their GPUs alone; a GPU without one holds at most k shares
-    // above 1000/(k+1) milli (or above 1/(k+1) of its memory).
-    for (int k = 1; k <= 4; ++k) {
-      std::vector<LinearProgram::Term> row;
-      bool any_share = false;
-      for (auto [p, col] : by_node[t]) {
-        const PodType& pt = types[size_t(p)];
-        if (pt.whole) row.push_back({col, double(k * pt.units)});
-        else if (pt.milli * (k + 1) > 1000 || (n.gpu_mem > 0 && pt.gpu_mem * (k + 1) > n.gpu_mem))
-          row.push_back({col, double(pt.units)}), any_share = true;
+    // above 1000/(k+1) milli, and (a separate row: the two may mix on a GPU) at most k above 1/(k+1)
+    // of its memory.
+    auto share_rows = [&](auto big) {
+      for (int k = 1; k <= 4; ++k) {
+        std::vector<LinearProgram::Term> row;
+        bool any_share = false;
+        for (auto [p, col] : by_node[t]) {
+          const PodType& pt = types[size_t(p)];
+          if (pt.whole) row.push_back({col, double(k * pt.units)});
+          else if (big(pt, k)) row.push_back({col, double(pt.units)}), any_share = true;
+        }
+        if (any_share) lp.add_row(row, N * double(k * n.gpus));
       }
-      if (any_share) lp.add_row(row, N * double(k * n.gpus));
-    }
+    };
+    share_rows([](const PodType& pt, int k) { return pt.milli * (k + 1) > 1000; });
+    if (n.gpu_mem > 0) share_rows([&](const PodType& pt, int k) { return pt.gpu_mem * (k + 1) > n.gpu_mem; });
     bool gpu_mem = false;
     for (auto [p, col] : by_node[t]) gpu_mem = gpu_mem || (!types[size_t(p)].whole && types[size_t(p)].gpu_mem > 0);
     if (gpu_mem && n.gpu_mem > 0) {

@@ -72,6 +72,13 @@ TEST(AllocBound, HandMadeInstancesWithKnownOptima) {
   TaskRequest v100 = pod(1, 1000, 1000);
   v100.gpu_models = {"V100-16GB"};
   EXPECT_EQ(bound_of(cluster_of({node("a", 8, 96000)}), {v100, pod(0, 1000, 8000)}), 0);
+  // A share big in compute and one big in GPU memory fit one GPU together (T4: 16 GiB).
+  TaskRequest compute = pod(1, 600, 1000), memory = pod(1, 100, 1000);
+  compute.gpu_memory = MiB(1024);
+  memory.gpu_memory = MiB(10 * 1024);
+  EXPECT_EQ(bound_of(cluster_of({node("a", 1, 96000)}), {compute, memory}), 700);
+  // Two big in memory do not.
+  EXPECT_EQ(bound_of(cluster_of({node("a", 1, 96000)}), {memory, memory}), 100);
   // Nothing arrived.
   EXPECT_EQ(bound_of(cluster_of({node("a", 8, 96000)}), {}), 0);
 }
