@@ -190,11 +190,11 @@ Result<std::vector<BoundCurve>> alloc_bound_curves(const AllocWorkload& w, const
   for (const OpenbPod& p : sorted) tasks.push_back(p.task);
   const int64_t total_gpus = w.cluster.total_gpus();
   const double per_pct = double(total_gpus) * 10.0;
+  auto bound = AllocBound::build(w.cluster, tasks);  // every seed draws from the same pods
+  if (!bound) return bound.error();
   std::vector<BoundCurve> out;
   for (uint64_t seed : seeds) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto bound = AllocBound::build(w.cluster, tasks);
-    if (!bound) return bound.error();
     Rng rng(seed);
     const std::vector<uint32_t> order = plan_arrivals(sorted, total_gpus * 1000, inflate, rng);
     std::vector<int64_t> rounded;  // per arrival: arrived % as alloc_curve rounds it

@@ -62,7 +62,7 @@ namespace tessera::sim {
 struct BoundCurve {
   uint64_t seed = 0;
   std::vector<double> at;  // per pct asked, % of GPU capacity, rounded to 2 decimals (up)
-  double solve_s = 0;      // building and solving this seed's LPs
+  double solve_s = 0;      // solving this seed's LPs (the program is built once for all seeds)
 };
 Result<std::vector<BoundCurve>> alloc_bound_curves(const AllocWorkload& w, const std::vector<uint64_t>& seeds,
                                                    double inflate, const std::vector<int>& pcts);

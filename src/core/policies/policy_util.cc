@@ -21,7 +21,6 @@ void FragModel::build(const WorkloadProfile& profile, int coverage_pct, bool mul
   multi_resource_ = multi_resource;
   // Group by FGD's key; memory is not part of it (the multi-resource model keeps each shape's mean).
   using Key = std::tuple<int64_t, int64_t, int, std::string, std::string>;
-  std::map<Key, int64_t> mem_sum;  // MiB x count
   std::map<Key, TypicalShape> keyed;
   int64_t all = 0;
   for (const WorkloadShape& ws : profile.shapes) {
@@ -39,8 +38,7 @@ void FragModel::build(const WorkloadProfile& profile, int coverage_pct, bool mul
     auto [it, fresh] = keyed.try_emplace(key, s);
     it->second.count += ws.count;
     if (multi_resource_) {
-      mem_sum[key] += t.memory.v * ws.count;
-      it->second.mem = mem_sum[key] / it->second.count;
+      it->second.mem += t.memory.v * ws.count;  // MiB x count here; the mean after the loop
       // What the whole workload brings per GPU milli (CPU-only tasks included: they compete for CPU).
       cpu_per_ += score_cpu(t) * ws.count;
       mem_per_ += t.memory.v * ws.count;
@@ -48,6 +46,8 @@ void FragModel::build(const WorkloadProfile& profile, int coverage_pct, bool mul
     }
     all += ws.count;
   }
+  if (multi_resource_)
+    for (auto& [key, shape] : keyed) shape.mem /= shape.count;
   std::vector<std::pair<Key, TypicalShape>> order(keyed.begin(), keyed.end());
   // Most frequent first; ties: larger CPU, larger milli, more GPUs, model string descending.
   std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
@@ -128,13 +128,14 @@ void FragModel::deltas(const Node& n, const Candidate* cands, int ncand, int64_t
   const NodeGpus g(n);
   const Room room{n.cpu_free().v, n.memory_free().v};
   const uint64_t node_bit = model_bit(n);
+  const int64_t stranded_before = stranded(g.total, room.cpu, room.mem);
   std::array<int64_t, kMaxGpusPerNode> tot{};
   for (int c = 0; c < ncand; ++c) {
     tot[c] = g.total;
     for (int k = 0; k < cands[c].count; ++k) tot[c] += cands[c].changes[k].free_after - g.free[cands[c].changes[k].gpu];
     out[c] = always_all_ * (g.total - tot[c]);  // CPU-only and MIG shapes count all idle milli
     // Stranded milli: a fragment every typical task sees.
-    out[c] += total_ * (stranded(g.total, room.cpu, room.mem) - stranded(tot[c], room.cpu - cands[c].cpu, room.mem - cands[c].mem));
+    out[c] += total_ * (stranded_before - stranded(tot[c], room.cpu - cands[c].cpu, room.mem - cands[c].mem));
   }
   std::array<int, kMaxGpusPerNode> fit{};
   std::array<int64_t, kMaxGpusPerNode> below{};
