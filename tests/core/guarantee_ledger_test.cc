@@ -53,8 +53,8 @@ struct TestJob {
   std::vector<std::string> classes;  // sorted
   int value = 100;
   bool preemptible = true;
-  GuaranteeJob view() const { return {queue, milli, nullptr, &amounts, classes, value, preemptible}; }
-  GuaranteeJob running() const { return {queue, milli, &amounts, {}, {}, value, preemptible}; }
+  GuaranteeJob view() const { return {queue, milli, nullptr, &amounts, &classes, value, preemptible}; }
+  GuaranteeJob running() const { return {queue, milli, &amounts, nullptr, nullptr, value, preemptible}; }
 };
 
 // A whole-GPU request of n GPUs of one class.

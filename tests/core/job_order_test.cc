@@ -252,13 +252,15 @@ TEST(JobOrderFairShareTree, WalksDownTheTreeByFairShare) {
   EXPECT_EQ(d.ids, (Ids{1, 4, 3, 5, 2, 6}));
 }
 
-// The cursor keeps its last pick while nothing started (FairShare::generation): on random trees, jobs
-// and tiers, where a random part of the picks start, every pick is the one a fresh walk from the root
-// makes (the least-served queue at each level with jobs left, then the job first by class, user
-// usage, submit time and id).
+// The cursor keeps its last pick while nothing started (FairShare::generation), and a queue's jobs
+// sorted while no start changes a user's usage: on random trees, jobs and tiers, where a random part
+// of the picks start (a third of them, or one in 25 so that queues are sorted and popped between
+// starts), every pick is the one a fresh walk from the root makes (the least-served queue at each
+// level with jobs left, then the job first by class, user usage, submit time and id).
 TEST(JobOrderFairShareTree, EveryPickIsTheWalkFromTheRootWhateverStarts) {
-  for (uint64_t seed = 1; seed <= 60; ++seed) {
+  for (uint64_t seed = 1; seed <= 120; ++seed) {
     Rng rng(seed);
+    const uint64_t start_one_in = seed % 2 ? 3 : 25;
     std::vector<QueueSpec> specs;
     const int orgs = 1 + int(rng.uniform(4));
     for (int o = 0; o < orgs; ++o) specs.push_back({"org" + std::to_string(o), "", {}, {}, int64_t(1 + rng.uniform(3))});
@@ -279,7 +281,7 @@ TEST(JobOrderFairShareTree, EveryPickIsTheWalkFromTheRootWhateverStarts) {
     in.user_usage.assign(size_t(users), 0);
     for (int64_t& u : in.user_usage) u = int64_t(rng.uniform(3)) * G;
     std::vector<QueueLoad> load(tree.size());
-    const int jobs = int(rng.uniform(60));
+    const int jobs = int(rng.uniform(start_one_in == 3 ? 60 : 200));
     for (int k = 0; k < jobs; ++k) {
       const QueueId q = leaf_ids[rng.uniform(leaf_ids.size())];
       in.jobs.push_back(job(uint32_t(k + 1), q, Time(rng.uniform(20)), 16 * int64_t(rng.uniform(3)),
@@ -329,7 +331,7 @@ TEST(JobOrderFairShareTree, EveryPickIsTheWalkFromTheRootWhateverStarts) {
         ASSERT_EQ(*k, *want) << "seed " << seed << " pick " << picks;
         taken[*k] = true;
         ++picks;
-        if (rng.uniform(3) == 0) {  // it starts
+        if (rng.uniform(start_one_in) == 0) {  // it starts
           const OrderJob& j = in.jobs[*k];
           fs.add(j.queue, {{"any", j.milli}}, +1);
           usage[j.user] += j.milli;

@@ -78,11 +78,18 @@ bool validate(CycleState& cs, Entry& e) {
     return false;
   }
   e.prio = int64_t(e.pc->value) * 16;
-  while (e.las < int(cs.cfg.las_thresholds_gpu_s.size()) && j.attained_gpu_s >= cs.cfg.las_thresholds_gpu_s[size_t(e.las)])
-    ++e.las;
-  if (cs.cfg.order == JobOrder::kLeastAttained) e.prio += 15 - std::min(e.las, 15);  // fewer GPU-seconds first
+  int las = 0;
+  while (las < int(cs.cfg.las_thresholds_gpu_s.size()) && las < INT16_MAX &&
+         j.attained_gpu_s >= cs.cfg.las_thresholds_gpu_s[size_t(las)])
+    ++las;
+  e.las = int16_t(las);
+  if (cs.cfg.order == JobOrder::kLeastAttained) e.prio += 15 - std::min(las, 15);  // fewer GPU-seconds first
   e.cls = request_class(cs, j.gang.task);
-  if (!e.running) e.classes = request_classes(cs, j.gang.task);
+  if (!e.running) {
+    auto it = cs.classes_of.find(j.gang.task.gpu_models);
+    if (it == cs.classes_of.end()) it = cs.classes_of.emplace(j.gang.task.gpu_models, request_classes(cs, j.gang.task)).first;
+    e.classes = &it->second;
+  }
   e.milli = e.running && !j.placement.empty() ? placement_milli(j.placement) : request_milli(cs, j.gang);
   if (!e.running) e.asked = &cs.asked.try_emplace({e.cls, e.milli}, amounts_of(e.cls, e.milli)).first->second;
   if (e.running) {
@@ -140,6 +147,9 @@ void collect_entries(CycleState& cs) {
   for (const Job* j : jobs) {
     Entry e;
     e.job = j;
+    e.id = j->id;
+    e.queue = j->queue;
+    e.mig = j->gang.task.mig();
     e.running = j->state != JobState::kPending;
     if (validate(cs, e)) {
       if (!e.running) e.shape = cs.shape_ids.try_emplace(shape_key(gang_of(cs, e)), uint32_t(cs.shape_ids.size())).first->second;
@@ -163,6 +173,9 @@ void collect_entries(CycleState& cs) {
     f.prio = v.prio;
     f.las = v.las;
     f.class_value = v.pc->value;
+    f.started = j.started;
+    f.attained_gpu_s = j.attained_gpu_s;
+    f.id = j.id;
     if (v.running) f.cost = lost_work_cost(cs, v);
     bool any_only = true;
     for (const auto& [c, m] : v.held)
@@ -192,7 +205,7 @@ void compute_books(CycleState& cs) {
   std::vector<QueueLoad> load(cs.tree.size());
   for (size_t q = 0; q < load.size() && q < cs.snap.history.size(); ++q) load[q].decayed_usage = cs.snap.history[q].decayed_usage;
   for (const Entry& e : cs.entries) {
-    QueueLoad& l = load[e.job->queue.value];
+    QueueLoad& l = load[e.queue.value];
     for (auto& [c, v] : amounts(e)) {
       l.demand[c] += v;
       if (e.running) l.allocated[c] += v;
@@ -202,7 +215,7 @@ void compute_books(CycleState& cs) {
     // queue that reclaims for it is also ordered below its guarantee and gets the room it freed,
     // and queues without guarantees share an accounted class by their waiting demand too.
     if (!e.running && e.cls == kAnyClass && e.milli > 0)
-      for (const std::string& c : e.classes) l.demand[c] += e.milli;
+      for (const std::string& c : *e.classes) l.demand[c] += e.milli;
     if (e.running) cs.user_milli[e.job->user] += e.milli;
   }
   ClassAmounts capacity;  // healthy milli-GPU per accounted class
@@ -229,7 +242,7 @@ void compute_books(CycleState& cs) {
       // Only a leaf short of its guarantee can be owed anything: skip the fit check elsewhere.
       // A job its queue's limits hold back cannot start on free GPUs: nothing is owed to it (else
       // the GPUs stayed idle, lent to nobody, for as long as the queue stayed at its limit).
-      if (!cs.ledger->short_of_guarantee(e.job->queue) || !fs(cs).within_limits(e.job->queue, amounts(e)).ok() ||
+      if (!cs.ledger->short_of_guarantee(e.queue) || !fs(cs).within_limits(e.queue, amounts(e)).ok() ||
           !fits_free_now(cs, e))
         continue;
       cs.ledger->add_usable(facts(e));
@@ -263,12 +276,18 @@ void explain_waits(CycleState& cs) {
     Entry& e = cs.entries[i];
     if (e.started) continue;
     PendingInfo p;
-    p.job = e.job->id;
-    p.reason = std::move(e.reason);
+    p.job = e.id;
+    if (e.reason_from_shape) {
+      const std::string& shared = cs.no_room[e.shape]->reason;
+      p.reason.reserve(shared.size() + e.reason.size());
+      (p.reason = shared) += e.reason;
+    } else {
+      p.reason = std::move(e.reason);
+    }
     p.category = e.wait;
     p.short_of_room = e.short_of_room;
     p.awaits_move = e.awaits_move;
-    p.queue_position = ++per_queue[e.job->queue.value];
+    p.queue_position = ++per_queue[e.queue.value];
     p.overall_position = ++overall;
     if (cs.res.active && &cs.entries[cs.res.entry] == &e) {
       p.reserved = true;
@@ -281,7 +300,7 @@ void explain_waits(CycleState& cs) {
   if (cs.res.active) cs.out.reservation = held_reservation(cs);
   for (Entry& e : cs.invalid) {  // not in any queue order: positions 0
     PendingInfo p;
-    p.job = e.job->id;
+    p.job = e.id;
     p.reason = std::move(e.reason);
     p.category = e.wait;
     cs.out.pending.push_back(std::move(p));

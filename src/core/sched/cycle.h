@@ -100,14 +100,14 @@ inline const ClassAmounts& amounts(const Entry& e) {
 }
 // What the guarantee ledger reads of e (refers to e's held amounts and classes).
 inline GuaranteeJob facts(const Entry& e) {
-  return {e.job->queue, e.milli, e.running ? &e.held : nullptr, e.running ? nullptr : &amounts(e), e.classes, e.pc->value,
+  return {e.queue, e.milli, e.running ? &e.held : nullptr, e.running ? nullptr : &amounts(e), e.classes, e.pc->value,
           e.pc->preemptible};
 }
 inline const FairShare& fs(const CycleState& cs) { return cs.ledger->fair_share(); }
 // Pending e, asking for GPUs (e.milli > 0), would start within its queue's guarantee; the cheap
 // per-queue test first, as this is asked of many jobs (only a leaf short of its guarantee is owed).
 inline bool owed_now(const CycleState& cs, const Entry& e) {
-  return cs.ledger->short_of_guarantee(e.job->queue) && cs.ledger->owed(facts(e));
+  return cs.ledger->short_of_guarantee(e.queue) && cs.ledger->owed(facts(e));
 }
 // The quota class a GPU model is accounted in beside "any", or null (cached per model).
 inline const std::string* accounted_class(const CycleState& cs, const GpuModel* model) {
@@ -299,11 +299,10 @@ struct VictimCandidate {
   bool by_reclaim = false;
   const RunningFacts* fact = nullptr;  // its packed facts (outside the reference run)
 };
-// The victim order (a total order, ending in the job id).
-bool victim_before(const CycleState& cs, const VictimCandidate& a, const VictimCandidate& b);
-// Puts `cands` in the order they are tried for `gang`: victim order; for a shape whose room must be on
-// one node or in one required topology domain, group by group (the cheapest group first, groups that
-// even emptied leave too little room last), victim order inside each group.
+// Puts `cands` in the order they are tried for `gang`: victim order (a total order, ending in the job
+// id; victims.cc); for a shape whose room must be on one node or in one required topology domain,
+// group by group (the cheapest group first, groups that even emptied leave too little room last),
+// victim order inside each group.
 void order_victims(const CycleState& cs, const Gang& gang, std::vector<VictimCandidate>& cands);
 // Preemption trial: where the engine places the gang on the working copy now, on GPUs the job's
 // queue limits and the owed guarantees allow under `fs`; nullopt if nowhere.

@@ -48,15 +48,20 @@ inline int64_t placement_milli(const std::vector<TaskPlacement>& ps) {
 // Per-job facts for one cycle. The fields every pending job's turn reads come first, in one cache
 // line (the order visits entries in no memory order); what running jobs and reasons use follows.
 struct alignas(64) Entry {
-  const Job* job = nullptr;
+  // Pending: accounted classes it could be placed in (request_classes; CycleState::classes_of).
+  const std::vector<std::string>* classes = nullptr;
   const PriorityClass* pc = nullptr;
   const ClassAmounts* asked = nullptr;  // pending: per class what it asks (CycleState::asked)
   int64_t milli = 0;     // GPU amount (running: held; pending: requested)
   int64_t prio = 0;      // order and preemption rank: class value (x16), plus the LAS level bonus
-  int las = 0;           // attained-service level: 0 below the first threshold, then 1, 2, ...
+  int16_t las = 0;       // attained-service level: 0 below the first threshold, then 1, 2, ...
+  bool mig = false;      // its tasks ask for MIG instances (job->gang.task.mig())
+  // Pending: its reason is its shape's no-room reason (CycleState::no_room, set once per shape and
+  // kept for the cycle) followed by `reason`; explain_waits joins them, so a memo answer copies no text.
+  bool reason_from_shape = false;
   uint32_t user = 0;     // dense user index (OrderJob::user)
   uint32_t shape = 0;    // pending: its gang's shape (CycleState::shape_ids)
-  int start_index = -1;  // index in Decisions::start when started this cycle
+  QueueId queue;         // job->queue
   bool running = false;
   bool victim = false;   // chosen as a victim this cycle
   bool started = false;  // started this cycle
@@ -65,12 +70,15 @@ struct alignas(64) Entry {
   bool short_of_room = false;  // pending for lack of room (now or on any node), not for a rule or order
   bool awaits_move = false;  // moved: waits for its new GPUs, still held by jobs leaving (start_moved)
   WaitCategory wait = WaitCategory::kOther;  // the reason's category
+  // What explain_waits reads beside the reason comes next to it.
+  const Job* job = nullptr;
+  int start_index = -1;  // index in Decisions::start when started this cycle
+  JobId id;              // job->id
   std::string reason;    // why it waits (pending)
+  Time estimated_start = -1;  // pending: when known (reservation, MIG layout ready)
   std::string cls;       // quota class of the request ("any" or a model class)
-  std::vector<std::string> classes;  // pending: accounted classes it could be placed in (request_classes)
   ClassAmounts held;     // running: per class, from the models of the GPUs it holds (and "any")
   Time end = 0;          // running or started: when it is expected to free its resources
-  Time estimated_start = -1;  // pending: when known (reservation, MIG layout ready)
   std::vector<TaskPlacement> holding;  // running: its placement as it stands (instances exist)
 };
 
@@ -138,6 +146,11 @@ struct RunningFacts {
   int las = 0;          // Entry::las
   uint32_t node = 0;    // kOneNode: the node
   int64_t held_milli = 0;  // kOneNode: GPU milli its placement holds
+  // What the victim order compares beside the above (victims.cc), so that sorting candidates
+  // reads no job.
+  Time started = -1;        // Job::started
+  int64_t attained_gpu_s = 0;  // Job::attained_gpu_s
+  JobId id;
   uint8_t flags = 0;
 };
 
@@ -273,6 +286,8 @@ struct CycleState {
   // (Entry::shape), and per shape what it found when it found no room this cycle.
   std::unordered_map<std::string, uint32_t> shape_ids;
   std::vector<std::optional<NoRoom>> no_room;
+  // request_classes by the models a request names (the same for every job naming the same list).
+  std::map<std::vector<std::string>, std::vector<std::string>> classes_of;
   std::map<std::pair<std::string, int64_t>, ClassAmounts> asked;  // amounts_of(class, milli), shared by entries
   std::unordered_set<std::string> no_victims;         // (shape, class, queue) preemption found nothing for
   std::unordered_set<std::string> no_room_off_reservation;  // shapes that found no room off the reserved nodes

@@ -15,8 +15,8 @@ int64_t amount(const ClassAmounts& m, const std::string& c) {
   return it == m.end() ? 0 : it->second;
 }
 
-bool contains(std::span<const std::string> sorted, const std::string& c) {
-  return std::binary_search(sorted.begin(), sorted.end(), c);
+bool contains(const std::vector<std::string>* sorted, const std::string& c) {
+  return sorted && std::binary_search(sorted->begin(), sorted->end(), c);
 }
 
 }  // namespace

@@ -58,7 +58,9 @@ struct GuaranteeJob {
   int64_t milli = 0;                    // GPU amount: held (running) or requested (pending)
   const ClassAmounts* held = nullptr;   // running: per class, "any" included, what it holds
   const ClassAmounts* asked = nullptr;  // pending (no `held`): per class, "any" included, what it asks
-  std::span<const std::string> classes;  // pending: the accounted classes it could be placed in, sorted
+  // Pending: the accounted classes it could be placed in, sorted (null: none). A pointer, so that
+  // making the view reads nothing of the job but what is asked.
+  const std::vector<std::string>* classes = nullptr;
   int class_value = 0;                  // its priority class's value
   bool preemptible = false;             // its priority class may be preempted
   // Per class what it holds (running) or asks (pending).

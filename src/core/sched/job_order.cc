@@ -30,6 +30,7 @@ class FairShareCursor final : public JobOrderCursor {
     const int64_t tier = tiers_[next_tier_++];
     const QueueTree& tree = *in_.tree;
     cand_.assign(tree.size(), {});
+    sorted_at_.assign(tree.size(), kUnsorted);
     remaining_.assign(tree.size(), 0);
     left_ = 0;
     last_pick_ = QueueId();  // other queues wait in this tier
@@ -64,16 +65,35 @@ class FairShareCursor final : public JobOrderCursor {
     }
     last_pick_ = pick;
     last_generation_ = in_.fair_share->generation();
+    // The queue's jobs not yet yielded. Kept sorted, best last, while no start changes a user's usage
+    // (job_before reads it): the best is then popped from the back. After a start the list is sorted
+    // again once picks come without starts (most jobs then find no room); while starts are frequent
+    // the best is searched for instead (a sort per start would cost more).
     std::vector<size_t>& c = cand_[pick.value];
-    auto it = std::min_element(c.begin(), c.end(), [&](size_t a, size_t b) { return job_before(a, b); });
-    const size_t k = *it;
-    c.erase(it);
+    ++picks_since_start_;
+    if (sorted_at_[pick.value] != usage_version_ && picks_since_start_ >= kSortAfterPicks) {
+      std::sort(c.begin(), c.end(), [&](size_t a, size_t b) { return job_before(b, a); });
+      sorted_at_[pick.value] = usage_version_;
+    }
+    size_t k;
+    if (sorted_at_[pick.value] == usage_version_) {
+      k = c.back();
+      c.pop_back();
+    } else {
+      auto it = std::min_element(c.begin(), c.end(), [&](size_t a, size_t b) { return job_before(a, b); });
+      k = *it;
+      c.erase(it);
+    }
     for (QueueId q : tree.path_to_root(pick)) --remaining_[q.value];
     return k;
   }
 
   void started(const OrderJob& job, const OrderUsage& took) override {
-    if (job.user < in_.user_usage.size()) in_.user_usage[job.user] += took.gpu_milli;
+    if (job.user < in_.user_usage.size() && took.gpu_milli != 0) {
+      in_.user_usage[job.user] += took.gpu_milli;
+      ++usage_version_;
+      picks_since_start_ = 0;
+    }
   }
 
  private:
@@ -91,7 +111,12 @@ class FairShareCursor final : public JobOrderCursor {
   OrderInput in_;
   std::vector<int64_t> tiers_;
   size_t next_tier_ = 0;
+  static constexpr uint64_t kUnsorted = ~uint64_t(0);
   std::vector<std::vector<size_t>> cand_;  // per leaf queue: the current tier's jobs not yet yielded
+  std::vector<uint64_t> sorted_at_;        // per leaf queue: usage_version_ when cand_ was sorted
+  uint64_t usage_version_ = 0;             // advanced by every start that changes a user's usage
+  static constexpr int kSortAfterPicks = 8;
+  int picks_since_start_ = 0;
   std::vector<int> remaining_;             // per queue: those jobs in its subtree
   size_t left_ = 0;                        // the current tier's jobs not yet yielded
   QueueId last_pick_;                      // the leaf of the last pick, and the fair share's

@@ -19,8 +19,8 @@ namespace tessera::sched {
 OrderJob order_job(const CycleState& cs, size_t i) {
   const Entry& e = cs.entries[i];
   OrderJob j;
-  j.id = e.job->id;
-  j.queue = e.job->queue;
+  j.id = e.id;
+  j.queue = e.queue;
   j.user = e.user;
   j.submitted = e.job->submitted;
   j.prio = e.prio;

@@ -18,7 +18,7 @@ namespace tessera::sched {
 
 void try_job(CycleState& cs, Entry& e) {
   const ClassAmounts& need = amounts(e);
-  if (Status lim = fs(cs).within_limits(e.job->queue, need); !lim.ok()) {
+  if (Status lim = fs(cs).within_limits(e.queue, need); !lim.ok()) {
     e.wait = WaitCategory::kQuota;
     e.reason = lim.message();
     return;
@@ -29,7 +29,7 @@ void try_job(CycleState& cs, Entry& e) {
     const NoRoom& it = *memo;
     std::optional<Gang> g;
     auto gang = [&]() -> const Gang& { return g ? *g : g.emplace(gang_of(cs, e)); };
-    const bool mig = e.job->gang.task.mig();  // gang_of keeps the task's MIG profile
+    const bool mig = e.mig;  // gang_of keeps the task's MIG profile
     if (it.wait == WaitCategory::kMigReconfiguring && mig && claim_gpu_for_mig(cs, e, gang())) {
       e.wait = WaitCategory::kMigReconfiguring;
       e.reason = it.reason + "; an idle GPU is held for it, to be repartitioned";
@@ -41,7 +41,8 @@ void try_job(CycleState& cs, Entry& e) {
     if (cs.preemptions < cs.cfg.max_preemptions_per_cycle && e.milli > 0) s = try_preempt_now(cs, e, gang());
     if (!s.preempting()) {
       e.wait = it.wait;
-      (e.reason = it.reason) += leaving_note(s);
+      e.reason_from_shape = true;  // tried once a cycle: `reason` holds nothing before this
+      if (const char* note = leaving_note(s); *note) e.reason = note;
       e.short_of_room = true;
       if (!cs.cfg.backfill || cs.res.active) e.no_room = true;  // what no_room() does then
       else no_room(cs, e, gang());

@@ -12,25 +12,52 @@
 
 namespace tessera::sched {
 
+namespace {
+
+// What the victim order compares, read once per candidate (from its packed facts where it has them).
+struct VictimKey {
+  bool leaving = false;
+  bool inside_own = false;
+  int class_value = 0;
+  int64_t attained = 0;  // 0 unless config.victims_least_attained
+  int64_t cost = 0;
+  Time started = -1;
+  JobId id;
+};
+
+VictimKey key_of(const CycleState& cs, const VictimCandidate& c) {
+  VictimKey k{c.leaving, c.inside_own, 0, 0, c.cost, -1, {}};
+  if (const RunningFacts* f = c.fact) {
+    k.class_value = f->class_value;
+    k.attained = f->attained_gpu_s;
+    k.started = f->started;
+    k.id = f->id;
+  } else {
+    const Entry& e = cs.entries[c.idx];
+    k.class_value = e.pc->value;
+    k.attained = e.job->attained_gpu_s;
+    k.started = e.job->started;
+    k.id = e.job->id;
+  }
+  if (!cs.cfg.victims_least_attained) k.attained = 0;
+  return k;
+}
+
 // Jobs already leaving, then (reclaim) borrowers' jobs before those inside their own leaf's
 // guarantee, then the lowest priority class, (with config.victims_least_attained: the least attained
 // service,) then the least lost work (as KAI and Slurm order victims): a lower class that can serve
 // the preemptor is used up before a higher one. Ends in the job id.
-bool victim_before(const CycleState& cs, const VictimCandidate& a, const VictimCandidate& b) {
+bool key_before(const VictimKey& a, const VictimKey& b) {
   if (a.leaving != b.leaving) return a.leaving;
   if (a.inside_own != b.inside_own) return b.inside_own;
-  const int ca = cs.entries[a.idx].pc->value, cb = cs.entries[b.idx].pc->value;
-  if (ca != cb) return ca < cb;
-  if (cs.cfg.victims_least_attained) {  // the least served first (config.victims_least_attained)
-    const int64_t xa = cs.entries[a.idx].job->attained_gpu_s, xb = cs.entries[b.idx].job->attained_gpu_s;
-    if (xa != xb) return xa < xb;
-  }
+  if (a.class_value != b.class_value) return a.class_value < b.class_value;
+  if (a.attained != b.attained) return a.attained < b.attained;  // the least served first
   if (a.cost != b.cost) return a.cost < b.cost;
-  const Job& x = *cs.entries[a.idx].job;
-  const Job& y = *cs.entries[b.idx].job;
-  if (x.started != y.started) return x.started > y.started;  // newest first
-  return x.id < y.id;
+  if (a.started != b.started) return a.started > b.started;  // newest first
+  return a.id < b.id;
 }
+
+}  // namespace
 
 void order_victims(const CycleState& cs, const Gang& gang, std::vector<VictimCandidate>& cands) {
   // Tasks of several whole GPUs (or a gang that must share one node) need them on one node, and a
@@ -48,7 +75,22 @@ void order_victims(const CycleState& cs, const Gang& gang, std::vector<VictimCan
   // Taken group by group, only the order inside a group matters (and among the jobs leaving, and those
   // in no group): outside the reference run, those are sorted instead of every candidate.
   const bool sort_all = cs.reference || !grouped_shape;
-  if (sort_all) std::sort(cands.begin(), cands.end(), [&](const VictimCandidate& a, const VictimCandidate& b) { return victim_before(cs, a, b); });
+  std::vector<VictimKey> keys;
+  keys.reserve(cands.size());
+  for (const VictimCandidate& c : cands) keys.push_back(key_of(cs, c));
+  auto before = [&](size_t x, size_t y) { return key_before(keys[x], keys[y]); };  // by position in cands
+  if (sort_all) {
+    std::vector<size_t> pos(cands.size());
+    for (size_t k = 0; k < pos.size(); ++k) pos[k] = k;
+    std::sort(pos.begin(), pos.end(), before);
+    std::vector<VictimCandidate> sorted;
+    std::vector<VictimKey> sorted_keys;
+    sorted.reserve(cands.size());
+    sorted_keys.reserve(cands.size());
+    for (size_t k : pos) sorted.push_back(cands[k]), sorted_keys.push_back(keys[k]);
+    cands = std::move(sorted);
+    keys = std::move(sorted_keys);
+  }
   if (grouped_shape) {
     // Group of a node: its domain at the required level, else the node itself.
     auto group = [&](const Node& n) {
@@ -100,14 +142,14 @@ void order_victims(const CycleState& cs, const Gang& gang, std::vector<VictimCan
         if (begin[n + 1] - begin[n] > 1)
           std::sort(by_group.begin() + begin[n], by_group.begin() + begin[n + 1],
                     [&](const std::pair<uint32_t, size_t>& x, const std::pair<uint32_t, size_t>& y) {
-                      return victim_before(cs, cands[x.second], cands[y.second]);
+                      return before(x.second, y.second);
                     });
       at = std::move(by_group);
     }
     // Candidates by victim order among `ks` (already so when every candidate was sorted).
     auto in_order = [&](std::vector<size_t> ks) {
       if (!sort_all)
-        std::sort(ks.begin(), ks.end(), [&](size_t x, size_t y) { return victim_before(cs, cands[x], cands[y]); });
+        std::sort(ks.begin(), ks.end(), before);
       return ks;
     };
     const int64_t need = (one_node || by_domain ? gang.total_gpus() : int64_t(gang.task.gpu_count)) * 1000;
