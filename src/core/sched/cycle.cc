@@ -272,8 +272,14 @@ void explain_waits(CycleState& cs) {
   std::vector<int> per_queue(cs.tree.size(), 0);
   int overall = 0;
   cs.out.pending.reserve(cs.order.size() + cs.invalid.size());
-  for (size_t i : cs.order) {
-    Entry& e = cs.entries[i];
+  constexpr size_t kAhead = 8;  // entries fetched this far ahead (cs.order is in no memory order)
+  for (size_t k = 0; k < cs.order.size(); ++k) {
+    if (k + kAhead < cs.order.size()) {
+      const char* ahead = reinterpret_cast<const char*>(&cs.entries[cs.order[k + kAhead]]);
+      __builtin_prefetch(ahead);
+      __builtin_prefetch(ahead + 64);  // id, reason, estimated_start
+    }
+    Entry& e = cs.entries[cs.order[k]];
     if (e.started) continue;
     PendingInfo p;
     p.job = e.id;

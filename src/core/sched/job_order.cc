@@ -88,6 +88,14 @@ class FairShareCursor final : public JobOrderCursor {
     return k;
   }
 
+  // The last pick's queue's best job, while that queue's jobs are sorted (the pick stays there
+  // while nothing starts).
+  std::optional<size_t> likely_next() const override {
+    if (!last_pick_.valid() || sorted_at_[last_pick_.value] != usage_version_) return std::nullopt;
+    const std::vector<size_t>& c = cand_[last_pick_.value];
+    return c.empty() ? std::nullopt : std::optional<size_t>(c.back());
+  }
+
   void started(const OrderJob& job, const OrderUsage& took) override {
     if (job.user < in_.user_usage.size() && took.gpu_milli != 0) {
       in_.user_usage[job.user] += took.gpu_milli;
@@ -144,6 +152,9 @@ class ListCursor final : public JobOrderCursor {
   std::optional<size_t> next() override {
     if (!tier_given_ || at_ >= order_.size()) return std::nullopt;
     return order_[at_++];
+  }
+  std::optional<size_t> likely_next() const override {
+    return tier_given_ && at_ < order_.size() ? std::optional<size_t>(order_[at_]) : std::nullopt;
   }
 
  private:

@@ -92,6 +92,9 @@ class JobOrderCursor {
   // The current tier's next job to try (an index into OrderInput::jobs), or nullopt when the tier
   // has no job left.
   virtual std::optional<size_t> next() = 0;
+  // The job next() will likely return, or nullopt when unknown: only a hint (the caller may fetch
+  // its data early); next() decides. Changes nothing.
+  virtual std::optional<size_t> likely_next() const { return std::nullopt; }
   // `job` started and took `took` (it may be one the cycle placed itself, not from the input).
   virtual void started(const OrderJob& job, const OrderUsage& took) {
     (void)job;

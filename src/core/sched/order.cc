@@ -108,6 +108,9 @@ void order_and_place(CycleState& cs) {
                                cs.ledger->defers_to_owed(facts(cs.entries[*holder]));
     if (holder_defers) holder_due = false;
     while (const std::optional<size_t> k = cursor->next()) {
+      // The entries are visited in no memory order: ask for the likely next one's first line now,
+      // so that it is on its way while this one is tried.
+      if (const std::optional<size_t> ahead = cursor->likely_next()) __builtin_prefetch(&cs.entries[entry_of[*ahead]]);
       const size_t i = entry_of[*k];
       if (rules.defers_to_owed && cs.ledger->defers_to_owed(facts(cs.entries[i]))) deferred.push_back(i);
       else place_in_tier(i, *tier);
