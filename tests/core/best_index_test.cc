@@ -128,5 +128,44 @@ TEST(BestIndex, LoneTasksGoWhereScoringEveryNodeSendsThem) {
   EXPECT_GT(placed, 5000);  // the sequences placed enough to exercise the index
 }
 
+// PlacementEngine::place_within: told nodes that include every node a lone task fits now, it
+// answers as place() does (the same node and GPUs, or retry-later when none of them fits); a gang,
+// or a policy that draws at random, is answered by place() itself. Random clusters and tasks; the
+// nodes given are those the task fits plus random others, in random order.
+TEST(PlaceWithin, AnswersAsPlaceWhenTheOtherNodesCannotHoldIt) {
+  int placed = 0, refused = 0;
+  for (const std::string& name : policy_names()) {
+    auto policy = make_policy(name);
+    ASSERT_TRUE(policy.ok()) << name;
+    for (uint64_t seed = 1; seed <= 8; ++seed) {
+      Rng rng(seed * 104729);
+      ClusterState c = random_cluster(rng);
+      EngineOptions o;
+      o.seed = seed;
+      PlacementEngine within(**policy, o), full(**policy, o);
+      for (int step = 0; step < 200; ++step) {
+        const std::string where = name + " seed " + std::to_string(seed) + " step " + std::to_string(step);
+        Gang g = gang(rng.uniform(6) == 0 ? 2 : 1, lone_task(rng), step);
+        std::vector<NodeId> nodes;
+        for (const Node& n : c.nodes())
+          if (check_fit(n, g.task) == Misfit::kFits || rng.uniform(3) == 0) nodes.push_back(n.id);
+        for (size_t i = nodes.size(); i > 1; --i) std::swap(nodes[i - 1], nodes[rng.uniform(i)]);
+        const PlacementResult a = within.place_within(c, g, nodes);
+        const PlacementResult b = full.place(c, g);
+        ASSERT_EQ(a.outcome == Outcome::kPlaced, b.outcome == Outcome::kPlaced) << where << ": " << b.reason;
+        ASSERT_EQ(a.tasks, b.tasks) << where;
+        if (a.outcome == Outcome::kPlaced) {
+          ASSERT_TRUE(c.apply_all(a.tasks).ok()) << where;
+          ++placed;
+        } else {
+          ++refused;
+        }
+      }
+    }
+  }
+  EXPECT_GT(placed, 1000);
+  EXPECT_GT(refused, 100);  // full clusters too
+}
+
 }  // namespace
 }  // namespace tessera

@@ -257,6 +257,19 @@ uint32_t PlacementEngine::rank(NodeId id) const {
   return node_rank_.empty() ? id.value : node_rank_[id.value];
 }
 
+PlacementResult PlacementEngine::place_within(const ClusterState& cluster, const Gang& gang,
+                                              const std::vector<NodeId>& nodes) {
+  // Only where the best of `nodes` is what place() finds: one task, scores that do not depend on
+  // which nodes were scored before (cacheable: no random draws), and no cap on the nodes scored.
+  if (gang.tasks != 1 || gang.varied() || !policy_->cacheable() || max_scored_nodes_ > 0) return place(cluster, gang);
+  struct Reset {
+    const std::vector<NodeId>*& p;
+    ~Reset() { p = nullptr; }
+  } reset{impl_->within};
+  impl_->within = &nodes;
+  return place(cluster, gang);
+}
+
 PlacementResult PlacementEngine::place(const ClusterState& cluster, const Gang& gang) {
   const std::vector<std::string>& models = gang.task.gpu_models;
   if (gang.tasks <= 1 || models.size() <= 1 || gang.task.mix_models) return place_one(cluster, gang);
@@ -396,6 +409,15 @@ PlacementResult PlacementEngine::place_one(const ClusterState& cluster, const Ga
   };
 
   if (required == 1 && gang.tasks == 1) {
+    if (const std::vector<NodeId>* within = impl_->within) {  // place_within: nothing else can fit
+      if (fill(within, nullptr)) {
+        r.outcome = Outcome::kPlaced;
+        return r;
+      }
+      r.outcome = Outcome::kRetryLater;
+      r.reason = "no node fits " + describe_task(t) + " now";
+      return r;
+    }
     if (best_index_ && max_scored_nodes_ == 0 && policy_->cacheable() && indexed_shape(shape)) {
       if (std::optional<NodeId> best = best_indexed(cluster, t, shape)) {
         NodeChoice c;

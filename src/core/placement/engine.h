@@ -57,6 +57,11 @@ class PlacementEngine {
   PlacementResult place(const ClusterState& cluster, const Gang& gang);
   // place() and, if placed, apply it.
   PlacementResult place_and_commit(ClusterState& cluster, const Gang& gang);
+  // place() when the caller knows that no node outside `nodes` can hold `gang` (e.g. it fit nowhere,
+  // and only these nodes have changed since): for a lone task and a cacheable policy, only `nodes`
+  // are looked at and the answer is place()'s (the best node, or retry-later, without the
+  // explanation); anything else is place() itself.
+  PlacementResult place_within(const ClusterState& cluster, const Gang& gang, const std::vector<NodeId>& nodes);
   void set_node_rank(std::vector<uint32_t> rank);
   Rng& rng() { return rng_; }
 

@@ -171,6 +171,7 @@ struct PlacementEngine::Impl {
   std::vector<BestIndex> best;
   std::vector<uint32_t> lone_asks;  // [shape]: lone-task placements asked
   uint64_t rank_epoch = 1;      // changes whenever the node ranks do
+  const std::vector<NodeId>* within = nullptr;  // place_within's nodes, while it runs
 
   size_t shape_id(const TaskRequest& t) {
     auto key = std::make_tuple(t.cpu.v, t.memory.v, t.gpu_count, t.milli_per_gpu.v, t.gpu_memory.v, t.mig_profile,

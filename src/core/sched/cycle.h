@@ -283,8 +283,9 @@ std::string reservation_text(const CycleState& cs);
 VictimSearch try_preempt(CycleState& cs, Entry& e, const Gang& gang, bool off_reservation = false);
 VictimSearch find_victims(CycleState& cs, Entry& e, const Gang& gang, int budget, bool off_reservation);
 // claims_active: the working copy has this cycle's victims released and the waiting preemptors'
-// claims applied (find_victims sets that up and undoes it).
-VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int budget, bool claims_active);
+// claims applied (find_victims sets that up and undoes it); `freed`: the nodes of those victims.
+VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int budget, bool claims_active,
+                                std::vector<NodeId> freed = {});
 
 // ---- victims.cc ----
 // A running job find_victims_inner may take, and why.
@@ -306,7 +307,9 @@ struct VictimCandidate {
 void order_victims(const CycleState& cs, const Gang& gang, std::vector<VictimCandidate>& cands);
 // Preemption trial: where the engine places the gang on the working copy now, on GPUs the job's
 // queue limits and the owed guarantees allow under `fs`; nullopt if nowhere.
-std::optional<std::vector<TaskPlacement>> fits_under(CycleState& cs, const FairShare& fs, const Entry& e, const Gang& gang);
+// `within` (optional): the only nodes that can hold it (PlacementEngine::place_within).
+std::optional<std::vector<TaskPlacement>> fits_under(CycleState& cs, const FairShare& fs, const Entry& e, const Gang& gang,
+                                                     const std::vector<NodeId>* within = nullptr);
 // Holds the GPUs of a waiting preemptor's fit that are idle now; returns the rest of the fit (the
 // GPUs of jobs leaving), its claim.
 std::vector<TaskPlacement> hold_free_part(CycleState& cs, const Entry& e, const std::vector<TaskPlacement>& fit);

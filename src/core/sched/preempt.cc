@@ -180,8 +180,9 @@ bool priority_victim(const CycleState& cs, const Entry& v, const Entry& e) {
          (vj.queue == e.job->queue || cs.ledger->borrows(facts(v)) || cs.cfg.order == JobOrder::kLeastAttained);
 }
 
-std::optional<std::vector<TaskPlacement>> fits_under(CycleState& cs, const FairShare& fs, const Entry& e, const Gang& gang) {
-  PlacementResult r = cs.trial.place(cs.work, gang);
+std::optional<std::vector<TaskPlacement>> fits_under(CycleState& cs, const FairShare& fs, const Entry& e, const Gang& gang,
+                                                     const std::vector<NodeId>* within) {
+  PlacementResult r = within ? cs.trial.place_within(cs.work, gang, *within) : cs.trial.place(cs.work, gang);
   if (r.outcome != Outcome::kPlaced) return std::nullopt;
   const ClassAmounts got = placement_amounts(cs, cs.work, r.tasks);
   if (!fs.within_limits(e.job->queue, got).ok() || !cs.ledger->takes_owed(fs, e.job->queue, got).empty()) return std::nullopt;
@@ -193,12 +194,14 @@ VictimSearch find_victims(CycleState& cs, Entry& e, const Gang& gang, int budget
   // claims in their place; undone once it is over.
   ScratchEdits claimed(cs.work);
   bool claims_active = cs.claims_ok && !cs.claims.empty();
+  std::vector<NodeId> freed;  // nodes with more room in this view than when the job found none
   if (claims_active) {
     for (size_t i : cs.reference ? cs.running : leaving_marked(cs))
       if (const Entry& v = cs.entries[i]; v.running && (v.victim || v.claimed) && !v.holding.empty()) {
         const bool ok = claimed.release(v.holding);
         assert(ok && "releasing a victim for a later preemptor failed");
         (void)ok;
+        for (const TaskPlacement& p : v.holding) freed.push_back(p.node);
       }
     bool all = true;
     for (const std::vector<TaskPlacement>& c : cs.claims) all = all && claimed.apply(c);
@@ -207,9 +210,10 @@ VictimSearch find_victims(CycleState& cs, Entry& e, const Gang& gang, int budget
       claims_active = false;
       cs.claims_ok = false;
       cs.claims.clear();
+      freed.clear();
     }
   }
-  VictimSearch s = find_victims_inner(cs, e, gang, budget, claims_active);
+  VictimSearch s = find_victims_inner(cs, e, gang, budget, claims_active, std::move(freed));
   std::optional<MovePlan> moves;
   if (s.outcome == VictimSearch::Outcome::kNone && cs.cfg.defragment && cs.cfg.reclaim)
     moves = find_moves(cs, e, gang, off_reservation);
@@ -262,7 +266,8 @@ std::vector<TaskPlacement> hold_free_part(CycleState& cs, const Entry& e, const 
   return claim;
 }
 
-VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int budget, bool claims_active) {
+VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int budget, bool claims_active,
+                                std::vector<NodeId> freed) {
   VictimSearch s;
   const GuaranteeJob claimant = facts(e);
   const std::vector<std::string> reclaim_classes = cs.ledger->owed_classes(claimant);
@@ -389,6 +394,18 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
   }
   std::vector<Cand> chosen;
   bool fits = false, room_opened = false;
+  // The engine found no node for the job before this cycle's victims were released (the caller found
+  // no room), so only a node a victim leaves can hold it: the victims of earlier searches (`freed`,
+  // with claims active) and this search's. Outside the reference run the engine looks at those
+  // alone (PlacementEngine::place_within: a lone task; otherwise every node).
+  std::vector<NodeId> released_on;
+  auto note_released = [&](const std::vector<TaskPlacement>& pl) {
+    for (const TaskPlacement& tp : pl)
+      if (std::find(released_on.begin(), released_on.end(), tp.node) == released_on.end()) released_on.push_back(tp.node);
+  };
+  for (NodeId n : freed)
+    if (std::find(released_on.begin(), released_on.end(), n) == released_on.end()) released_on.push_back(n);
+  const std::vector<NodeId>* within = cs.reference ? nullptr : &released_on;
   ScratchEdits released(cs.work);  // the chosen victims' releases; undone before this returns
   // A guarantee's owner may need more victims than one cycle's budget (a gang of whole nodes among
   // small borrowers): the search may take every candidate, and the victims beyond the budget are
@@ -410,13 +427,14 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
     const auto& pl = v.holding;
     if (!released.release(pl)) return s;  // inconsistent snapshot: put everything back, preempt nothing
     chosen.push_back(c);
+    note_released(pl);
     // The job did not fit before any release, so a fit needs a task's room on a released node:
     // try the engine only once some released node can hold one task.
     if (!room_opened)
       for (const TaskPlacement& tp : pl)
         if (check_fit(cs.work.node(tp.node), gang.task) == Misfit::kFits) room_opened = true;
     if (room_opened)
-      if (auto fit = fits_under(cs, after, e, gang)) {
+      if (auto fit = fits_under(cs, after, e, gang, within)) {
         s.fit = std::move(*fit);
         fits = true;
         break;
@@ -429,7 +447,7 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
     if (!released.apply(v.holding)) continue;  // put back: stays (on the scratch view) if not needed
     const int sign = chosen[k].leaving ? 0 : 1;  // a job already leaving stays gone from `after`
     if (sign) after.add(v.job->queue, amounts(v), +1);
-    if (auto fit = fits_under(cs, after, e, gang)) {
+    if (auto fit = fits_under(cs, after, e, gang, within)) {
       s.fit = std::move(*fit);
       chosen.erase(chosen.begin() + long(k));
     } else {
