@@ -405,7 +405,12 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
   };
   for (NodeId n : freed)
     if (std::find(released_on.begin(), released_on.end(), n) == released_on.end()) released_on.push_back(n);
-  const std::vector<NodeId>* within = cs.reference ? nullptr : &released_on;
+  // (Bounded: a search that releases hundreds of victims, each followed by a trial, would otherwise
+  // look at all their nodes each time; the engine's index of fitting nodes answers that case.)
+  constexpr size_t kWithinAtMost = 256;
+  auto within = [&]() -> const std::vector<NodeId>* {
+    return cs.reference || released_on.size() > kWithinAtMost ? nullptr : &released_on;
+  };
   ScratchEdits released(cs.work);  // the chosen victims' releases; undone before this returns
   // A guarantee's owner may need more victims than one cycle's budget (a gang of whole nodes among
   // small borrowers): the search may take every candidate, and the victims beyond the budget are
@@ -434,7 +439,7 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
       for (const TaskPlacement& tp : pl)
         if (check_fit(cs.work.node(tp.node), gang.task) == Misfit::kFits) room_opened = true;
     if (room_opened)
-      if (auto fit = fits_under(cs, after, e, gang, within)) {
+      if (auto fit = fits_under(cs, after, e, gang, within())) {
         s.fit = std::move(*fit);
         fits = true;
         break;
@@ -447,7 +452,7 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
     if (!released.apply(v.holding)) continue;  // put back: stays (on the scratch view) if not needed
     const int sign = chosen[k].leaving ? 0 : 1;  // a job already leaving stays gone from `after`
     if (sign) after.add(v.job->queue, amounts(v), +1);
-    if (auto fit = fits_under(cs, after, e, gang, within)) {
+    if (auto fit = fits_under(cs, after, e, gang, within())) {
       s.fit = std::move(*fit);
       chosen.erase(chosen.begin() + long(k));
     } else {
