@@ -91,7 +91,12 @@ bool validate(CycleState& cs, Entry& e) {
     e.classes = &it->second;
   }
   e.milli = e.running && !j.placement.empty() ? placement_milli(j.placement) : request_milli(cs, j.gang);
-  if (!e.running) e.asked = &cs.asked.try_emplace({e.cls, e.milli}, amounts_of(e.cls, e.milli)).first->second;
+  if (!e.running) {  // the amounts are built once per (class, amount), not per job
+    auto key = std::make_pair(e.cls, e.milli);
+    auto it = cs.asked.find(key);
+    if (it == cs.asked.end()) it = cs.asked.emplace(std::move(key), amounts_of(e.cls, e.milli)).first;
+    e.asked = &it->second;
+  }
   if (e.running) {
     e.held = placement_amounts(cs, *cs.snap.cluster, j.placement);
     e.holding = settled(j.placement);
