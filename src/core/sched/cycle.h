@@ -161,6 +161,7 @@ inline std::string shape_key(const Gang& g) {
   k += "/p";
   append_int(k, int(t.pool_kinds));
   if (t.prefer_spot) k += 's';
+  if (t.avoid_spot) k += 'a';
   if (t.mix_models) k += 'x';
   for (PoolId p : t.pools) {
     k += "/d";

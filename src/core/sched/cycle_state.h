@@ -289,6 +289,16 @@ struct CycleState {
   // request_classes by the models a request names (the same for every job naming the same list).
   std::map<std::vector<std::string>, std::vector<std::string>> classes_of;
   std::map<std::pair<std::string, int64_t>, ClassAmounts> asked;  // amounts_of(class, milli), shared by entries
+  // A start of a pending entry's own shape that the engine placed and an owed guarantee refused
+  // (GuaranteeLedger::takes_owed), by (shape, queue, keeps off the reservation): while neither the
+  // working copy nor the fair share has changed (generations), the engine places the same and the
+  // guarantee refuses the same. Not used in the reference run.
+  struct OwedRefusal {
+    uint64_t work_generation = 0;
+    uint64_t fair_share_generation = 0;
+    std::string reason;
+  };
+  std::map<std::tuple<uint32_t, uint32_t, bool>, OwedRefusal> owed_refusals;
   std::unordered_set<std::string> no_victims;         // (shape, class, queue) preemption found nothing for
   std::unordered_set<std::string> no_room_off_reservation;  // shapes that found no room off the reserved nodes
   mutable std::unordered_map<std::string, bool> fits_free_memo;  // by shape_key

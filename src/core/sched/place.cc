@@ -49,10 +49,22 @@ void try_job(CycleState& cs, Entry& e) {
     }
     return;
   }
+  // Refused as the last job of its shape and queue was, with nothing changed since (owed_refusals).
+  const bool refusals = !cs.reference && cs.policy.cacheable();
+  const std::tuple<uint32_t, uint32_t, bool> refusal_key{e.shape, e.queue.value, refusals && keeps_off_reservation(cs, e)};
+  if (refusals)
+    if (auto it = cs.owed_refusals.find(refusal_key); it != cs.owed_refusals.end() &&
+                                                      it->second.work_generation == cs.work.generation() &&
+                                                      it->second.fair_share_generation == fs(cs).generation()) {
+      e.wait = WaitCategory::kQuota;
+      e.reason = it->second.reason;
+      return;
+    }
   Gang gang = gang_of(cs, e);
   PlaceNow now = place_now(cs, e, gang);
   PlacementResult& r = now.result;
   if (r.outcome == Outcome::kPlaced) {
+    bool own_shape = true;  // the gang asked is gang_of(e) (not narrowed to other models below)
     // The classes of the GPUs actually chosen must be within the queue's limits too. If not, and the
     // job allows other models, try once more on those whose class still has room.
     if (Status lim = fs(cs).within_limits(e.job->queue, placement_amounts(cs, cs.work, r.tasks)); !lim.ok()) {
@@ -69,15 +81,17 @@ void try_job(CycleState& cs, Entry& e) {
         return;
       }
       gang.task.gpu_models = room;
+      own_shape = false;
       now = place_now(cs, e, gang);
       if (r.outcome != Outcome::kPlaced) {
         e.reason = lim.message() + "; no room on other models: " + r.reason;
         return;
       }
     }
-    if (std::string owed = cs.ledger->takes_owed(fs(cs), e.job->queue, placement_amounts(cs, cs.work, r.tasks)); !owed.empty()) {
+    if (std::string owed = cs.ledger->takes_owed(fs(cs), e.queue, placement_amounts(cs, cs.work, r.tasks)); !owed.empty()) {
       e.wait = WaitCategory::kQuota;
-      e.reason = owed;
+      if (refusals && own_shape) cs.owed_refusals[refusal_key] = {cs.work.generation(), fs(cs).generation(), owed};
+      e.reason = std::move(owed);
       return;
     }
     const std::vector<size_t> owed_fit = owed_below_that_fit(cs, e);
