@@ -124,6 +124,7 @@ struct VictimSearch {
 struct PlaceNow {
   PlacementResult result;
   bool only_on_reserved = false;
+  bool off_reserved = false;  // placed again off the reserved nodes (the engine's first choice was on them)
 };
 
 // A running entry's facts that stay fixed for the cycle, as victim scans test them first.
@@ -289,16 +290,18 @@ struct CycleState {
   // request_classes by the models a request names (the same for every job naming the same list).
   std::map<std::vector<std::string>, std::vector<std::string>> classes_of;
   std::map<std::pair<std::string, int64_t>, ClassAmounts> asked;  // amounts_of(class, milli), shared by entries
-  // A start of a pending entry's own shape that the engine placed and an owed guarantee refused
-  // (GuaranteeLedger::takes_owed), by (shape, queue, keeps off the reservation): while neither the
-  // working copy nor the fair share has changed (generations), the engine places the same and the
+  // A start of a pending entry's own shape that the engine placed off the reserved nodes and an
+  // owed guarantee refused (GuaranteeLedger::takes_owed), by (shape, queue): while neither the
+  // working copy nor the fair share has changed (generations) and no reservation was made since,
+  // the engine places the same (whether the job must keep off reserved nodes or not) and the
   // guarantee refuses the same. Not used in the reference run.
   struct OwedRefusal {
     uint64_t work_generation = 0;
     uint64_t fair_share_generation = 0;
+    bool reservation_active = false;
     std::string reason;
   };
-  std::map<std::tuple<uint32_t, uint32_t, bool>, OwedRefusal> owed_refusals;
+  std::map<std::pair<uint32_t, uint32_t>, OwedRefusal> owed_refusals;
   std::unordered_set<std::string> no_victims;         // (shape, class, queue) preemption found nothing for
   std::unordered_set<std::string> no_room_off_reservation;  // shapes that found no room off the reserved nodes
   mutable std::unordered_map<std::string, bool> fits_free_memo;  // by shape_key

@@ -51,11 +51,12 @@ void try_job(CycleState& cs, Entry& e) {
   }
   // Refused as the last job of its shape and queue was, with nothing changed since (owed_refusals).
   const bool refusals = !cs.reference && cs.policy.cacheable();
-  const std::tuple<uint32_t, uint32_t, bool> refusal_key{e.shape, e.queue.value, refusals && keeps_off_reservation(cs, e)};
+  const std::pair<uint32_t, uint32_t> refusal_key{e.shape, e.queue.value};
   if (refusals)
     if (auto it = cs.owed_refusals.find(refusal_key); it != cs.owed_refusals.end() &&
                                                       it->second.work_generation == cs.work.generation() &&
-                                                      it->second.fair_share_generation == fs(cs).generation()) {
+                                                      it->second.fair_share_generation == fs(cs).generation() &&
+                                                      it->second.reservation_active == cs.res.active) {
       e.wait = WaitCategory::kQuota;
       e.reason = it->second.reason;
       return;
@@ -90,7 +91,10 @@ void try_job(CycleState& cs, Entry& e) {
     }
     if (std::string owed = cs.ledger->takes_owed(fs(cs), e.queue, placement_amounts(cs, cs.work, r.tasks)); !owed.empty()) {
       e.wait = WaitCategory::kQuota;
-      if (refusals && own_shape) cs.owed_refusals[refusal_key] = {cs.work.generation(), fs(cs).generation(), owed};
+      bool on_reserved = false;
+      for (const TaskPlacement& p : r.tasks) on_reserved = on_reserved || cs.res.nodes.count(p.node.value);
+      if (refusals && own_shape && !now.off_reserved && !on_reserved)
+        cs.owed_refusals[refusal_key] = {cs.work.generation(), fs(cs).generation(), cs.res.active, owed};
       e.reason = std::move(owed);
       return;
     }
@@ -437,7 +441,7 @@ PlaceNow place_now(CycleState& cs, Entry& e, const Gang& gang) {
       const ReservedBlocked blocked(cs, true);
       off = cs.trial.place(cs.work, gang);
     }
-    if (off.outcome == Outcome::kPlaced) return {std::move(off)};
+    if (off.outcome == Outcome::kPlaced) return {std::move(off), false, true};
     cs.no_room_off_reservation.insert(shape);
   }
   off.outcome = Outcome::kRetryLater;
