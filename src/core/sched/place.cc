@@ -91,9 +91,8 @@ void try_job(CycleState& cs, Entry& e) {
     }
     if (std::string owed = cs.ledger->takes_owed(fs(cs), e.queue, placement_amounts(cs, cs.work, r.tasks)); !owed.empty()) {
       e.wait = WaitCategory::kQuota;
-      bool on_reserved = false;
-      for (const TaskPlacement& p : r.tasks) on_reserved = on_reserved || cs.res.nodes.count(p.node.value);
-      if (refusals && own_shape && !now.off_reserved && !on_reserved)
+      auto on_reserved = [&](const TaskPlacement& p) { return cs.res.nodes.count(p.node.value) > 0; };
+      if (refusals && own_shape && !now.off_reserved && std::none_of(r.tasks.begin(), r.tasks.end(), on_reserved))
         cs.owed_refusals[refusal_key] = {cs.work.generation(), fs(cs).generation(), cs.res.active, owed};
       e.reason = std::move(owed);
       return;

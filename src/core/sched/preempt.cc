@@ -398,16 +398,18 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
   // no room), so only a node a victim leaves can hold it: the victims of earlier searches (`freed`,
   // with claims active) and this search's. Outside the reference run the engine looks at those
   // alone (PlacementEngine::place_within: a lone task; otherwise every node).
-  std::vector<NodeId> released_on;
+  // (Bounded: a search that releases hundreds of victims, each followed by a trial, would otherwise
+  // look at all their nodes each time; past the bound the nodes are no longer kept, and the engine's
+  // index of fitting nodes answers.)
+  constexpr size_t kWithinAtMost = 256;
+  std::vector<NodeId> released_on = std::move(freed);
+  std::sort(released_on.begin(), released_on.end());
+  released_on.erase(std::unique(released_on.begin(), released_on.end()), released_on.end());
   auto note_released = [&](const std::vector<TaskPlacement>& pl) {
     for (const TaskPlacement& tp : pl)
-      if (std::find(released_on.begin(), released_on.end(), tp.node) == released_on.end()) released_on.push_back(tp.node);
+      if (released_on.size() <= kWithinAtMost && std::find(released_on.begin(), released_on.end(), tp.node) == released_on.end())
+        released_on.push_back(tp.node);
   };
-  for (NodeId n : freed)
-    if (std::find(released_on.begin(), released_on.end(), n) == released_on.end()) released_on.push_back(n);
-  // (Bounded: a search that releases hundreds of victims, each followed by a trial, would otherwise
-  // look at all their nodes each time; the engine's index of fitting nodes answers that case.)
-  constexpr size_t kWithinAtMost = 256;
   auto within = [&]() -> const std::vector<NodeId>* {
     return cs.reference || released_on.size() > kWithinAtMost ? nullptr : &released_on;
   };
