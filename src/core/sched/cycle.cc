@@ -41,7 +41,13 @@ int64_t request_milli(const CycleState& cs, const Gang& g) {
 }
 
 Gang gang_of(const CycleState& cs, const Entry& e) {
-  Gang g = e.job->gang;
+  Gang g;
+  gang_into(cs, e, g);
+  return g;
+}
+
+void gang_into(const CycleState& cs, const Entry& e, Gang& g) {
+  g = e.job->gang;
   g.id = e.job->id;
   g.queue = e.job->queue;
   g.priority = e.pc->value;
@@ -52,7 +58,6 @@ Gang gang_of(const CycleState& cs, const Entry& e) {
     const Time since = std::max(e.job->submitted, e.job->last_preempted);
     if (cs.cfg.elastic_capacity || cs.now - since < cs.cfg.topology_wait) g.topology.mode = TopologyMode::kRequired;
   }
-  return g;
 }
 
 // Fills class facts; false (with a reason) when the job names an unknown queue or class.
@@ -129,6 +134,42 @@ Decisions run_cycle(CycleState& cs) {
   return std::move(cs.out);
 }
 
+// The packed facts of a running (or, in the reference run, any) entry that victim searches read;
+// built where the entry is made, while its job is in cache. `index`: its place in cs.entries.
+static RunningFacts facts_of(const CycleState& cs, const Entry& v, size_t index) {
+  const Job& j = *v.job;
+  RunningFacts f;
+  f.entry = uint32_t(index);
+  f.queue = j.queue.value;
+  f.prio = v.prio;
+  f.las = v.las;
+  f.class_value = v.pc->value;
+  f.started = j.started;
+  f.attained_gpu_s = j.attained_gpu_s;
+  f.id = j.id;
+  if (v.running) f.cost = lost_work_cost(cs, v);
+  bool any_only = true;
+  for (const auto& [c, m] : v.held)
+    if (m > 0) {
+      f.flags |= RunningFacts::kHoldsGpu;
+      any_only = any_only && c == kAnyClass;
+    }
+  if (any_only) f.flags |= RunningFacts::kAnyOnly;
+  if (!v.holding.empty() &&
+      std::all_of(v.holding.begin(), v.holding.end(), [&](const TaskPlacement& p) { return p.node == v.holding[0].node; })) {
+    f.flags |= RunningFacts::kOneNode;
+    f.node = v.holding[0].node.value;
+    f.held_milli = placement_milli(v.holding);
+  }
+  if (v.running && j.state == JobState::kRunning && !j.placement.empty()) f.flags |= RunningFacts::kRunningPlaced;
+  if (v.running && j.state == JobState::kCheckpointing) f.flags |= RunningFacts::kCheckpointing;
+  if (v.pc->preemptible) f.flags |= RunningFacts::kPreemptible;
+  if ((j.started >= 0 && cs.now - j.started < v.pc->min_runtime) ||
+      (j.last_preempted >= 0 && cs.now - j.last_preempted < cs.cfg.preemption_protection))
+    f.flags |= RunningFacts::kProtected;
+  return f;
+}
+
 void collect_entries(CycleState& cs) {
   std::vector<const Job*> jobs;
   for (const Job& j : cs.snap.jobs)
@@ -147,8 +188,13 @@ void collect_entries(CycleState& cs) {
   for (const GpuModel* m : models)
     if (const std::string* c = accounted_class(cs, m)) cs.present_classes.insert(*c);
   cs.entries.reserve(jobs.size());
-  std::unordered_map<std::string_view, uint32_t> users;  // dense, by first appearance (entries by id)
-  users.reserve(jobs.size());
+  // Users, dense, by first appearance (entries by id). The keys are copies: a view into the first
+  // job of each user would send every lookup to a random job in memory.
+  std::unordered_map<std::string, uint32_t> users;
+  users.reserve(1024);
+  Gang gang;        // a pending job's gang, reused
+  std::string key;  // its shape key, reused
+  key.reserve(96);
   for (const Job* j : jobs) {
     Entry e;
     e.job = j;
@@ -157,8 +203,18 @@ void collect_entries(CycleState& cs) {
     e.mig = j->gang.task.mig();
     e.running = j->state != JobState::kPending;
     if (validate(cs, e)) {
-      if (!e.running) e.shape = cs.shape_ids.try_emplace(shape_key(gang_of(cs, e)), uint32_t(cs.shape_ids.size())).first->second;
-      e.user = users.emplace(j->user, uint32_t(users.size())).first->second;
+      if (!e.running) {
+        gang_into(cs, e, gang);
+        shape_key_into(gang, key);
+        auto it = cs.shape_ids.find(key);
+        if (it == cs.shape_ids.end()) it = cs.shape_ids.emplace(key, uint32_t(cs.shape_ids.size())).first;
+        e.shape = it->second;
+      }
+      e.user = users.try_emplace(j->user, uint32_t(users.size())).first->second;
+      if (cs.reference || e.running) {
+        cs.running.push_back(cs.entries.size());
+        cs.running_facts.push_back(facts_of(cs, e, cs.entries.size()));
+      }
       cs.entries.push_back(std::move(e));
     } else if (!e.running) {
       cs.invalid.push_back(std::move(e));
@@ -166,43 +222,7 @@ void collect_entries(CycleState& cs) {
   }
   cs.no_room.assign(cs.shape_ids.size(), std::nullopt);
   cs.users = users.size();
-  for (size_t i = 0; i < cs.entries.size(); ++i)
-    if (cs.reference || cs.entries[i].running) cs.running.push_back(i);
-  cs.running_facts.reserve(cs.running.size());
-  for (size_t i : cs.running) {
-    const Entry& v = cs.entries[i];
-    const Job& j = *v.job;
-    RunningFacts f;
-    f.entry = uint32_t(i);
-    f.queue = j.queue.value;
-    f.prio = v.prio;
-    f.las = v.las;
-    f.class_value = v.pc->value;
-    f.started = j.started;
-    f.attained_gpu_s = j.attained_gpu_s;
-    f.id = j.id;
-    if (v.running) f.cost = lost_work_cost(cs, v);
-    bool any_only = true;
-    for (const auto& [c, m] : v.held)
-      if (m > 0) {
-        f.flags |= RunningFacts::kHoldsGpu;
-        any_only = any_only && c == kAnyClass;
-      }
-    if (any_only) f.flags |= RunningFacts::kAnyOnly;
-    if (!v.holding.empty() &&
-        std::all_of(v.holding.begin(), v.holding.end(), [&](const TaskPlacement& p) { return p.node == v.holding[0].node; })) {
-      f.flags |= RunningFacts::kOneNode;
-      f.node = v.holding[0].node.value;
-      f.held_milli = placement_milli(v.holding);
-    }
-    if (v.running && j.state == JobState::kRunning && !j.placement.empty()) f.flags |= RunningFacts::kRunningPlaced;
-    if (v.running && j.state == JobState::kCheckpointing) f.flags |= RunningFacts::kCheckpointing;
-    if (v.pc->preemptible) f.flags |= RunningFacts::kPreemptible;
-    if ((j.started >= 0 && cs.now - j.started < v.pc->min_runtime) ||
-        (j.last_preempted >= 0 && cs.now - j.last_preempted < cs.cfg.preemption_protection))
-      f.flags |= RunningFacts::kProtected;
-    cs.running_facts.push_back(f);
-  }
+  cs.user_milli.assign(cs.users, 0);
 }
 
 void compute_books(CycleState& cs) {
@@ -221,7 +241,7 @@ void compute_books(CycleState& cs) {
     // and queues without guarantees share an accounted class by their waiting demand too.
     if (!e.running && e.cls == kAnyClass && e.milli > 0)
       for (const std::string& c : *e.classes) l.demand[c] += e.milli;
-    if (e.running) cs.user_milli[e.job->user] += e.milli;
+    if (e.running) cs.user_milli[e.user] += e.milli;
   }
   ClassAmounts capacity;  // healthy milli-GPU per accounted class
   ClassAmounts open;      // of it, what can be given out: less what is free on nodes taking no work

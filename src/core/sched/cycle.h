@@ -50,6 +50,7 @@
 #include <cassert>
 #include <charconv>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -131,15 +132,17 @@ inline ClassAmounts placement_amounts(const CycleState& cs, const ClusterState& 
   return a;
 }
 Gang gang_of(const CycleState& cs, const Entry& e);
+// gang_of into `g`, reusing its storage (collect_entries: one gang for every pending job).
+void gang_into(const CycleState& cs, const Entry& e, Gang& g);
 // Appends n in decimal (shape and memo keys are built per job that is tried: no temporaries).
 inline void append_int(std::string& k, int64_t n) {
   char buf[24];
   k.append(buf, std::to_chars(buf, buf + sizeof buf, n).ptr);
 }
-inline std::string shape_key(const Gang& g) {
+// The key of g's shape, written into `k` (cleared first; its storage is reused).
+inline void shape_key_into(const Gang& g, std::string& k) {
   const TaskRequest& t = g.task;
-  std::string k;
-  k.reserve(96);
+  k.clear();
   for (int64_t n : {int64_t(g.tasks), int64_t(g.required_tasks()), t.cpu.v, t.memory.v, int64_t(t.gpu_count),
                     int64_t(t.milli_per_gpu.v), int64_t(t.gpu_memory.v)}) {
     append_int(k, n);
@@ -167,6 +170,11 @@ inline std::string shape_key(const Gang& g) {
     k += "/d";
     append_int(k, p.value);
   }
+}
+inline std::string shape_key(const Gang& g) {
+  std::string k;
+  k.reserve(96);
+  shape_key_into(g, k);
   return k;
 }
 // How long a job started now holds its GPUs: its assumed runtime, plus its restart cost when it
@@ -301,16 +309,25 @@ struct VictimCandidate {
   bool by_reclaim = false;
   const RunningFacts* fact = nullptr;  // its packed facts (outside the reference run)
 };
-// Puts `cands` in the order they are tried for `gang`: victim order (a total order, ending in the job
-// id; victims.cc); for a shape whose room must be on one node or in one required topology domain,
-// group by group (the cheapest group first, groups that even emptied leave too little room last),
-// victim order inside each group.
-void order_victims(const CycleState& cs, const Gang& gang, std::vector<VictimCandidate>& cands);
+// Hands `cands` to `take` in the order they are tried for `gang`, until it answers false: victim
+// order (a total order, ending in the job id; victims.cc); for a shape whose room must be on one node
+// or in one required topology domain, group by group (the cheapest group first, groups that even
+// emptied leave too little room last), victim order inside each group. What no search reaches is not
+// ordered.
+void visit_victims(const CycleState& cs, const Gang& gang, std::vector<VictimCandidate> cands,
+                   const std::function<bool(const VictimCandidate&)>& take);
 // Preemption trial: where the engine places the gang on the working copy now, on GPUs the job's
 // queue limits and the owed guarantees allow under `fs`; nullopt if nowhere.
 // `within` (optional): the only nodes that can hold it (PlacementEngine::place_within).
 std::optional<std::vector<TaskPlacement>> fits_under(CycleState& cs, const FairShare& fs, const Entry& e, const Gang& gang,
                                                      const std::vector<NodeId>* within = nullptr);
+// fits_under, also saying whether the engine found a place at all (`placed`; then `fit` is empty only
+// if the limits or owed guarantees refused it).
+struct TrialFit {
+  std::optional<std::vector<TaskPlacement>> fit;
+  bool placed = false;
+};
+TrialFit trial_fit(CycleState& cs, const FairShare& fs, const Entry& e, const Gang& gang, const std::vector<NodeId>* within);
 // Holds the GPUs of a waiting preemptor's fit that are idle now; returns the rest of the fit (the
 // GPUs of jobs leaving), its claim.
 std::vector<TaskPlacement> hold_free_part(CycleState& cs, const Entry& e, const std::vector<TaskPlacement>& fit);

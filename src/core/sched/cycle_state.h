@@ -253,7 +253,7 @@ struct CycleState {
   // Entries marked victim or claimed this cycle, in the order marked (may repeat): what the scans
   // for jobs leaving walk instead of every running entry (not in the reference run).
   std::vector<size_t> marked_leaving;
-  std::unordered_map<std::string, int64_t> user_milli;  // running GPU usage per user (and this cycle's starts)
+  std::vector<int64_t> user_milli;  // running GPU usage per user (Entry::user; and this cycle's starts)
   std::vector<int64_t> leaving_milli;   // per node: whole GPUs (milli) of jobs checkpointing toward exit
   std::vector<size_t> order;            // entries indices in the cycle's order
   const Entry* blocked_by = nullptr;    // strict order: the first job that did not start

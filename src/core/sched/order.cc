@@ -35,14 +35,8 @@ OrderInput order_input(const CycleState& cs, size_t users) {
   OrderInput in;
   in.tree = &cs.tree;
   in.fair_share = &fs(cs);
-  in.user_usage.assign(users, 0);
-  std::vector<bool> seen(users, false);  // one lookup per user, not per job
-  for (const Entry& e : cs.entries)
-    if (!seen[e.user]) {
-      seen[e.user] = true;
-      auto it = cs.user_milli.find(e.job->user);
-      in.user_usage[e.user] = it == cs.user_milli.end() ? 0 : it->second;
-    }
+  in.user_usage = cs.user_milli;
+  in.user_usage.resize(users, 0);
   in.queue_usage.assign(cs.tree.size(), {});
   for (const Entry& e : cs.entries) {
     if (!e.running && !e.started) continue;

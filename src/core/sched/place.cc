@@ -159,7 +159,7 @@ void commit_start(CycleState& cs, Entry& e, std::vector<TaskPlacement> tasks) {
   e.start_index = int(cs.out.start.size());
   const ClassAmounts got = placement_amounts(cs, cs.work, tasks);
   cs.ledger->add(e.job->queue, got, +1);
-  cs.user_milli[e.job->user] += get_or(got, kAnyClass);
+  cs.user_milli[e.user] += get_or(got, kAnyClass);
   cs.out.start.push_back({e.job->id, std::move(tasks)});
 }
 

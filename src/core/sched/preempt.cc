@@ -180,13 +180,20 @@ bool priority_victim(const CycleState& cs, const Entry& v, const Entry& e) {
          (vj.queue == e.job->queue || cs.ledger->borrows(facts(v)) || cs.cfg.order == JobOrder::kLeastAttained);
 }
 
+TrialFit trial_fit(CycleState& cs, const FairShare& fs, const Entry& e, const Gang& gang, const std::vector<NodeId>* within) {
+  TrialFit t;
+  PlacementResult r = within ? cs.trial.place_within(cs.work, gang, *within) : cs.trial.place(cs.work, gang);
+  if (r.outcome != Outcome::kPlaced) return t;
+  t.placed = true;
+  const ClassAmounts got = placement_amounts(cs, cs.work, r.tasks);
+  if (fs.within_limits(e.job->queue, got).ok() && cs.ledger->takes_owed(fs, e.job->queue, got).empty())
+    t.fit = std::move(r.tasks);
+  return t;
+}
+
 std::optional<std::vector<TaskPlacement>> fits_under(CycleState& cs, const FairShare& fs, const Entry& e, const Gang& gang,
                                                      const std::vector<NodeId>* within) {
-  PlacementResult r = within ? cs.trial.place_within(cs.work, gang, *within) : cs.trial.place(cs.work, gang);
-  if (r.outcome != Outcome::kPlaced) return std::nullopt;
-  const ClassAmounts got = placement_amounts(cs, cs.work, r.tasks);
-  if (!fs.within_limits(e.job->queue, got).ok() || !cs.ledger->takes_owed(fs, e.job->queue, got).empty()) return std::nullopt;
-  return std::move(r.tasks);
+  return trial_fit(cs, fs, e, gang, within).fit;
 }
 
 VictimSearch find_victims(CycleState& cs, Entry& e, const Gang& gang, int budget, bool off_reservation) {
@@ -367,7 +374,6 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
   for (const Cand& c : cands) room += cs.entries[c.idx].milli;
   if (cands.empty() || room < e.milli) return s;
   s.searched = true;
-  order_victims(cs, gang, cands);
 
   // Add victims one by one on a scratch copy until the engine places the job. A fresh engine: its
   // score cache must not mix the scratch copy's node generations with the working copy's.
@@ -413,13 +419,21 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
   auto within = [&]() -> const std::vector<NodeId>* {
     return cs.reference || released_on.size() > kWithinAtMost ? nullptr : &released_on;
   };
+  // While adding victims, releases only add room: once the engine found no node among the released
+  // ones, only a node released since can hold the job, and the next trial looks at those alone
+  // (`since_no_fit`). Not once the engine found a node the limits or owed guarantees refused: the
+  // next best may then be any released node.
+  std::vector<NodeId> since_no_fit = released_on;
+  bool narrow = true;
   ScratchEdits released(cs.work);  // the chosen victims' releases; undone before this returns
   // A guarantee's owner may need more victims than one cycle's budget (a gang of whole nodes among
   // small borrowers): the search may take every candidate, and the victims beyond the budget are
   // preempted in later cycles (those already leaving then count first).
   const int cap = may_reclaim ? std::max(budget, int(cands.size())) : budget;
-  for (const Cand& c : cands) {
-    if (int(chosen.size()) >= cap) break;
+  bool inconsistent = false;
+  // Candidates in victim order, taken until the job fits or the cap is reached (visit_victims).
+  visit_victims(cs, gang, std::move(cands), [&](const Cand& c) {
+    if (int(chosen.size()) >= cap) return false;
     const Entry& v = cs.entries[c.idx];
     // Judged with the victims chosen before gone (`after`): reclaim only while the victim's queue
     // still borrows and keeps its guarantees (every class, up to the level it shares with e's); another queue's job by priority only if its queue keeps its guarantee, at every
@@ -428,26 +442,41 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
       const bool reclaim_ok = c.by_reclaim && cs.ledger->may_reclaim_from(after, facts(v), e.job->queue, reclaim_classes);
       const bool priority_ok =
           c.by_priority && (cs.cfg.order == JobOrder::kLeastAttained || cs.ledger->keeps_guarantee(after, facts(v)));
-      if (!reclaim_ok && !priority_ok) continue;
+      if (!reclaim_ok && !priority_ok) return true;
     }
     if (!c.leaving) after.add(v.job->queue, amounts(v), -1);
     const auto& pl = v.holding;
-    if (!released.release(pl)) return s;  // inconsistent snapshot: put everything back, preempt nothing
+    if (!released.release(pl)) {  // inconsistent snapshot: put everything back, preempt nothing
+      inconsistent = true;
+      return false;
+    }
     chosen.push_back(c);
     note_released(pl);
+    for (const TaskPlacement& tp : pl) since_no_fit.push_back(tp.node);
     // The job did not fit before any release, so a fit needs a task's room on a released node:
     // try the engine only once some released node can hold one task.
     if (!room_opened)
       for (const TaskPlacement& tp : pl)
         if (check_fit(cs.work.node(tp.node), gang.task) == Misfit::kFits) room_opened = true;
-    if (room_opened)
-      if (auto fit = fits_under(cs, after, e, gang, within())) {
-        s.fit = std::move(*fit);
-        fits = true;
-        break;
+    if (room_opened) {
+      const std::vector<NodeId>* look = within();
+      if (look && narrow) {
+        std::sort(since_no_fit.begin(), since_no_fit.end());
+        since_no_fit.erase(std::unique(since_no_fit.begin(), since_no_fit.end()), since_no_fit.end());
+        look = &since_no_fit;
       }
-  }
-  if (!fits) return s;
+      TrialFit t = trial_fit(cs, after, e, gang, look);
+      if (t.fit) {
+        s.fit = std::move(*t.fit);
+        fits = true;
+        return false;
+      }
+      narrow = narrow && !t.placed;
+      since_no_fit.clear();
+    }
+    return true;
+  });
+  if (inconsistent || !fits) return s;
   // Drop victims that turned out unnecessary (most expensive first, the last one is needed).
   for (size_t k = chosen.size() - 1; k-- > 0;) {
     const Entry& v = cs.entries[chosen[k].idx];

@@ -3,6 +3,7 @@
 // group. Internal to src/core/sched; not thread-safe (one cycle, one thread).
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <tuple>
 #include <utility>
@@ -59,7 +60,8 @@ bool key_before(const VictimKey& a, const VictimKey& b) {
 
 }  // namespace
 
-void order_victims(const CycleState& cs, const Gang& gang, std::vector<VictimCandidate>& cands) {
+void visit_victims(const CycleState& cs, const Gang& gang, std::vector<VictimCandidate> cands,
+                   const std::function<bool(const VictimCandidate&)>& take) {
   // Tasks of several whole GPUs (or a gang that must share one node) need them on one node, and a
   // gang required inside one topology domain (leaf, spine) needs all its room in one domain: victims
   // are taken group by group (node, or domain), the group whose candidates lose the least work
@@ -73,7 +75,8 @@ void order_victims(const CycleState& cs, const Gang& gang, std::vector<VictimCan
   const bool grouped_shape =
       gang.task.whole_gpus() && (gang.task.gpu_count > 1 || (one_node && gang.tasks > 1) || by_domain);
   // Taken group by group, only the order inside a group matters (and among the jobs leaving, and those
-  // in no group): outside the reference run, those are sorted instead of every candidate.
+  // in no group): outside the reference run, those are sorted instead of every candidate, and only
+  // once the search reaches them.
   const bool sort_all = cs.reference || !grouped_shape;
   std::vector<VictimKey> keys;
   keys.reserve(cands.size());
@@ -91,93 +94,103 @@ void order_victims(const CycleState& cs, const Gang& gang, std::vector<VictimCan
     cands = std::move(sorted);
     keys = std::move(sorted_keys);
   }
-  if (grouped_shape) {
-    // Group of a node: its domain at the required level, else the node itself.
-    auto group = [&](const Node& n) {
-      return by_domain && size_t(level) < n.path.size() ? n.path[size_t(level)] : n.id.value;
-    };
-    // (group, candidate position) pairs, and per group the room and cost of its candidates (flat by
-    // id: maps here cost a tenth of a cycle at 10,000 nodes).
-    const size_t ng = by_domain ? std::max<size_t>(cs.work.network().domain_count(level), cs.work.nodes().size())
-                                : cs.work.nodes().size();
-    std::vector<int64_t> cost_on(ng, 0), room_on(ng, 0), inside_on(ng, 0), free_on(ng, 0);
-    std::vector<int> top_class_on(ng, std::numeric_limits<int>::min());  // highest victim class per group
-    // Free room per domain; per node it is read where a group is made (most nodes hold no candidate).
-    if (by_domain)
-      for (const Node& n : cs.work.nodes()) free_on[group(n)] += n.free_gpu_milli;
-    std::vector<std::pair<uint32_t, size_t>> at;
-    std::vector<uint32_t> touched;
-    for (size_t k = 0; k < cands.size(); ++k) {
-      if (cands[k].leaving) continue;
-      if (const RunningFacts* f = cands[k].fact; f && (f->flags & RunningFacts::kOneNode)) {  // one group
-        const uint32_t n = group(cs.work.node(NodeId(f->node)));
-        room_on[n] += f->held_milli;
-        at.emplace_back(n, k), cost_on[n] += cands[k].cost, inside_on[n] += cands[k].inside_own;
-        top_class_on[n] = std::max(top_class_on[n], f->class_value);
-        continue;
-      }
-      touched.clear();
-      for (const TaskPlacement& p : cs.entries[cands[k].idx].holding) {
-        const uint32_t gid = group(cs.work.node(p.node));
-        touched.push_back(gid);
-        for (const GpuGrant& g : p.gpus) room_on[gid] += g.milli_held();
-      }
-      std::sort(touched.begin(), touched.end());
-      touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-      for (uint32_t n : touched) {
-        at.emplace_back(n, k), cost_on[n] += cands[k].cost, inside_on[n] += cands[k].inside_own;
-        top_class_on[n] = std::max(top_class_on[n], cs.entries[cands[k].idx].pc->value);
-      }
-    }
-    if (sort_all) {
-      std::sort(at.begin(), at.end());  // by group, then candidate position (cheapest first)
-    } else {  // the same order: bucketed by group (no comparisons), then victim order inside each group
-      std::vector<uint32_t> begin(ng + 1, 0);
-      for (const auto& [n, k] : at) ++begin[n + 1];
-      for (size_t n = 0; n < ng; ++n) begin[n + 1] += begin[n];
-      std::vector<std::pair<uint32_t, size_t>> by_group(at.size());
-      std::vector<uint32_t> next(begin.begin(), begin.end() - 1);
-      for (const auto& x : at) by_group[next[x.first]++] = x;
-      for (size_t n = 0; n < ng; ++n)
-        if (begin[n + 1] - begin[n] > 1)
-          std::sort(by_group.begin() + begin[n], by_group.begin() + begin[n + 1],
-                    [&](const std::pair<uint32_t, size_t>& x, const std::pair<uint32_t, size_t>& y) {
-                      return before(x.second, y.second);
-                    });
-      at = std::move(by_group);
-    }
-    // Candidates by victim order among `ks` (already so when every candidate was sorted).
-    auto in_order = [&](std::vector<size_t> ks) {
-      if (!sort_all)
-        std::sort(ks.begin(), ks.end(), before);
-      return ks;
-    };
-    const int64_t need = (one_node || by_domain ? gang.total_gpus() : int64_t(gang.task.gpu_count)) * 1000;
-    // (too small, candidates inside their own guarantee, highest victim class, cost, group, first pair
-    // of the group in `at`): a group whose victims are all of a lower class comes first.
-    std::vector<std::tuple<bool, int64_t, int, int64_t, uint32_t, size_t>> groups;
-    for (size_t a = 0; a < at.size(); ++a)
-      if (a == 0 || at[a].first != at[a - 1].first) {
-        const uint32_t n = at[a].first;
-        if (!by_domain) free_on[n] = cs.work.node(NodeId(n)).free_gpu_milli;
-        groups.emplace_back(free_on[n] + room_on[n] < need, inside_on[n], top_class_on[n], cost_on[n], n, a);
-      }
-    std::sort(groups.begin(), groups.end());
-    std::vector<VictimCandidate> grouped;
-    std::vector<bool> taken(cands.size(), false);
-    std::vector<size_t> leaving, rest;
-    for (size_t k = 0; k < cands.size(); ++k)
-      if (cands[k].leaving) leaving.push_back(k);
-    for (size_t k : in_order(std::move(leaving))) grouped.push_back(cands[k]), taken[k] = true;
-    for (const auto& [small, inside, top_class, cost, n, first] : groups)
-      for (size_t a = first; a < at.size() && at[a].first == n; ++a)
-        if (!taken[at[a].second]) grouped.push_back(cands[at[a].second]), taken[at[a].second] = true;
-    for (size_t k = 0; k < cands.size(); ++k)
-      if (!taken[k]) rest.push_back(k);
-    for (size_t k : in_order(std::move(rest))) grouped.push_back(cands[k]);
-    cands = std::move(grouped);
+  if (!grouped_shape) {
+    for (const VictimCandidate& c : cands)
+      if (!take(c)) return;
+    return;
   }
-
+  // Group of a node: its domain at the required level, else the node itself.
+  auto group = [&](const Node& n) {
+    return by_domain && size_t(level) < n.path.size() ? n.path[size_t(level)] : n.id.value;
+  };
+  // (group, candidate position) pairs, and per group the room and cost of its candidates (flat by
+  // id: maps here cost a tenth of a cycle at 10,000 nodes).
+  const size_t ng = by_domain ? std::max<size_t>(cs.work.network().domain_count(level), cs.work.nodes().size())
+                              : cs.work.nodes().size();
+  std::vector<int64_t> cost_on(ng, 0), room_on(ng, 0), inside_on(ng, 0), free_on(ng, 0);
+  std::vector<int> top_class_on(ng, std::numeric_limits<int>::min());  // highest victim class per group
+  // Free room per domain; per node it is read where a group is made (most nodes hold no candidate).
+  if (by_domain)
+    for (const Node& n : cs.work.nodes()) free_on[group(n)] += n.free_gpu_milli;
+  std::vector<std::pair<uint32_t, size_t>> at;
+  std::vector<uint32_t> touched;
+  for (size_t k = 0; k < cands.size(); ++k) {
+    if (cands[k].leaving) continue;
+    if (const RunningFacts* f = cands[k].fact; f && (f->flags & RunningFacts::kOneNode)) {  // one group
+      const uint32_t n = group(cs.work.node(NodeId(f->node)));
+      room_on[n] += f->held_milli;
+      at.emplace_back(n, k), cost_on[n] += cands[k].cost, inside_on[n] += cands[k].inside_own;
+      top_class_on[n] = std::max(top_class_on[n], f->class_value);
+      continue;
+    }
+    touched.clear();
+    for (const TaskPlacement& p : cs.entries[cands[k].idx].holding) {
+      const uint32_t gid = group(cs.work.node(p.node));
+      touched.push_back(gid);
+      for (const GpuGrant& g : p.gpus) room_on[gid] += g.milli_held();
+    }
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    for (uint32_t n : touched) {
+      at.emplace_back(n, k), cost_on[n] += cands[k].cost, inside_on[n] += cands[k].inside_own;
+      top_class_on[n] = std::max(top_class_on[n], cs.entries[cands[k].idx].pc->value);
+    }
+  }
+  if (sort_all) {
+    std::sort(at.begin(), at.end());  // by group, then candidate position (cheapest first)
+  } else {  // bucketed by group (no comparisons); sorted inside a group once the search reaches it
+    std::vector<uint32_t> begin(ng + 1, 0);
+    for (const auto& [n, k] : at) ++begin[n + 1];
+    for (size_t n = 0; n < ng; ++n) begin[n + 1] += begin[n];
+    std::vector<std::pair<uint32_t, size_t>> by_group(at.size());
+    std::vector<uint32_t> next(begin.begin(), begin.end() - 1);
+    for (const auto& x : at) by_group[next[x.first]++] = x;
+    at = std::move(by_group);
+  }
+  // Candidates by victim order among `ks` (already so when every candidate was sorted).
+  auto in_order = [&](std::vector<size_t> ks) {
+    if (!sort_all)
+      std::sort(ks.begin(), ks.end(), before);
+    return ks;
+  };
+  const int64_t need = (one_node || by_domain ? gang.total_gpus() : int64_t(gang.task.gpu_count)) * 1000;
+  // (too small, candidates inside their own guarantee, highest victim class, cost, group, first pair
+  // of the group in `at`): a group whose victims are all of a lower class comes first. A heap: a
+  // search usually stops after a few groups.
+  using GroupKey = std::tuple<bool, int64_t, int, int64_t, uint32_t, size_t>;
+  std::vector<GroupKey> groups;
+  for (size_t a = 0; a < at.size(); ++a)
+    if (a == 0 || at[a].first != at[a - 1].first) {
+      const uint32_t n = at[a].first;
+      if (!by_domain) free_on[n] = cs.work.node(NodeId(n)).free_gpu_milli;
+      groups.emplace_back(free_on[n] + room_on[n] < need, inside_on[n], top_class_on[n], cost_on[n], n, a);
+    }
+  std::make_heap(groups.begin(), groups.end(), std::greater<GroupKey>());
+  std::vector<bool> taken(cands.size(), false);
+  std::vector<size_t> leaving, members, rest;
+  for (size_t k = 0; k < cands.size(); ++k)
+    if (cands[k].leaving) leaving.push_back(k);
+  for (size_t k : in_order(std::move(leaving))) {
+    taken[k] = true;
+    if (!take(cands[k])) return;
+  }
+  while (!groups.empty()) {
+    std::pop_heap(groups.begin(), groups.end(), std::greater<GroupKey>());
+    const uint32_t n = std::get<4>(groups.back());
+    const size_t first = std::get<5>(groups.back());
+    groups.pop_back();
+    members.clear();
+    for (size_t a = first; a < at.size() && at[a].first == n; ++a)
+      if (!taken[at[a].second]) members.push_back(at[a].second);
+    for (size_t k : in_order(std::move(members))) {
+      taken[k] = true;
+      if (!take(cands[k])) return;
+    }
+  }
+  for (size_t k = 0; k < cands.size(); ++k)
+    if (!taken[k]) rest.push_back(k);
+  for (size_t k : in_order(std::move(rest)))
+    if (!take(cands[k])) return;
 }
 
 }  // namespace tessera::sched
