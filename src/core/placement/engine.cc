@@ -451,13 +451,15 @@ PlacementResult PlacementEngine::place_one(const ClusterState& cluster, const Ga
   const int innermost = net.count();  // "node"
   const int last = outermost >= 0 ? outermost : -1;
   std::vector<int64_t> room(cluster.node_count(), 0);
+  std::vector<uint32_t> roomy;  // the nodes with room, by id
   visit_candidates(cluster, t, shape, [&](uint32_t id) {
     const Node& n = cluster.node(NodeId(id));
-    if (room[id] == 0 && check_fit(n, t) == Misfit::kFits) room[id] = room_for(n, t);
+    if (room[id] == 0 && check_fit(n, t) == Misfit::kFits && (room[id] = room_for(n, t)) > 0) roomy.push_back(id);
     return true;
   });
+  std::sort(roomy.begin(), roomy.end());
   // For the reason: the domain (at the outermost level tried) with the most room, and the most idle
-  // GPUs of an allowed model in one domain.
+  // GPUs of an allowed model in one domain (scans of every node: only when failures are explained).
   int64_t best_room_seen = 0, best_free_gpus = 0;
   std::string best_room_domain, best_free_domain;
   std::map<uint32_t, int64_t> free_gpus;
@@ -467,16 +469,18 @@ PlacementResult PlacementEngine::place_one(const ClusterState& cluster, const Ga
   for (int level = innermost; level >= last; --level) {
     if (level == innermost) {  // one node: no grouping needed
       std::vector<std::tuple<int64_t, uint32_t, uint32_t>> nodes;  // (room, rank, id)
-      for (const Node& n : cluster.nodes()) {
-        const int64_t k = room[n.id.value];
+      for (uint32_t id : roomy) {
+        const Node& n = cluster.node(NodeId(id));
+        const int64_t k = room[id];
         if (level == last && k > best_room_seen) {
           best_room_seen = k;
           best_room_domain = n.name;
         }
-        if (level == last && t.whole_gpus() && n.schedulable && !misfit_excludes_node(check_fit(n, t)))
-          note_free(n.idle_gpus, n.name);
         if (k >= required) nodes.push_back({k, rank(n.id), n.id.value});
       }
+      if (explain_failures_ && level == last && t.whole_gpus())
+        for (const Node& n : cluster.nodes())
+          if (n.schedulable && !misfit_excludes_node(check_fit(n, t))) note_free(n.idle_gpus, n.name);
       std::sort(nodes.begin(), nodes.end());
       for (auto& [k, rk, id] : nodes) {
         std::vector<NodeId> one{NodeId(id)};
@@ -488,13 +492,13 @@ PlacementResult PlacementEngine::place_one(const ClusterState& cluster, const Ga
       continue;
     }
     std::map<uint32_t, std::pair<int64_t, std::vector<NodeId>>> domains;
-    for (const Node& n : cluster.nodes()) {
-      if (room[n.id.value] == 0) continue;
+    for (uint32_t id : roomy) {
+      const Node& n = cluster.node(NodeId(id));
       auto& e = domains[level < 0 ? 0 : n.path[level]];
-      e.first += room[n.id.value];
+      e.first += room[id];
       e.second.push_back(n.id);
     }
-    if (level == last && t.whole_gpus()) {
+    if (explain_failures_ && level == last && t.whole_gpus()) {
       free_gpus.clear();
       for (const Node& n : cluster.nodes())
         if (n.schedulable && !misfit_excludes_node(check_fit(n, t))) free_gpus[level < 0 ? 0 : n.path[level]] += n.idle_gpus;
