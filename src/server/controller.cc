@@ -35,7 +35,7 @@ Result<std::unique_ptr<Controller>> Controller::start(config::ClusterConfig cfg,
   s.empty_cluster = std::move(*cluster);
   s.config = std::move(cfg);
   s.node_admin.assign(s.cluster.node_count(), NodeAdmin{});
-  s.usage_at = s.now();
+  s.usage_at_ms = s.now_ms();
 
   // Recovery (controller_recovery.cc): tokens, node states, usage, MIG layouts and jobs from the store.
   auto loaded = store->load();
@@ -234,6 +234,7 @@ Status Controller::reload(config::ClusterConfig cfg, const std::string& who) {
       if (q.ok()) jr.job.queue = jr.job.gang.queue = *q;
       return true;
     });
+    s.advance_usage(s.now_ms());  // integrated under the old queues up to now
     std::vector<double> usage(new_tree->size(), 0.0);
     for (const Queue& q : s.tree->queues()) {
       auto nq = new_tree->find(q.name);
@@ -241,6 +242,7 @@ Status Controller::reload(config::ClusterConfig cfg, const std::string& who) {
     }
     s.usage = std::move(usage);
     s.tree = std::move(new_tree);
+    s.recount_usage();
     s.scheduler = std::move(*sched);
     s.fit_policy = std::move(*pol);
     s.config.queues = cfg.queues;

@@ -4,22 +4,29 @@
 
 namespace tessera::server {
 
-void Controller::State::update_usage(Time t) {
+void Controller::State::advance_usage(int64_t t_ms) {
   if (usage.size() != tree->size()) usage.assign(tree->size(), 0.0);
-  const int64_t cap = std::max<int64_t>(1, cluster.total_gpus() * 1000);
-  std::vector<int64_t> alloc(tree->size(), 0);
-  for (int64_t id : placed_ids) {
-    const JobRecord& r = jobs.at(id);
-    alloc[r.job.queue.value] += gpu_milli(r);
+  const int64_t elapsed = t_ms - usage_at_ms;
+  if (elapsed <= 0) return;  // nothing to integrate (or a clock stepped back: wait for it)
+  usage_at_ms = t_ms;
+  const double cap = double(std::max<int64_t>(1, cluster.total_gpus() * 1000));
+  for (size_t q = 0; q < usage.size(); ++q) {
+    const int64_t placed_milli = q < queue_milli.size() ? queue_milli[q] : 0;
+    usage[q] = decay_usage_ms(usage[q], double(placed_milli) / cap, elapsed, config.scheduler.usage_half_life);
   }
-  for (size_t q = 0; q < tree->size(); ++q)
-    usage[q] = decay_usage(usage[q], double(alloc[q]) / double(cap), t - usage_at, config.scheduler.usage_half_life);
-  usage_at = t;
+}
+
+void Controller::State::recount_usage() {
+  queue_milli.assign(tree->size(), 0);
+  for (auto& [id, x] : placed_index) {
+    x.queue = jobs.at(id).job.queue.value;
+    count_usage(x, +1);
+  }
 }
 
 CycleInput Controller::State::cycle_input_now() {
   const Time t = now();
-  update_usage(t);
+  advance_usage(now_ms());
   if (t - usage_saved_at >= 60) {  // fair-share history survives restarts (to the last minute)
     usage_saved_at = t;
     WriteBatch b;

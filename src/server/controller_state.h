@@ -108,20 +108,33 @@ struct Controller::State {
   // The placed jobs with a task on each node (by NodeId), so that a heartbeat costs what is on its
   // node, not a walk of every placed job; kept with placed_ids by mark_placed / unmark_placed.
   std::vector<std::set<int64_t>> jobs_by_node;
-  std::map<int64_t, std::vector<uint32_t>> nodes_of_placed;  // the index's entries of each placed job
+  // Each placed job's index entries, and what it counts in its leaf queue's usage.
+  struct PlacedIndex {
+    std::vector<uint32_t> nodes;
+    uint32_t queue = 0;
+    int64_t milli = 0;
+  };
+  std::map<int64_t, PlacedIndex> placed_index;
   void mark_placed(const JobRecord& r) {
+    advance_usage(stamp_ms());  // the time before counts what was placed until now
     placed_ids.insert(r.id);
     if (jobs_by_node.size() < cluster.nodes().size()) jobs_by_node.resize(cluster.nodes().size());
-    std::vector<uint32_t>& nodes = nodes_of_placed[r.id];
+    PlacedIndex& x = placed_index[r.id];
     for (const TaskPlacement& p : r.job.placement)
-      if (jobs_by_node[p.node.value].insert(r.id).second) nodes.push_back(p.node.value);
+      if (jobs_by_node[p.node.value].insert(r.id).second) x.nodes.push_back(p.node.value);
+    count_usage(x, -1);
+    x.queue = r.job.queue.value;
+    x.milli = gpu_milli(r);
+    count_usage(x, +1);
   }
   void unmark_placed(int64_t id) {
+    advance_usage(stamp_ms());
     placed_ids.erase(id);
-    auto it = nodes_of_placed.find(id);
-    if (it == nodes_of_placed.end()) return;
-    for (uint32_t n : it->second) jobs_by_node[n].erase(id);
-    nodes_of_placed.erase(it);
+    auto it = placed_index.find(id);
+    if (it == placed_index.end()) return;
+    for (uint32_t n : it->second.nodes) jobs_by_node[n].erase(id);
+    count_usage(it->second, -1);
+    placed_index.erase(it);
   }
   // The placed jobs with a task on `n`, in id order (a copy: the caller may end them).
   std::vector<int64_t> jobs_on(NodeId n) const {
@@ -131,8 +144,19 @@ struct Controller::State {
   // Idempotency keys are each user's own: (user, key) -> job id.
   std::map<std::pair<std::string, std::string>, int64_t> by_idempotency_key;
   std::vector<NodeAdmin> node_admin;                     // by NodeId
+  // Fair-share usage: per queue id, the decayed share of the cluster's GPUs its placed jobs held,
+  // integrated over milliseconds at every change of what is placed (as the simulator integrates
+  // between events), not sampled at cycles.
   std::vector<double> usage;                             // decayed usage per queue id
-  Time usage_at = 0;
+  std::vector<int64_t> queue_milli;                      // GPU milli placed per leaf queue id now
+  int64_t usage_at_ms = 0;                               // the time `usage` is integrated to
+  void advance_usage(int64_t t_ms);
+  void count_usage(const PlacedIndex& x, int sign) {
+    if (x.milli == 0) return;
+    if (queue_milli.size() <= x.queue) queue_milli.resize(size_t(x.queue) + 1, 0);
+    queue_milli[x.queue] += sign * x.milli;
+  }
+  void recount_usage();  // queue_milli from the placed jobs (after the queue ids changed)
   Time usage_saved_at = 0;
   std::map<GpuRef, Time> mig_last_changed;
   // The backfill reservation the last cycle held: passed back to the next cycle so that it holds
@@ -442,8 +466,6 @@ struct Controller::State {
   }
 
   // ---- the cycle ---------------------------------------------------------------------------------
-
-  void update_usage(Time t);
 
   CycleInput cycle_input_now();
 

@@ -60,6 +60,54 @@ TEST(ControllerTest, FairShareUsageSurvivesARestart) {
   std::filesystem::remove_all(dir);
 }
 
+// Usage is integrated at every change of what is placed (as the simulator integrates between
+// events), not sampled at cycles: an hour at 8 of 32 GPUs counts although the job ended before the
+// next cycle looked, and to the millisecond of its start and end.
+TEST(ControllerTest, FairShareUsageCountsAJobThatEndedBetweenCycles) {
+  const std::string dir = testing::make_temp_dir("tessera-ctl");
+  std::atomic<int64_t> now{1'000'000};
+  ControllerOptions opt;
+  opt.clock = [&now] { return now.load(); };
+  opt.cycle_interval_ms = 50;
+  const Principal admin{"admin", Role::kAdmin, "", ""};
+  auto store = open_sqlite_store(dir);
+  ASSERT_TRUE(store.ok()) << store.error().message;
+  auto cfg = load_server_config("");
+  ASSERT_TRUE(cfg.ok());
+  const int64_t half_life = cfg->scheduler.usage_half_life;
+  auto c = Controller::start(*cfg, store->get(), opt);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  auto spec = config::parse_job_spec_json(R"({"name": "u", "queue": "team-a", "resources": {"gpus": 8}, "command": ["x"]})");
+  ASSERT_TRUE(spec.ok());
+  auto sub = (*c)->submit(admin, *spec, "", nullptr);
+  ASSERT_TRUE(sub.ok()) << sub.error().message;
+  const int64_t id = (*sub)["id"];
+  (*c)->wait_for_cycle();
+  auto j = (*c)->show_job(admin, id);
+  ASSERT_TRUE(j.ok());
+  ASSERT_EQ((*j)["state"], "running") << j->dump();
+  now += 3600;
+  ASSERT_TRUE((*c)->cancel_job(admin, id).ok());
+  j = (*c)->show_job(admin, id);
+  ASSERT_TRUE(j.ok());
+  ASSERT_EQ((*j)["state"], "cancelled") << j->dump();
+  now += 600;
+  (*c)->wait_for_cycle();
+  double usage = -1, other = -1;
+  auto q = (*c)->queues(admin);
+  ASSERT_TRUE(q.ok());
+  for (const auto& x : (*q)["queues"]) {
+    if (x["name"] == "team-a") usage = x["usage"];
+    if (x["name"] == "team-b") other = x["usage"];
+  }
+  // 3,600 s at 8 / 32 GPUs, then 600 s at nothing.
+  const double expected = decay_usage(decay_usage(0, 0.25, 3600, half_life), 0.0, 600, half_life);
+  EXPECT_NEAR(usage, expected, expected * 1e-9);
+  EXPECT_EQ(other, 0.0);
+  c->reset();
+  store->reset();
+  std::filesystem::remove_all(dir);
+}
 
 // A job stopped at its time limit ends `timeout` (as Slurm's TIMEOUT), not failed, and says the limit.
 class TimeLimit : public testing::AgentlessController {

@@ -327,4 +327,9 @@ double decay_usage(double usage, double share, int64_t elapsed_s, int64_t half_l
   return usage * d + share * (1 - d);
 }
 
+double decay_usage_ms(double usage, double share, int64_t elapsed_ms, int64_t half_life_s) {
+  const double d = std::exp2(-double(elapsed_ms) / (1000.0 * double(std::max<int64_t>(1, half_life_s))));
+  return usage * d + share * (1 - d);
+}
+
 }  // namespace tessera
