@@ -91,6 +91,18 @@ struct SimCompare {
   double submit_lag_ms_p99 = 0;
   int64_t restarted = 0;                // jobs with more than one attempt (the simulator has none)
   OrderAgreement order_all, order_contended;
+  // The simulator against itself with its start latency 1 ms longer: how much of the order follows
+  // from timing alone (the floor that live against sim can be held to).
+  OrderAgreement order_self_contended;
+  // Each job's start on both sides, so that a difference in order can be traced job by job (in the
+  // JSON only). Seconds after the workload's start; -1: never started.
+  struct JobStarts {
+    int64_t id = 0;
+    std::string queue;
+    int gpus = 0;
+    double arrival_s = 0, live_start_s = -1, sim_start_s = -1;
+  };
+  std::vector<JobStarts> starts;
   // (sim - live) / live; 0 when both are 0.
   double jct_diff = 0, wait_p99_diff = 0, makespan_diff = 0;
   double worst_diff() const;
