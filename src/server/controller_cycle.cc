@@ -10,9 +10,10 @@ void Controller::State::advance_usage(int64_t t_ms) {
   if (elapsed <= 0) return;  // nothing to integrate (or a clock stepped back: wait for it)
   usage_at_ms = t_ms;
   const double cap = double(std::max<int64_t>(1, cluster.total_gpus() * 1000));
+  const double d = usage_decay_factor_ms(elapsed, config.scheduler.usage_half_life);  // once, for every queue
   for (size_t q = 0; q < usage.size(); ++q) {
     const int64_t placed_milli = q < queue_milli.size() ? queue_milli[q] : 0;
-    usage[q] = decay_usage_ms(usage[q], double(placed_milli) / cap, elapsed, config.scheduler.usage_half_life);
+    usage[q] = decay_usage_by(usage[q], double(placed_milli) / cap, d);
   }
 }
 

@@ -324,12 +324,11 @@ void FairShare::add(QueueId leaf, const ClassAmounts& delta, int sign) {
 
 double decay_usage(double usage, double share, int64_t elapsed_s, int64_t half_life_s) {
   const double d = std::exp2(-double(elapsed_s) / double(std::max<int64_t>(1, half_life_s)));
-  return usage * d + share * (1 - d);
+  return decay_usage_by(usage, share, d);
 }
 
-double decay_usage_ms(double usage, double share, int64_t elapsed_ms, int64_t half_life_s) {
-  const double d = std::exp2(-double(elapsed_ms) / (1000.0 * double(std::max<int64_t>(1, half_life_s))));
-  return usage * d + share * (1 - d);
+double usage_decay_factor_ms(int64_t elapsed_ms, int64_t half_life_s) {
+  return std::exp2(-double(elapsed_ms) / (1000.0 * double(std::max<int64_t>(1, half_life_s))));
 }
 
 }  // namespace tessera

@@ -71,8 +71,10 @@ struct QueueLoad {
 // allocated milli-GPU over the healthy capacity, 0..1), usage = usage * d + share * (1 - d) with
 // d = 2^(-elapsed / half_life) (half_life at least 1 s). Whoever keeps QueueLoad::decayed_usage calls it.
 double decay_usage(double usage, double share, int64_t elapsed_s, int64_t half_life_s);
-// The same over milliseconds (the controller integrates at every change of what is placed).
-double decay_usage_ms(double usage, double share, int64_t elapsed_ms, int64_t half_life_s);
+// The same in two steps, over milliseconds, for whoever decays many queues over one interval (the
+// controller, at every change of what is placed): d once, then each queue's usage with it.
+double usage_decay_factor_ms(int64_t elapsed_ms, int64_t half_life_s);
+inline double decay_usage_by(double usage, double share, double d) { return usage * d + share * (1 - d); }
 
 // Fair share of one cycle. Holds a pointer to the tree, which must outlive it.
 // Invariants: allocated and demand of an inner queue are sums over its subtree's leaves; fair
