@@ -3,6 +3,8 @@
 
 #include <atomic>
 #include <filesystem>
+#include <map>
+#include <string>
 
 #include "server/controller.h"
 #include "server/server_main.h"
@@ -12,12 +14,28 @@
 namespace tessera::server {
 namespace {
 
-TEST(ControllerTest, FairShareUsageSurvivesARestart) {
-  const std::string dir = testing::make_temp_dir("tessera-ctl");
-  std::atomic<int64_t> now{1'000'000};
+// A controller on the test's clock `now`, cycling every 50 ms.
+ControllerOptions clocked(std::atomic<int64_t>& now) {
   ControllerOptions opt;
   opt.clock = [&now] { return now.load(); };
   opt.cycle_interval_ms = 50;
+  return opt;
+}
+
+// Each queue's fair-share usage as GET /queues shows it, by name.
+std::map<std::string, double> usage_by_queue(Controller& c, const Principal& who) {
+  std::map<std::string, double> out;
+  auto q = c.queues(who);
+  EXPECT_TRUE(q.ok());
+  if (q.ok())
+    for (const auto& x : (*q)["queues"]) out[x["name"].get<std::string>()] = x["usage"].get<double>();
+  return out;
+}
+
+TEST(ControllerTest, FairShareUsageSurvivesARestart) {
+  const std::string dir = testing::make_temp_dir("tessera-ctl");
+  std::atomic<int64_t> now{1'000'000};
+  const ControllerOptions opt = clocked(now);
   const Principal admin{"admin", Role::kAdmin, "", ""};
   double before = 0;
   {
@@ -36,25 +54,20 @@ TEST(ControllerTest, FairShareUsageSurvivesARestart) {
     (*c)->wait_for_cycle();
     now += 61;
     (*c)->wait_for_cycle();
-    auto q = (*c)->queues(admin);
-    ASSERT_TRUE(q.ok());
-    for (const auto& x : (*q)["queues"])
-      if (x["name"] == "team-a") before = x["usage"];
+    auto usage = usage_by_queue(**c, admin);
+    ASSERT_EQ(usage.count("team-a"), 1u);
+    before = usage["team-a"];
     EXPECT_GT(before, 0.0);
   }
   auto store = open_sqlite_store(dir);
   ASSERT_TRUE(store.ok());
   auto c = Controller::start(*load_server_config(""), store->get(), opt);
   ASSERT_TRUE(c.ok());
-  double after = 0, other = 1;
-  auto queues = (*c)->queues(admin);
-  ASSERT_TRUE(queues.ok());
-  for (const auto& x : (*queues)["queues"]) {
-    if (x["name"] == "team-a") after = x["usage"];
-    if (x["name"] == "team-b") other = x["usage"];
-  }
-  EXPECT_NEAR(after, before, before * 0.01);
-  EXPECT_EQ(other, 0.0);
+  auto usage = usage_by_queue(**c, admin);
+  ASSERT_EQ(usage.count("team-a"), 1u);
+  ASSERT_EQ(usage.count("team-b"), 1u);
+  EXPECT_NEAR(usage["team-a"], before, before * 0.01);
+  EXPECT_EQ(usage["team-b"], 0.0);
   c->reset();
   store->reset();
   std::filesystem::remove_all(dir);
@@ -66,9 +79,7 @@ TEST(ControllerTest, FairShareUsageSurvivesARestart) {
 TEST(ControllerTest, FairShareUsageCountsAJobThatEndedBetweenCycles) {
   const std::string dir = testing::make_temp_dir("tessera-ctl");
   std::atomic<int64_t> now{1'000'000};
-  ControllerOptions opt;
-  opt.clock = [&now] { return now.load(); };
-  opt.cycle_interval_ms = 50;
+  const ControllerOptions opt = clocked(now);
   const Principal admin{"admin", Role::kAdmin, "", ""};
   auto store = open_sqlite_store(dir);
   ASSERT_TRUE(store.ok()) << store.error().message;
@@ -93,17 +104,13 @@ TEST(ControllerTest, FairShareUsageCountsAJobThatEndedBetweenCycles) {
   ASSERT_EQ((*j)["state"], "cancelled") << j->dump();
   now += 600;
   (*c)->wait_for_cycle();
-  double usage = -1, other = -1;
-  auto q = (*c)->queues(admin);
-  ASSERT_TRUE(q.ok());
-  for (const auto& x : (*q)["queues"]) {
-    if (x["name"] == "team-a") usage = x["usage"];
-    if (x["name"] == "team-b") other = x["usage"];
-  }
+  auto usage = usage_by_queue(**c, admin);
+  ASSERT_EQ(usage.count("team-a"), 1u);
+  ASSERT_EQ(usage.count("team-b"), 1u);
   // 3,600 s at 8 / 32 GPUs, then 600 s at nothing.
   const double expected = decay_usage(decay_usage(0, 0.25, 3600, half_life), 0.0, 600, half_life);
-  EXPECT_NEAR(usage, expected, expected * 1e-9);
-  EXPECT_EQ(other, 0.0);
+  EXPECT_NEAR(usage["team-a"], expected, expected * 1e-9);
+  EXPECT_EQ(usage["team-b"], 0.0);
   c->reset();
   store->reset();
   std::filesystem::remove_all(dir);
