@@ -143,7 +143,9 @@ Result<AllocRun> run_sorted(const AllocWorkload& w, const std::vector<OpenbPod>&
 }  // namespace
 
 Result<AllocRun> run_alloc(const AllocWorkload& w, const std::string& policy, uint64_t seed, double inflate) {
-  return run_sorted(w, pods_by_name(w.pods), workload_profile(w.pods), policy, seed, inflate);
+  WorkloadProfile prof = workload_profile(w.pods);
+  prof.nodes = node_kinds(w.cluster);
+  return run_sorted(w, pods_by_name(w.pods), prof, policy, seed, inflate);
 }
 
 Result<std::vector<AllocSummary>> run_alloc_matrix(const AllocWorkload& w, const std::vector<std::string>& policies,
@@ -152,7 +154,8 @@ Result<std::vector<AllocSummary>> run_alloc_matrix(const AllocWorkload& w, const
   for (const std::string& p : policies)
     if (auto r = make_policy(p); !r) return r.error();
   const std::vector<OpenbPod> sorted = pods_by_name(w.pods);
-  const WorkloadProfile prof = workload_profile(w.pods);
+  WorkloadProfile prof = workload_profile(w.pods);
+  prof.nodes = node_kinds(w.cluster);
   const int total = int(policies.size() * seeds.size());
   std::vector<std::optional<Result<AllocRun>>> results(total);
   std::atomic<int> next{0};

@@ -51,7 +51,8 @@ struct AllocRow {
 // The curve at p = 0..max_pct (fact 8); NaN where no row lies within p +- 1.
 std::vector<double> alloc_curve(const std::vector<AllocRow>& rows, int64_t total_gpus, int max_pct = 130);
 
-// The workload's shapes with counts (what FGD-like policies get through prepare()).
+// The workload's shapes with counts (what FGD-like policies get through prepare(); the runs add the
+// cluster's node kinds).
 WorkloadProfile workload_profile(const std::vector<OpenbPod>& pods);
 
 struct AllocRun {

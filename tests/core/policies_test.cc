@@ -350,5 +350,59 @@ TEST(Tessera, MemoryThatRunsOutStrandsGpusInTheFragmentMeasure) {
   EXPECT_EQ(m.fragment(c.node(NodeId(2))), 100 * 8000 + 100 * (8000 - 60 * 1024 * 1000 / 65536));
 }
 
+// One node with 128 cores and three with 96, 8 GPUs each; a workload of one 8-GPU task with 120
+// cores (it fits only the first node) to 40 one-GPU tasks with 12 cores.
+ClusterState one_rich_three_plain() {
+  ClusterState c;
+  EXPECT_TRUE(c.add_node(node_spec("rich", "T4", 8, {}, 128000, 1024 * 1024)).ok());
+  for (int i = 0; i < 3; ++i)
+    EXPECT_TRUE(c.add_node(node_spec("plain" + std::to_string(i), "T4", 8, {}, 96000, 512 * 1024)).ok());
+  return c;
+}
+WorkloadProfile rich_shape_profile() { return WorkloadProfile{{{whole(8, 120000), 1}, {whole(1, 12000), 40}}}; }
+
+// The 120-core shape fits 8 of the 32 GPUs, so it is restricted. Its demand, scaled to the cluster
+// (8,000 of 48,000 milli of demand, on 32,000 of capacity), lies on those 8 GPUs: 666 per mille
+// each. The one-GPU shape fits everywhere and adds nothing; without node kinds nothing is known.
+TEST(Scarcity, PressureIsTheDemandOfShapesThatFitFewNodesPerGpu) {
+  const ClusterState c = one_rich_three_plain();
+  policies::FragModel m;
+  m.build(rich_shape_profile(), 100, true);
+  policies::Scarcity s;
+  s.build(m.shapes(), node_kinds(c));
+  ASSERT_EQ(node_kinds(c).size(), 2u);
+  EXPECT_EQ(node_kinds(c)[1].count, 3);
+  EXPECT_EQ(s.pressure(c.node(NodeId(0))), 666);
+  EXPECT_EQ(s.pressure(c.node(NodeId(1))), 0);
+  EXPECT_EQ(s.pressure(c.node(NodeId(3))), 0);
+  // A shape naming a model no node has fits nowhere: it adds no pressure of its own, but its demand
+  // counts in the total (8,000 of 58,000).
+  WorkloadProfile named = rich_shape_profile();
+  TaskRequest a100 = whole(1, 1000);
+  a100.gpu_models = {"A100-80GB"};
+  named.shapes.push_back({a100, 10});
+  m.build(named, 100, true);
+  s.build(m.shapes(), node_kinds(c));
+  EXPECT_EQ(s.pressure(c.node(NodeId(0))), 8000LL * 32000 * 1000 / (58000LL * 8000));
+  EXPECT_EQ(s.pressure(c.node(NodeId(2))), 0);
+  s.build(m.shapes(), {});
+  EXPECT_EQ(s.pressure(c.node(NodeId(0))), 0);
+  EXPECT_TRUE(s.by_kind().empty());
+}
+
+// A CPU-hungry one-GPU task strands no GPU on the 128-core node and some on a 96-core one, so the
+// fragment measure alone sends it to the 128-core node, the only one the 8-GPU shape fits. With the
+// cluster's node kinds in the profile, Tessera leaves that node to the shape that needs it.
+TEST(Tessera, ATaskThatFitsAnywhereLeavesTheNodesARestrictedShapeNeeds) {
+  const ClusterState c = one_rich_three_plain();
+  const TaskRequest hungry = whole(1, 16000);
+  EXPECT_EQ(placed_on("tessera", rich_shape_profile(), c, hungry), 0u);
+  WorkloadProfile with_nodes = rich_shape_profile();
+  with_nodes.nodes = node_kinds(c);
+  EXPECT_NE(placed_on("tessera", with_nodes, c, hungry), 0u);
+  // A task of the restricted shape still goes to the one node it fits.
+  EXPECT_EQ(placed_on("tessera", with_nodes, c, whole(8, 120000)), 0u);
+}
+
 }  // namespace
 }  // namespace tessera

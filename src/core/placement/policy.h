@@ -25,9 +25,22 @@ struct WorkloadShape {
   TaskRequest task;   // memory is ignored by FGD
   int64_t count = 0;
 };
+// A kind of node the workload will land on (static capacity) and how many there are.
+struct NodeKind {
+  std::string gpu_model;  // empty: no GPUs
+  int gpus = 0;
+  MilliCpu cpu{0};
+  MiB memory{0};
+  int64_t count = 0;
+};
 struct WorkloadProfile {
   std::vector<WorkloadShape> shapes;
+  // Optional: the cluster's nodes by kind, for policies that weigh which shapes each node can take
+  // (empty: unknown, and such terms are off).
+  std::vector<NodeKind> nodes = {};
 };
+// `cluster`'s nodes grouped by kind (model, GPU count, CPU, memory), in order of first appearance.
+std::vector<NodeKind> node_kinds(const ClusterState& cluster);
 
 struct NodeChoice {
   int64_t score = 0;

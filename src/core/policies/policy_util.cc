@@ -193,4 +193,42 @@ int64_t FragModel::fragment(const Node& n) const {
   return sum;
 }
 
+bool fits_kind(const TypicalShape& s, const NodeKind& k) {
+  if (s.gpus > k.gpus || s.cpu > k.cpu.v || s.mem > k.memory.v) return false;
+  return s.models.empty() || std::find(s.models.begin(), s.models.end(), k.gpu_model) != s.models.end();
+}
+
+void Scarcity::build(const std::vector<TypicalShape>& shapes, const std::vector<NodeKind>& nodes) {
+  kinds_ = nodes;
+  pressure_.assign(kinds_.size(), 0);
+  int64_t capacity = 0, demand = 0;  // milli-GPU: the cluster's, and the workload's
+  for (const NodeKind& k : kinds_) capacity += k.count * k.gpus * 1000;
+  for (const TypicalShape& s : shapes)
+    if (s.mig_profile.empty()) demand += s.count * s.gpus * s.milli;
+  if (capacity <= 0 || demand <= 0) return;
+  for (const TypicalShape& s : shapes) {
+    if (s.gpus == 0 || !s.mig_profile.empty()) continue;
+    int64_t eligible = 0;
+    for (const NodeKind& k : kinds_)
+      if (fits_kind(s, k)) eligible += k.count * k.gpus * 1000;
+    if (eligible == 0 || eligible * 2 > capacity) continue;  // fits nowhere, or not restricted
+    // Its demand scaled to the cluster's capacity, per mille of each eligible GPU.
+    const int64_t per_mille = int64_t(__int128(s.count * s.gpus * s.milli) * capacity * 1000 / (__int128(demand) * eligible));
+    for (size_t i = 0; i < kinds_.size(); ++i)
+      if (fits_kind(s, kinds_[i])) pressure_[i] += per_mille;
+  }
+  if (std::all_of(pressure_.begin(), pressure_.end(), [](int64_t p) { return p == 0; })) kinds_.clear(), pressure_.clear();
+}
+
+int64_t Scarcity::pressure(const Node& n) const {
+  const GpuModel* m = n.gpu_model();
+  for (size_t i = 0; i < kinds_.size(); ++i) {
+    const NodeKind& k = kinds_[i];
+    if (k.gpus == int(n.gpus.size()) && k.cpu == n.cpu_capacity && k.memory == n.memory_capacity &&
+        k.gpu_model == (m ? std::string_view(m->name) : std::string_view()))
+      return pressure_[i];
+  }
+  return 0;
+}
+
 }  // namespace tessera::policies

@@ -94,4 +94,26 @@ class FragModel {
   int64_t total_ = 0;
 };
 
+// Capacity that restricted shapes count on. A shape is restricted when the nodes it fits (empty: GPU
+// model, GPU count, CPU and memory) hold at most half the cluster's GPUs, e.g. one that names a rare
+// model, or 8 GPUs with more CPU than most 8-GPU nodes have. Its demand (count x GPUs x milli, the
+// workload scaled to the cluster's capacity) is spread over those nodes in proportion to their GPUs.
+// A node's pressure is the demand restricted shapes put on each of its GPUs, per mille of a GPU: 0
+// where no restricted shape fits, 1000 where they would take all of it, more where they exceed it.
+// A task placed there takes capacity they cannot find elsewhere. Built once from the profile's shapes
+// and nodes; without nodes every pressure is 0. Immutable after build; thread-compatible.
+class Scarcity {
+ public:
+  void build(const std::vector<TypicalShape>& shapes, const std::vector<NodeKind>& nodes);
+  int64_t pressure(const Node& n) const;  // per mille of a GPU; 0 for a node of no listed kind
+  // By kind, in the order of build's nodes; empty when no kind has any pressure.
+  const std::vector<int64_t>& by_kind() const { return pressure_; }
+
+ private:
+  std::vector<NodeKind> kinds_;
+  std::vector<int64_t> pressure_;  // by kind
+};
+// True if `s` fits an empty node of kind `k` (model, GPU count, CPU, and memory when s.mem is set).
+bool fits_kind(const TypicalShape& s, const NodeKind& k);
+
 }  // namespace tessera::policies

@@ -1,5 +1,7 @@
 // The policy registry behind make_policy() / policy_names().
+#include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "core/policies/policies.h"
@@ -35,6 +37,19 @@ std::vector<std::string> policy_names() {
   std::vector<std::string> out;
   for (const auto& [n, f] : kPolicies) out.emplace_back(n);
   return out;
+}
+
+std::vector<NodeKind> node_kinds(const ClusterState& cluster) {
+  std::vector<NodeKind> kinds;
+  std::map<std::tuple<std::string, int, int64_t, int64_t>, size_t> index;
+  for (const Node& n : cluster.nodes()) {
+    const GpuModel* m = n.gpu_model();
+    std::string model = m ? m->name : std::string();
+    auto [it, fresh] = index.try_emplace({model, int(n.gpus.size()), n.cpu_capacity.v, n.memory_capacity.v}, kinds.size());
+    if (fresh) kinds.push_back({std::move(model), int(n.gpus.size()), n.cpu_capacity, n.memory_capacity, 0});
+    ++kinds[it->second].count;
+  }
+  return kinds;
 }
 
 }  // namespace tessera

@@ -11,6 +11,10 @@
 // whole GPUs are chosen for NVLink connectivity among themselves, then for what they leave.
 // MIG tasks: reuse an idle instance of the profile, else create where the workload's MIG profiles
 // stay most creatable. Gangs are packed onto as few nodes as possible.
+// When the profile lists the cluster's nodes, the fragmentation removed is reduced by the capacity a
+// task takes from shapes that fit few nodes (Scarcity), so that a task that fits anywhere leaves, for
+// example, the only nodes with enough CPU for an 8-GPU shape, or a rare model's nodes, to the tasks
+// that cannot go elsewhere.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -27,6 +31,7 @@ class TesseraPolicy final : public ScoringPolicy {
   bool packs_gangs() const override { return true; }
   void prepare(const WorkloadProfile& profile) override {
     model_.build(profile, 100, true);
+    scarcity_.build(model_.shapes(), profile.nodes);
     mig_counts_.clear();
     for (const WorkloadShape& s : profile.shapes)
       if (s.task.mig()) mig_counts_[s.task.mig_profile] += s.count;
@@ -70,7 +75,12 @@ class TesseraPolicy final : public ScoringPolicy {
     NodeChoice out;
     if (t.gpu_share() && t.gpu_count == 1) out.pick.add(cands[best].changes[0].gpu);
     else out.pick = base;
-    out.score = combine(n, t, delta[best]);
+    // The capacity restricted shapes count on, taken from them (Scarcity): GPU milli taken x the
+    // node's pressure, weighed like a fragment every typical task sees.
+    const int64_t taken = t.gpu_share() && t.gpu_count == 1 ? t.milli_per_gpu.v
+                                                            : base.count * std::min<int64_t>(t.milli_per_gpu.v, 1000);
+    const int64_t claimed = taken * scarcity_.pressure(n) / 1000 * model_.total();
+    out.score = combine(n, t, delta[best] - claimed);
     return out;
   }
 
@@ -211,6 +221,7 @@ class TesseraPolicy final : public ScoringPolicy {
   }
 
   FragModel model_;
+  Scarcity scarcity_;
   std::map<std::string, int64_t> mig_counts_;
 };
 
