@@ -64,16 +64,28 @@ void FragModel::build(const WorkloadProfile& profile, int coverage_pct, bool mul
     }
     shapes_.push_back(std::move(shape));
   }
+  std::vector<uint32_t> gpu_shapes;
   for (uint32_t i = 0; i < shapes_.size(); ++i) {
     if (shapes_[i].gpus == 0 || !shapes_[i].mig_profile.empty()) always_all_ += shapes_[i].count;
-    else by_milli_.push_back(i);
+    else gpu_shapes.push_back(i);
   }
-  std::stable_sort(by_milli_.begin(), by_milli_.end(),
+  std::stable_sort(gpu_shapes.begin(), gpu_shapes.end(),
                    [&](uint32_t a, uint32_t b) { return shapes_[a].milli < shapes_[b].milli; });
-  for (uint32_t k = 0; k < by_milli_.size(); ++k) {
-    const int64_t m = shapes_[by_milli_[k]].milli;
-    if (groups_.empty() || groups_.back().milli != m) groups_.push_back({m, k, k});
-    groups_.back().end = k + 1;
+  views_.assign(model_names_.size() + 1, View{});
+  unusable_count_.assign(model_names_.size() + 1, 0);
+  for (size_t v = 0; v < views_.size(); ++v) {
+    const uint64_t bit = v < model_names_.size() ? uint64_t(1) << v : 0;
+    View& view = views_[v];
+    for (uint32_t i : gpu_shapes) {
+      if (!shapes_[i].models.empty() && (shapes_[i].model_mask & bit) == 0) {
+        unusable_count_[v] += shapes_[i].count;
+        continue;
+      }
+      const uint32_t k = uint32_t(view.by_milli.size());
+      view.by_milli.push_back(i);
+      if (view.groups.empty() || view.groups.back().milli != shapes_[i].milli) view.groups.push_back({shapes_[i].milli, k, k});
+      view.groups.back().end = k + 1;
+    }
   }
 }
 
@@ -84,6 +96,17 @@ int64_t FragModel::stranded(int64_t gpu_free, int64_t cpu_free, int64_t mem_free
     return per <= 0 ? gpu_free : int64_t(__int128(std::max<int64_t>(0, free)) * milli_per_ / per);
   };
   return gpu_free - std::min({gpu_free, reach(cpu_free, cpu_per_), reach(mem_free, mem_per_)});
+}
+
+int64_t FragModel::unusable(uint64_t node_bit) const {
+  if (unusable_count_.empty()) return 0;
+  return node_bit == 0 ? unusable_count_.back() : unusable_count_[size_t(__builtin_ctzll(node_bit))];
+}
+
+const FragModel::View& FragModel::view(uint64_t node_bit) const {
+  static const View kNone;
+  if (views_.empty()) return kNone;
+  return node_bit == 0 ? views_.back() : views_[size_t(__builtin_ctzll(node_bit))];
 }
 
 uint64_t FragModel::model_bit(const Node& n) const {
@@ -114,11 +137,10 @@ struct Room {
   int64_t cpu = 0, mem = 0;
 };
 
-// Fragment seen by a GPU shape (fact 15): the free milli on GPUs below its per-GPU ask if it fits
-// (model, CPU, memory when `multi`, enough GPUs with room), else all free milli.
-inline int64_t shape_fragment(const TypicalShape& s, bool usable, int fitting, int64_t below, int64_t total, Room room,
-                              bool multi) {
-  const bool fits = usable && fitting >= s.gpus && room.cpu >= s.cpu && (!multi || room.mem >= s.mem);
+// Fragment seen by a GPU shape the node's model allows (fact 15): the free milli on GPUs below its
+// per-GPU ask if it fits (CPU, memory when `multi`, enough GPUs with room), else all free milli.
+inline int64_t shape_fragment(const TypicalShape& s, int fitting, int64_t below, int64_t total, Room room, bool multi) {
+  const bool fits = fitting >= s.gpus && room.cpu >= s.cpu && (!multi || room.mem >= s.mem);
   return fits ? below : total;
 }
 
@@ -133,13 +155,18 @@ void FragModel::deltas(const Node& n, const Candidate* cands, int ncand, int64_t
   for (int c = 0; c < ncand; ++c) {
     tot[c] = g.total;
     for (int k = 0; k < cands[c].count; ++k) tot[c] += cands[c].changes[k].free_after - g.free[cands[c].changes[k].gpu];
-    out[c] = always_all_ * (g.total - tot[c]);  // CPU-only and MIG shapes count all idle milli
+    // CPU-only and MIG shapes, and GPU shapes that exclude this node's model, count all idle milli.
+    out[c] = (always_all_ + unusable(node_bit)) * (g.total - tot[c]);
     // Stranded milli: a fragment every typical task sees.
     out[c] += total_ * (stranded_before - stranded(tot[c], room.cpu - cands[c].cpu, room.mem - cands[c].mem));
   }
   std::array<int, kMaxGpusPerNode> fit{};
   std::array<int64_t, kMaxGpusPerNode> below{};
-  for (const Group& grp : groups_) {
+  const View& shapes = view(node_bit);
+  bool same_room = ncand > 0;
+  for (int c = 1; c < ncand; ++c) same_room = same_room && cands[c].cpu == cands[0].cpu && cands[c].mem == cands[0].mem;
+  const Room after_room{room.cpu - (ncand > 0 ? cands[0].cpu : 0), room.mem - (ncand > 0 ? cands[0].mem : 0)};
+  for (const Group& grp : shapes.groups) {
     const int64_t m = grp.milli;
     int fitting = 0;
     int64_t below0 = 0;
@@ -158,14 +185,30 @@ void FragModel::deltas(const Node& n, const Candidate* cands, int ncand, int64_t
         else below[c] += fa;
       }
     }
+    if (same_room && ncand > 2) {
+      // Every candidate leaves the same CPU and memory: a shape's fragment is `below` where it fits
+      // and `total` elsewhere, so the group's sum needs only the count of shapes that fit, by the
+      // GPUs with room they need (one pass, whatever the number of candidates).
+      std::array<int64_t, kMaxGpusPerNode + 2> fits_before{}, fits_after{};
+      int64_t count = 0;
+      for (uint32_t k = grp.begin; k < grp.end; ++k) {
+        const TypicalShape& s = shapes_[shapes.by_milli[k]];
+        const size_t need = size_t(std::min(s.gpus, kMaxGpusPerNode + 1));
+        count += s.count;
+        if (room.cpu >= s.cpu && (!multi_resource_ || room.mem >= s.mem)) fits_before[need] += s.count;
+        if (after_room.cpu >= s.cpu && (!multi_resource_ || after_room.mem >= s.mem)) fits_after[need] += s.count;
+      }
+      for (size_t i = 1; i < fits_before.size(); ++i) fits_before[i] += fits_before[i - 1], fits_after[i] += fits_after[i - 1];
+      const int64_t before = g.total * count - (g.total - below0) * fits_before[size_t(fitting)];
+      for (int c = 0; c < ncand; ++c) out[c] += before - (tot[c] * count - (tot[c] - below[c]) * fits_after[size_t(fit[c])]);
+      continue;
+    }
     for (uint32_t k = grp.begin; k < grp.end; ++k) {
-      const TypicalShape& s = shapes_[by_milli_[k]];
-      const bool usable = s.models.empty() || (s.model_mask & node_bit) != 0;
-      const int64_t before = shape_fragment(s, usable, fitting, below0, g.total, room, multi_resource_);
+      const TypicalShape& s = shapes_[shapes.by_milli[k]];
+      const int64_t before = shape_fragment(s, fitting, below0, g.total, room, multi_resource_);
       for (int c = 0; c < ncand; ++c) {
-        const Room after_room{room.cpu - cands[c].cpu, room.mem - cands[c].mem};
-        const int64_t after = shape_fragment(s, usable, fit[c], below[c], tot[c], after_room, multi_resource_);
-        out[c] += s.count * (before - after);
+        const Room after{room.cpu - cands[c].cpu, room.mem - cands[c].mem};
+        out[c] += s.count * (before - shape_fragment(s, fit[c], below[c], tot[c], after, multi_resource_));
       }
     }
   }
@@ -175,9 +218,10 @@ int64_t FragModel::fragment(const Node& n) const {
   const NodeGpus g(n);
   const Room room{n.cpu_free().v, n.memory_free().v};
   const uint64_t node_bit = model_bit(n);
-  int64_t sum = always_all_ * g.total;
+  int64_t sum = (always_all_ + unusable(node_bit)) * g.total;
   sum += total_ * stranded(g.total, room.cpu, room.mem);
-  for (const Group& grp : groups_) {
+  const View& shapes = view(node_bit);
+  for (const Group& grp : shapes.groups) {
     int fitting = 0;
     int64_t below = 0;
     for (int i = 0; i < g.count; ++i) {
@@ -185,9 +229,8 @@ int64_t FragModel::fragment(const Node& n) const {
       else below += g.free[i];
     }
     for (uint32_t k = grp.begin; k < grp.end; ++k) {
-      const TypicalShape& s = shapes_[by_milli_[k]];
-      const bool usable = s.models.empty() || (s.model_mask & node_bit) != 0;
-      sum += s.count * shape_fragment(s, usable, fitting, below, g.total, room, multi_resource_);
+      const TypicalShape& s = shapes_[shapes.by_milli[k]];
+      sum += s.count * shape_fragment(s, fitting, below, g.total, room, multi_resource_);
     }
   }
   return sum;

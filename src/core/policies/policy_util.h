@@ -76,13 +76,20 @@ class FragModel {
  private:
   struct Group {
     int64_t milli = 0;
-    uint32_t begin = 0, end = 0;  // range in by_milli_
+    uint32_t begin = 0, end = 0;  // range in its view's order
   };
+  // The GPU shapes a node of one model can use (every shape naming no model, and those naming
+  // it), grouped by milli, so that a node's scan skips the shapes it never fits.
+  struct View {
+    std::vector<uint32_t> by_milli;  // indices into shapes_
+    std::vector<Group> groups;
+  };
+  const View& view(uint64_t node_bit) const;
   uint64_t model_bit(const Node& n) const;
 
   std::vector<TypicalShape> shapes_;
-  std::vector<uint32_t> by_milli_;  // GPU shapes, grouped by milli
-  std::vector<Group> groups_;
+  // [i]: nodes of model i of model_names_; [model_names_.size()]: any other model (or none).
+  std::vector<View> views_;
   bool multi_resource_ = false;
   // The workload's CPU (score CPU) and memory per GPU milli, as cpu_per_ / milli_per_ and
   // mem_per_ / milli_per_ (count-weighted sums over all its tasks).
@@ -90,6 +97,10 @@ class FragModel {
   // GPU milli of gpu_free that the free CPU and memory cannot carry (0 unless multi-resource).
   int64_t stranded(int64_t gpu_free, int64_t cpu_free, int64_t mem_free) const;
   int64_t always_all_ = 0;          // count of shapes that always count all idle milli (CPU-only, MIG)
+  // GPU shapes that name models, left out of the views of other models: there a shape always
+  // counts all idle milli, so their counts are summed once, by view as views_.
+  std::vector<int64_t> unusable_count_;
+  int64_t unusable(uint64_t node_bit) const;
   std::vector<std::string> model_names_;  // at most 64
   int64_t total_ = 0;
 };
