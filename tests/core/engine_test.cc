@@ -228,5 +228,45 @@ TEST(PlacementEngine, NeverFitsCountsEveryKindOfNodeAndCordonedOnes) {
   EXPECT_GT(c.capacity_generation(), healthy) << "health is capacity";
 }
 
+// Tasks that differ only in the GPU models they name share the engine's cached scores (score()
+// does not read the models; check_fit does): once every node is scored for one of them, a task of
+// the same shape naming a model scores no node again, and still lands only on that model.
+TEST(PlacementEngine, TasksThatDifferOnlyInModelsShareScoresNotFit) {
+  struct Counting final : ScoringPolicy {
+    mutable int calls = 0;
+    std::string_view name() const override { return "counting"; }
+    std::optional<NodeChoice> score(const Node& n, const TaskRequest& t, PolicyContext&) const override {
+      ++calls;
+      NodeChoice out;
+      if (!pick_default(n, t, out.pick)) return std::nullopt;
+      out.score = -n.free_gpu_milli;  // tightest first
+      return out;
+    }
+  } policy;
+  ClusterState c(GpuCatalog::builtin());
+  ASSERT_TRUE(c.add_node(node_spec("t4-4", "T4", 4)).ok());
+  ASSERT_TRUE(c.add_node(node_spec("h100-8", "H100-80GB-SXM", 8)).ok());
+  ASSERT_TRUE(c.add_node(node_spec("t4-2", "T4", 2)).ok());
+  ASSERT_TRUE(c.add_node(node_spec("h100-2", "H100-80GB-SXM", 2)).ok());
+  PlacementEngine e(policy, {});
+  const Gang any = gang(1, whole(1));
+  Gang h100 = any;
+  h100.task.gpu_models = {"H100-80GB-SXM"};
+  EXPECT_EQ(nodes_of(e.place(c, any)), std::set<uint32_t>{2});
+  EXPECT_EQ(policy.calls, 4);
+  EXPECT_EQ(nodes_of(e.place(c, h100)), std::set<uint32_t>{3});
+  EXPECT_EQ(nodes_of(e.place(c, h100)), std::set<uint32_t>{3});
+  EXPECT_EQ(policy.calls, 4) << "the H100 task reuses the scores of its shape";
+  // A placement changes node 3: it is scored once more, for both tasks.
+  ASSERT_EQ(e.place_and_commit(c, h100).outcome, Outcome::kPlaced);
+  EXPECT_EQ(nodes_of(e.place(c, h100)), std::set<uint32_t>{3});
+  EXPECT_EQ(nodes_of(e.place(c, any)), std::set<uint32_t>{3});
+  EXPECT_EQ(policy.calls, 5);
+  // Once node 3 is full, the H100 task goes to the other H100 node, never to a T4.
+  ASSERT_EQ(e.place_and_commit(c, h100).outcome, Outcome::kPlaced);
+  EXPECT_EQ(nodes_of(e.place(c, h100)), std::set<uint32_t>{1});
+  EXPECT_EQ(nodes_of(e.place(c, any)), std::set<uint32_t>{2});
+}
+
 }  // namespace
 }  // namespace tessera

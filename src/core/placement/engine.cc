@@ -189,7 +189,7 @@ std::optional<NodeId> PlacementEngine::best_indexed(const ClusterState& cluster,
 bool PlacementEngine::score_node(const Node& n, const TaskRequest& t, size_t shape, bool from_cluster,
                                  NodeChoice& out) {
   if (from_cluster && policy_->cacheable()) {
-    auto& row = impl_->cache[shape];
+    auto& row = impl_->cache[impl_->score_row[shape]];
     if (row.size() < impl_->cluster->node_count()) row.resize(impl_->cluster->node_count());
     auto& e = row[n.id.value];
     if (e.generation == n.generation) {

@@ -161,7 +161,11 @@ struct PlacementEngine::Impl {
   };
   std::map<std::tuple<int64_t, int64_t, int, int64_t, int64_t, std::string, std::vector<std::string>, int>, size_t>
       shape_ids;
-  std::vector<std::vector<Entry>> cache;  // [shape][node]
+  // Scores by node, one row per shape but for its GPU models: score() does not read them (check_fit
+  // has), so tasks that differ only in the models they name share a row.
+  std::map<std::tuple<int64_t, int64_t, int, int64_t, int64_t, std::string, int>, size_t> score_rows;
+  std::vector<size_t> score_row;          // [shape] -> row of `cache`
+  std::vector<std::vector<Entry>> cache;  // [row][node]
   std::vector<std::vector<int>> mig_shapes;  // [shape] -> MIG profile shapes it resolves to
   // (shape, required level) -> (capacity generation + 1, tasks an empty cluster holds).
   std::map<std::pair<size_t, int>, std::pair<uint64_t, int64_t>> never_fits_memo;
@@ -174,10 +178,17 @@ struct PlacementEngine::Impl {
   const std::vector<NodeId>* within = nullptr;  // place_within's nodes, while it runs
 
   size_t shape_id(const TaskRequest& t) {
+    const int pools = int(t.pool_kinds) * 4 + int(t.prefer_spot) + 2 * int(t.avoid_spot);
     auto key = std::make_tuple(t.cpu.v, t.memory.v, t.gpu_count, t.milli_per_gpu.v, t.gpu_memory.v, t.mig_profile,
-                               t.gpu_models, int(t.pool_kinds) * 4 + int(t.prefer_spot) + 2 * int(t.avoid_spot));
-    auto [it, inserted] = shape_ids.emplace(std::move(key), cache.size());
-    if (inserted) cache.emplace_back();
+                               t.gpu_models, pools);
+    auto [it, inserted] = shape_ids.emplace(std::move(key), score_row.size());
+    if (inserted) {
+      auto [row, fresh] = score_rows.emplace(
+          std::make_tuple(t.cpu.v, t.memory.v, t.gpu_count, t.milli_per_gpu.v, t.gpu_memory.v, t.mig_profile, pools),
+          cache.size());
+      if (fresh) cache.emplace_back();
+      score_row.push_back(row->second);
+    }
     return it->second;
   }
 };

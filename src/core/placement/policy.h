@@ -59,6 +59,8 @@ class ScoringPolicy {
   // Called before placing a workload; default ignores it.
   virtual void prepare(const WorkloadProfile&) {}
   // `n` passed check_fit for `t`. Returns nullopt if the policy finds no acceptable GPU choice.
+  // Must not read t.gpu_models (check_fit has): the engine shares cached scores among tasks that
+  // differ only in the models they name.
   virtual std::optional<NodeChoice> score(const Node& n, const TaskRequest& t, PolicyContext& ctx) const = 0;
   // True if score() depends only on (node state, task, prepared data): the engine may cache it by
   // Node::generation.
