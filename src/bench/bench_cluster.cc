@@ -4,11 +4,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -46,6 +49,7 @@ std::string num(double v) {
 
 Status validate_bench_cluster(const BenchClusterOptions& o) {
   auto bad = [](const std::string& m) { return invalid_argument(m); };
+  if (o.priority < 0 || o.priority > 19) return bad("--priority: must be 0..19, got " + std::to_string(o.priority));
   if (o.nodes < 1 || o.nodes > 20000) return bad("--nodes: must be 1..20000, got " + std::to_string(o.nodes));
   if (o.gpus_per_node < 1 || o.gpus_per_node > 16) return bad("--gpus-per-node: must be 1..16, got " + std::to_string(o.gpus_per_node));
   if (!GpuCatalog::builtin().find(o.gpu_model).ok()) return bad("--gpu-model: \"" + o.gpu_model + "\" is not in the GPU catalog");
@@ -179,6 +183,28 @@ Result<BenchClusterResult> run_bench_cluster(const BenchClusterOptions& o, const
   so.args.insert(so.args.end(), o.server_args.begin(), o.server_args.end());
   say("starting tessera server (" + std::to_string(o.nodes) + " nodes x " + std::to_string(o.gpus_per_node) + " " + o.gpu_model +
       ") in " + dir);
+  // Raise this thread's priority before any of the benchmark's threads exist (they inherit it); the
+  // server child goes back to the nice value the benchmark was started with.
+  // This thread returns to its nice value at the end (PriorityBack).
+  int priority = 0;
+  struct PriorityBack {
+    std::optional<int> base;
+    ~PriorityBack() {
+      if (base) ::setpriority(PRIO_PROCESS, 0, *base);
+    }
+  } priority_back;
+  if (o.priority > 0) {
+    errno = 0;
+    const int base = ::getpriority(PRIO_PROCESS, 0);
+    if (errno == 0 && ::setpriority(PRIO_PROCESS, 0, base - o.priority) == 0) {
+      priority = o.priority;
+      so.nice = base;
+      priority_back.base = base;
+    } else {
+      say("--priority: cannot raise the benchmark's priority (" + std::string(std::strerror(errno)) +
+          "; needs root or CAP_SYS_NICE): it runs alike with the server");
+    }
+  }
   auto server = ServerChild::start(so);
   if (!server.ok()) return server.error();
   ServerChild& srv = **server;
@@ -193,6 +219,7 @@ Result<BenchClusterResult> run_bench_cluster(const BenchClusterOptions& o, const
   res.heartbeat_ms = o.heartbeat_ms;
   res.agent_timeout_ms = timeout_ms;
   res.watch_requested = o.watch;
+  res.priority = priority;
   res.skipped = skipped;
   std::atomic<int64_t> outstanding{0}, acked{0};
   std::vector<HollowNodeSpec> specs;

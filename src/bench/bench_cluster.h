@@ -56,6 +56,10 @@ struct BenchClusterOptions {
   double drain_s = 120;         // after submitting, wait at most this long for every job to end
   bool watch = false;           // hollow nodes hold a watch open (when the server has it)
   int loops = 2;                // hollow-node event-loop threads
+  // The benchmark's own threads (hollow nodes, clients) run this many nice levels above the server
+  // (0: alike). The hollow nodes stand for machines of their own; a higher priority keeps their waits
+  // for the shared cores out of what they measure. Needs root or CAP_SYS_NICE.
+  int priority = 0;
   std::vector<std::string> server_args;  // passed to `tessera server` as they are
   std::string store;                      // `tessera server --data` (empty: SQLite in the work directory)
   std::string server_binary = "/proc/self/exe";  // tessera-bench-cluster sets the tessera beside it
@@ -77,6 +81,7 @@ struct BenchClusterResult {
   int64_t heartbeat_ms = 0, agent_timeout_ms = 0;
   double register_s = 0;  // until every node was registered
   bool watch_requested = false, watch_used = false;
+  int priority = 0;  // nice levels the benchmark ran above the server (0 when not asked or refused)
   // Submissions.
   int64_t submitted = 0, acked = 0, submit_errors = 0, skipped = 0;
   double submit_s = 0, acked_per_s = 0, submit_ms_p50 = 0, submit_ms_p99 = 0;

@@ -71,6 +71,10 @@ void add_cluster_options(CLI::App* cmd) {
   cmd->add_option("--drain", o->drain_s, "After submitting, wait at most this many seconds for every job to end")->capture_default_str();
   cmd->add_flag("--watch", o->watch, "Hollow nodes hold a watch (long poll) open, when the server answers it");
   cmd->add_option("--loops", o->loops, "Hollow-node event-loop threads")->capture_default_str();
+  cmd->add_option("--priority", o->priority,
+                  "Run the hollow nodes and clients this many nice levels above the server (0..19; needs root): "
+                  "they stand for machines of their own")
+      ->capture_default_str();
   cmd->add_option("--store", o->store,
                   "The controller's store: empty for SQLite in the work directory, or postgres://... (an empty database)");
   cmd->add_option("--server-arg", o->server_args, "A flag for `tessera server`, passed as it is (repeat; e.g. --server-arg=--threads=128)")

@@ -51,6 +51,7 @@ nlohmann::json BenchClusterResult::to_json() const {
       {"agent_timeout_ms", agent_timeout_ms},
       {"register_s", register_s},
       {"watch_requested", watch_requested},
+      {"priority", priority},
       {"watch_used", watch_used},
       {"submitted", submitted},
       {"acked", acked},
@@ -123,6 +124,7 @@ std::string bench_cluster_table(const BenchClusterResult& r) {
   out += f("bench cluster: %s, %d hollow nodes x %lld GPUs, heartbeat %lld ms, agent timeout %lld ms, watch %s\n",
            r.workload.c_str(), r.nodes, (long long)(r.nodes ? r.gpus / r.nodes : 0), (long long)r.heartbeat_ms,
            (long long)r.agent_timeout_ms, r.watch_used ? "on" : (r.watch_requested ? "asked, not served (404)" : "off"));
+  if (r.priority > 0) out += f("  (the benchmark's threads ran %d nice levels above the server)\n", r.priority);
   row("all nodes registered after", f("%.1f s", r.register_s));
   row("submits acknowledged", f("%lld of %lld (%lld errors%s%s)", (long long)r.acked, (long long)r.submitted,
                                  (long long)r.submit_errors, r.first_submit_error.empty() ? "" : ": ",

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -87,6 +88,7 @@ Result<std::unique_ptr<ServerChild>> ServerChild::start(const ServerChildOptions
   if (c->pid_ == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the benchmark
     if (::getppid() != parent) _exit(1);
+    if (o.nice && ::setpriority(PRIO_PROCESS, 0, *o.nice) != 0) _exit(126);
     ::dup2(log_fd, 1);
     ::dup2(log_fd, 2);
     std::vector<char*> argv;

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@ struct ServerChildOptions {
   // to DIR/admin.token once the server leads).
   std::string store;
   int start_timeout_s = 60;
+  std::optional<int> nice;  // the child's nice value, when set (it may differ from the caller's)
 };
 
 class ServerChild {
