@@ -48,6 +48,8 @@ def submitter(k):
     c = connect()
     for i in range(k, a.jobs, a.clients):
         body = {"name": "short-%d" % i, "queue": a.queue, "resources": {"gpus": 1}, "command": ["true"]}
+        if a.hold:
+            body["hold"] = True
         c.request("POST", "/api/v1/jobs", json.dumps(body), headers)
         r = c.getresponse()
         answer = json.loads(r.read())
