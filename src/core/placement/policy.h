@@ -41,6 +41,8 @@ struct WorkloadProfile {
 };
 // `cluster`'s nodes grouped by kind (model, GPU count, CPU, memory), in order of first appearance.
 std::vector<NodeKind> node_kinds(const ClusterState& cluster);
+// True if `n` is of kind `k`: the fields node_kinds() groups by.
+bool same_kind(const NodeKind& k, const Node& n);
 
 struct NodeChoice {
   int64_t score = 0;

@@ -264,13 +264,8 @@ void Scarcity::build(const std::vector<TypicalShape>& shapes, const std::vector<
 }
 
 int64_t Scarcity::pressure(const Node& n) const {
-  const GpuModel* m = n.gpu_model();
-  for (size_t i = 0; i < kinds_.size(); ++i) {
-    const NodeKind& k = kinds_[i];
-    if (k.gpus == int(n.gpus.size()) && k.cpu == n.cpu_capacity && k.memory == n.memory_capacity &&
-        k.gpu_model == (m ? std::string_view(m->name) : std::string_view()))
-      return pressure_[i];
-  }
+  for (size_t i = 0; i < kinds_.size(); ++i)
+    if (same_kind(kinds_[i], n)) return pressure_[i];
   return 0;
 }
 

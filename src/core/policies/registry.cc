@@ -1,6 +1,7 @@
 // The policy registry behind make_policy() / policy_names().
 #include <map>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 
@@ -37,6 +38,12 @@ std::vector<std::string> policy_names() {
   std::vector<std::string> out;
   for (const auto& [n, f] : kPolicies) out.emplace_back(n);
   return out;
+}
+
+bool same_kind(const NodeKind& k, const Node& n) {
+  const GpuModel* m = n.gpu_model();
+  return k.gpus == int(n.gpus.size()) && k.cpu == n.cpu_capacity && k.memory == n.memory_capacity &&
+         k.gpu_model == (m ? std::string_view(m->name) : std::string_view());
 }
 
 std::vector<NodeKind> node_kinds(const ClusterState& cluster) {
