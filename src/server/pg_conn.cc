@@ -50,7 +50,8 @@ Result<Conn> Conn::open(const std::string& dsn) {
 }
 
 Status Conn::ensure_connected() {
-  if (PQstatus(conn_.get()) == CONNECTION_OK) return {};
+  if (PQstatus(conn_.get()) == CONNECTION_OK && !must_reset_) return {};
+  must_reset_ = false;
   PQreset(conn_.get());
   if (PQstatus(conn_.get()) != CONNECTION_OK) {
     return Error{ErrorCode::kUnavailable,
@@ -64,7 +65,9 @@ Error Conn::error_of(const PGresult* r, std::string_view what) const {
   const char* state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
   const std::string msg = trimmed(r ? PQresultErrorMessage(r) : PQerrorMessage(conn_.get()));
   std::string text = where_ + ": " + std::string(what) + ": " + (msg.empty() ? "no answer" : msg);
-  if (PQstatus(conn_.get()) != CONNECTION_OK || transient_sqlstate(state))
+  // No SQLSTATE: libpq itself failed the exchange (the server sends one with every error), which
+  // means the connection, even where libpq has not yet marked it bad.
+  if (PQstatus(conn_.get()) != CONNECTION_OK || !state || !*state || transient_sqlstate(state))
     return Error{ErrorCode::kUnavailable, "store unavailable: " + text + "; retry later"};
   return internal_error(std::move(text));
 }
@@ -111,9 +114,14 @@ Status Conn::run_script(const char* sql) {
 
 std::optional<PipelineFailure> Conn::pipeline(const std::vector<Statement>& statements) {
   PGconn* c = conn_.get();
+  // The exchange itself failed (a send, a missing result): the server may already have closed the
+  // connection (a FATAL notice arrives before libpq marks it bad), and its results are out of step.
+  // Either way it is the connection that failed, so: unavailable, and a fresh connection next time.
+  bool all_sent = false;
   auto broken = [&](size_t index) {
-    PipelineFailure f{index, "", error_of(nullptr, "sending a pipeline failed")};
+    PipelineFailure f{index, "", error_of(nullptr, "sending a pipeline failed"), all_sent};
     if (PQpipelineStatus(c) != PQ_PIPELINE_OFF) PQexitPipelineMode(c);
+    must_reset_ = true;
     return f;
   };
   if (PQenterPipelineMode(c) != 1) return broken(statements.size());
@@ -134,6 +142,7 @@ std::optional<PipelineFailure> Conn::pipeline(const std::vector<Statement>& stat
         return broken(i);
     }
     if (PQpipelineSync(c) != 1) return broken(start);
+    all_sent = end == statements.size();
     std::optional<PipelineFailure> failed;
     for (size_t i = start; i < end; ++i) {
       ResultPtr r(PQgetResult(c));
@@ -160,7 +169,7 @@ std::optional<PipelineFailure> Conn::pipeline(const std::vector<Statement>& stat
 }
 
 void Conn::rollback_if_open() {
-  if (!conn_ || PQstatus(conn_.get()) != CONNECTION_OK) return;
+  if (!conn_ || PQstatus(conn_.get()) != CONNECTION_OK || must_reset_) return;  // a reset ends it
   if (PQtransactionStatus(conn_.get()) == PQTRANS_IDLE) return;
   ResultPtr(PQexec(conn_.get(), "ROLLBACK"));
 }

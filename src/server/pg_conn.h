@@ -61,6 +61,9 @@ struct PipelineFailure {
   size_t index = 0;  // of the statement (statements.size() when the connection failed before any)
   std::string sqlstate;
   Error error;
+  // The connection broke after every statement had been sent: a COMMIT among them may have taken
+  // effect, and only the database can say whether it did.
+  bool after_all_sent = false;
 };
 
 class Conn {
@@ -82,7 +85,8 @@ class Conn {
   // its chunk). Results are not kept: for writes.
   std::optional<PipelineFailure> pipeline(const std::vector<Statement>& statements);
   static constexpr size_t kPipelineChunk = 256;
-  // ROLLBACK if a transaction is open (errors ignored: the connection may be gone).
+  // ROLLBACK if a transaction is open (errors ignored: the connection may be gone; after a broken
+  // pipeline the coming reconnect ends it instead).
   void rollback_if_open();
   const std::string& where() const { return where_; }  // "PostgreSQL at HOST:PORT/DB"
 
@@ -90,6 +94,7 @@ class Conn {
   Error error_of(const PGresult* r, std::string_view what) const;
   ConnPtr conn_;
   std::string where_;
+  bool must_reset_ = false;  // a pipeline broke: the next ensure_connected() reconnects
 };
 
 // Column readers for binary results (network byte order).

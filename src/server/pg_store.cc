@@ -6,17 +6,22 @@
 // Thread-safety: every public method may be called from any thread. write() only queues (WriteQueue,
 // write_queue.h); the writer thread commits all queued batches (up to kMaxGroupBatches) in one transaction (group commit) and
 // runs their `done` callbacks after COMMIT has returned (PostgreSQL's synchronous_commit: on disk).
-// A lost connection fails the transaction with kUnavailable; the next one reconnects.
-// Invariants: batches commit in write() order; every transaction bumps meta
-// "store/commits" (hidden from load()); events get seq max + 1 unless a copy names the source's seq.
+// A lost connection fails the transaction with kUnavailable (unless its COMMIT is found to have taken
+// effect); the next one reconnects.
+// Invariants: batches commit in write() order; every transaction bumps meta "store/commits" and
+// writes its own mark to meta "store/last_commit" (both hidden from load()), by which a transaction
+// whose connection broke after COMMIT was sent is found committed or not; events get seq max + 1
+// unless a copy names the source's seq.
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <filesystem>
 #include <cstring>
 #include <mutex>
+#include <random>
 
 #include <spdlog/spdlog.h>
 
@@ -127,10 +132,21 @@ constexpr const char* kUpsertMeta =
 constexpr const char* kBumpCommits =
     "INSERT INTO meta (key, value) VALUES ('store/commits', '1') ON CONFLICT (key) DO UPDATE SET value = "
     "(meta.value::bigint + 1)::text RETURNING value::bigint";
+constexpr const char* kMarkCommit =
+    "INSERT INTO meta (key, value) VALUES ('store/last_commit', $1) ON CONFLICT (key) DO UPDATE SET value = $1";
 constexpr const char* kFence = "SELECT tessera_fence($1::bigint)";
 constexpr const char* kEventColumns = "SELECT seq, job_id, time, kind, actor, detail, time_ms FROM events ";
 
 std::string num(int64_t v) { return std::to_string(v); }
+
+// 64 random bits in hex and a dash: no two store instances mark their commits alike.
+std::string random_mark_prefix() {
+  std::random_device rd;
+  const uint64_t v = (uint64_t(rd()) << 32) ^ uint64_t(rd());
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx-", static_cast<unsigned long long>(v));
+  return buf;
+}
 
 std::vector<EventRow> read_events(const PGresult* r) {
   std::vector<EventRow> out;
@@ -183,7 +199,8 @@ Result<LoadedState> load_on(pg::Conn& c) {
                             pg::get_bytes(res, i, 3), pg::get_int64(res, i, 4), pg::get_bool(res, i, 5),
                             pg::get_bytes(res, i, 6)});
   }
-  auto m = c.exec("SELECT key, value FROM meta WHERE key <> 'store/commits' ORDER BY key COLLATE \"C\"");
+  auto m = c.exec("SELECT key, value FROM meta WHERE key NOT IN ('store/commits', 'store/last_commit') ORDER BY key "
+                  "COLLATE \"C\"");
   if (!m.ok()) return m.error();
   for (int i = 0; i < PQntuples(m->get()); ++i)
     state.meta.emplace_back(pg::get_bytes(m->get(), i, 0), pg::get_bytes(m->get(), i, 1));
@@ -312,8 +329,23 @@ class PgStore final : public Store {
     for (size_t i = 0; i < n; ++i)
       if (Status s = apply(batches[i].batch, add); !s.ok()) return s;
     add({kBumpCommits}, "the commit count");
+    const std::string mark = commit_mark_prefix_ + num(++commit_marks_);
+    pg::Statement mark_st{kMarkCommit};
+    mark_st.text(mark);
+    add(std::move(mark_st), "the commit mark");
     add({"COMMIT"}, "");
-    const auto failed = writer_.pipeline(stmts);
+    auto failed = writer_.pipeline(stmts);
+    // Broken after COMMIT went out: ask the database whether this transaction's mark is there.
+    if (failed && failed->after_all_sent && failed->error.code == ErrorCode::kUnavailable) {
+      switch (committed(mark)) {
+        case Outcome::kCommitted: failed.reset(); break;
+        case Outcome::kNotCommitted: break;
+        case Outcome::kUnknown:
+          failed->error.message += " (the connection broke after COMMIT was sent and the database cannot be asked yet "
+                                   "whether it took effect)";
+          break;
+      }
+    }
     if (!failed) {
       transactions_.fetch_add(1, std::memory_order_relaxed);
       batches_.fetch_add(int64_t(n), std::memory_order_relaxed);
@@ -330,6 +362,17 @@ class PgStore final : public Store {
     const std::string& label = failed->index < labels.size() ? labels[failed->index] : std::string();
     if (label.empty()) return failed->error;
     return Error{failed->error.code, label + ": " + failed->error.message};
+  }
+
+  enum class Outcome { kCommitted, kNotCommitted, kUnknown };
+  // Whether the transaction that wrote `mark` committed, asked on a fresh connection at once (the
+  // writer thread runs nothing in between, so only another store's commit could have replaced it).
+  Outcome committed(const std::string& mark) {
+    if (!writer_.ensure_connected().ok()) return Outcome::kUnknown;
+    auto r = writer_.exec("SELECT value FROM meta WHERE key = 'store/last_commit'");
+    if (!r.ok()) return Outcome::kUnknown;
+    const bool found = PQntuples(r->get()) == 1 && pg::get_bytes(r->get(), 0, 0) == mark;
+    return found ? Outcome::kCommitted : Outcome::kNotCommitted;
   }
 
   // Appends the statements of `batch` through add(statement, label).
@@ -374,6 +417,9 @@ class PgStore final : public Store {
   const PostgresOpenOptions options_;
   // Writer side: the writer thread only.
   pg::Conn writer_;
+  // Each transaction writes meta "store/last_commit" = prefix + count, unique to it (committed()).
+  const std::string commit_mark_prefix_ = random_mark_prefix();
+  int64_t commit_marks_ = 0;
   std::atomic<int64_t> batches_{0};
   std::atomic<int64_t> transactions_{0};
   // Reader side.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <set>
 #include <thread>
@@ -556,6 +557,68 @@ TEST_F(PostgresOnly, ServerRestartFailsWritesAsUnavailableThenServesAgain) {
   for (const JobRow& j : after->jobs) stored.insert(j.id);
   for (int64_t id : acked) EXPECT_TRUE(stored.count(id)) << "acknowledged job " << id << " is missing";
   EXPECT_FALSE(stored.count(21));
+}
+
+// The server ends the store's connections (as a fast shutdown or an administrator does) again and
+// again while a writer commits batches of two pipeline chunks: each write either lands or fails as
+// unavailable, never as an internal error, whichever step of the exchange hears of the end; the
+// writes after it reconnect and land, and every acknowledged row is stored.
+TEST_F(PostgresOnly, AConnectionEndedByTheServerIsUnavailableThenReconnects) {
+  auto s = open_postgres_store(server_->dsn(db_));
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  Store& store = **s;
+  const size_t rows = 256 + 40;  // pg::Conn::kPipelineChunk + 40: the end can come between chunks
+  std::atomic<bool> stop{false};
+  std::set<int64_t> acked, refused;
+  int unavailable = 0, writes = 0;
+  std::string other;  // the first failure that is not kUnavailable
+  std::thread writer([&] {
+    int64_t id = 0;
+    while (!stop.load()) {
+      WriteBatch b;
+      for (size_t k = 0; k < rows; ++k) b.jobs.push_back(job(++id));
+      const Status w = store.write_sync(b);
+      ++writes;
+      if (w.ok())
+        for (const JobRow& j : b.jobs) acked.insert(j.id);
+      else
+        for (const JobRow& j : b.jobs) refused.insert(j.id);
+      if (w.ok()) continue;
+      if (w.error().code == ErrorCode::kUnavailable)
+        ++unavailable;
+      else if (other.empty())
+        other = w.message();
+    }
+  });
+  for (int round = 0; round < 30; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5 + 7 * (round % 5)));
+    std::string why;
+    ASSERT_TRUE(server_->sql(db_,
+                             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                             "WHERE datname = current_database() AND pid <> pg_backend_pid()",
+                             &why))
+        << why;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // writes land again
+  stop = true;
+  writer.join();
+  EXPECT_TRUE(other.empty()) << other;
+  EXPECT_GT(unavailable, 0) << "no write met an ended connection in " << writes;
+  WriteBatch last;
+  last.jobs = {job(1000000)};
+  const Status w = store.write_sync(last);
+  EXPECT_TRUE(w.ok()) << w.message();
+  auto after = store.load();  // the reader's connection was ended too: unavailable once, then served
+  if (!after.ok()) {
+    EXPECT_EQ(after.error().code, ErrorCode::kUnavailable) << after.error().message;
+    after = store.load();
+  }
+  ASSERT_TRUE(after.ok()) << after.error().message;
+  std::set<int64_t> stored;
+  for (const JobRow& j : after->jobs) stored.insert(j.id);
+  for (int64_t a : acked) ASSERT_TRUE(stored.count(a)) << "acknowledged job " << a << " is missing";
+  // A failed write saved nothing, also when the connection broke after its COMMIT went out.
+  for (int64_t r : refused) ASSERT_FALSE(stored.count(r)) << "job " << r << " was stored, but its write failed";
 }
 
 // The lease and the fence at the database: whoever takes the lease bumps the epoch; the store of the
