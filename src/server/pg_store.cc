@@ -335,8 +335,11 @@ class PgStore final : public Store {
     add(std::move(mark_st), "the commit mark");
     add({"COMMIT"}, "");
     auto failed = writer_.pipeline(stmts);
-    // Broken after COMMIT went out: ask the database whether this transaction's mark is there.
-    if (failed && failed->after_all_sent && failed->error.code == ErrorCode::kUnavailable) {
+    // The connection failed after COMMIT went out (while the rest was answered, or at COMMIT itself,
+    // e.g. the server shutting down as it commits): ask the database whether this transaction's mark
+    // is there.
+    if (failed && failed->error.code == ErrorCode::kUnavailable &&
+        (failed->after_all_sent || failed->index + 1 >= stmts.size())) {
       switch (committed(mark)) {
         case Outcome::kCommitted: failed.reset(); break;
         case Outcome::kNotCommitted: break;
