@@ -404,5 +404,24 @@ TEST(Tessera, ATaskThatFitsAnywhereLeavesTheNodesARestrictedShapeNeeds) {
   EXPECT_EQ(placed_on("tessera", with_nodes, c, whole(8, 120000)), 0u);
 }
 
+// A shape that names T4 cannot use the V100 node. FGD as published counts that node's idle GPUs as
+// the shape's fragments, so any task placed there seems to remove fragmentation: FGD sends a one-GPU
+// task to the V100 node although the rank puts the T4 node first. Tessera's measure leaves the shape
+// out of the V100 node: both nodes score alike, and the rank decides.
+TEST(Tessera, AShapeNamingAnotherModelDoesNotDrawTasksToARareModel) {
+  ClusterState c;
+  ASSERT_TRUE(c.add_node(node_spec("common", "T4", 8, {}, 96000, 512 * 1024)).ok());
+  ASSERT_TRUE(c.add_node(node_spec("rare", "V100", 8, {}, 96000, 512 * 1024)).ok());
+  TaskRequest t4_only = whole(1, 8000);
+  t4_only.gpu_models = {"T4"};
+  const WorkloadProfile prof{{{whole(1, 8000), 10}, {t4_only, 100}}};
+  const TaskRequest task = whole(1, 8000);
+  EXPECT_EQ(placed_on("fgd", prof, c, task), 1u);
+  EXPECT_EQ(placed_on("tessera", prof, c, task), 0u);
+  auto p = policy("tessera");
+  p->prepare(prof);
+  EXPECT_EQ(score(*p, c, 0, task).score, score(*p, c, 1, task).score);
+}
+
 }  // namespace
 }  // namespace tessera

@@ -16,9 +16,10 @@ int64_t gpu_ask_milli(const Node& n, const TaskRequest& t) {
   return t.gpu_demand_milli();
 }
 
-void FragModel::build(const WorkloadProfile& profile, int coverage_pct, bool multi_resource) {
+void FragModel::build(const WorkloadProfile& profile, int coverage_pct, bool multi_resource, bool excluded_fragments) {
   *this = FragModel();
   multi_resource_ = multi_resource;
+  excluded_fragments_ = excluded_fragments;
   // Group by FGD's key; memory is not part of it (the multi-resource model keeps each shape's mean).
   using Key = std::tuple<int64_t, int64_t, int, std::string, std::string>;
   std::map<Key, TypicalShape> keyed;
@@ -99,7 +100,7 @@ int64_t FragModel::stranded(int64_t gpu_free, int64_t cpu_free, int64_t mem_free
 }
 
 int64_t FragModel::unusable(uint64_t node_bit) const {
-  if (unusable_count_.empty()) return 0;
+  if (!excluded_fragments_ || unusable_count_.empty()) return 0;
   return node_bit == 0 ? unusable_count_.back() : unusable_count_[size_t(__builtin_ctzll(node_bit))];
 }
 
@@ -155,7 +156,8 @@ void FragModel::deltas(const Node& n, const Candidate* cands, int ncand, int64_t
   for (int c = 0; c < ncand; ++c) {
     tot[c] = g.total;
     for (int k = 0; k < cands[c].count; ++k) tot[c] += cands[c].changes[k].free_after - g.free[cands[c].changes[k].gpu];
-    // CPU-only and MIG shapes, and GPU shapes that exclude this node's model, count all idle milli.
+    // CPU-only and MIG shapes, and (as FGD has it) GPU shapes that exclude this node's model, count
+    // all idle milli.
     out[c] = (always_all_ + unusable(node_bit)) * (g.total - tot[c]);
     // Stranded milli: a fragment every typical task sees.
     out[c] += total_ * (stranded_before - stranded(tot[c], room.cpu - cands[c].cpu, room.mem - cands[c].mem));

@@ -50,7 +50,13 @@ struct TypicalShape {
 // goes where CPU is plentiful for the GPUs left, and a CPU-hungry GPU task where it strands least.
 class FragModel {
  public:
-  void build(const WorkloadProfile& profile, int coverage_pct = 95, bool multi_resource = false);
+  // excluded_fragments: a GPU shape that excludes a node's model counts all the node's idle milli as
+  // its fragment (FGD as published). Tessera passes false: such a shape does not see the node at
+  // all, since no placement there changes what it can use. Counted, it rewards any task for filling
+  // the nodes of a rare model, as if they were fragments, while the tasks that name that model need
+  // them (Scarcity only offsets it).
+  void build(const WorkloadProfile& profile, int coverage_pct = 95, bool multi_resource = false,
+             bool excluded_fragments = true);
   const std::vector<TypicalShape>& shapes() const { return shapes_; }  // most frequent first
   int64_t total() const { return total_; }  // sum of the selected counts
   bool empty() const { return shapes_.empty(); }
@@ -100,7 +106,8 @@ class FragModel {
   // GPU shapes that name models, left out of the views of other models: there a shape always
   // counts all idle milli, so their counts are summed once, by view as views_.
   std::vector<int64_t> unusable_count_;
-  int64_t unusable(uint64_t node_bit) const;
+  bool excluded_fragments_ = true;
+  int64_t unusable(uint64_t node_bit) const;  // 0 unless excluded_fragments_
   std::vector<std::string> model_names_;  // at most 64
   int64_t total_ = 0;
 };

@@ -1,9 +1,11 @@
 // Tessera's own policy.
 // Non-MIG tasks: the node score is FGD's (int(100 x sigmoid(fragmentation removed / 1000)); the
-// fragment sums are exact integers) with two changes: every shape of the workload counts, not only
+// fragment sums are exact integers) with three changes: every shape of the workload counts, not only
 // the most frequent 95% (rare shapes, such as 8-GPU tasks, are the first that fragmentation shuts
-// out), and the fragmentation is multi-resource (FragModel: memory must fit, and GPUs that the free
-// CPU or memory cannot carry are stranded). Its 100 levels are kept on
+// out); the fragmentation is multi-resource (FragModel: memory must fit, and GPUs that the free
+// CPU or memory cannot carry are stranded); and a shape that excludes a node's GPU model does not
+// count that node's GPUs as its fragments (no placement there changes them; counted, they draw every
+// task to a rare model's nodes, which the tasks naming that model need). Its 100 levels are kept on
 // purpose: finer resolution (the exact delta) spreads tasks by tiny differences and loses ~1 pp on
 // openb, while equal scores broken by the fixed node rank pack like first fit. One tie-break comes
 // before the rank: a CPU-only task prefers the node with the least free GPU milli (its CPU strands
@@ -30,7 +32,7 @@ class TesseraPolicy final : public ScoringPolicy {
   std::string_view name() const override { return "tessera"; }
   bool packs_gangs() const override { return true; }
   void prepare(const WorkloadProfile& profile) override {
-    model_.build(profile, 100, true);
+    model_.build(profile, 100, true, false);
     scarcity_.build(model_.shapes(), profile.nodes);
     mig_counts_.clear();
     for (const WorkloadShape& s : profile.shapes)
