@@ -16,12 +16,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -370,13 +372,19 @@ class PgStore final : public Store {
   enum class Outcome { kCommitted, kNotCommitted, kUnknown };
   // Whether the transaction that wrote `mark` committed, asked on a fresh connection at once (the
   // writer thread runs nothing in between, so only another store's commit could have replaced it).
+  // A few tries, 50 ms apart: the new connection may be ended too (a shutdown under way).
   Outcome committed(const std::string& mark) {
-    if (!writer_.ensure_connected().ok()) return Outcome::kUnknown;
-    auto r = writer_.exec("SELECT value FROM meta WHERE key = 'store/last_commit'");
-    if (!r.ok()) return Outcome::kUnknown;
-    const bool found = PQntuples(r->get()) == 1 && pg::get_bytes(r->get(), 0, 0) == mark;
-    return found ? Outcome::kCommitted : Outcome::kNotCommitted;
+    for (int attempt = 0; attempt < kResolveAttempts; ++attempt) {
+      if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (!writer_.ensure_connected().ok()) continue;
+      auto r = writer_.exec("SELECT value FROM meta WHERE key = 'store/last_commit'");
+      if (!r.ok()) continue;
+      const bool found = PQntuples(r->get()) == 1 && pg::get_bytes(r->get(), 0, 0) == mark;
+      return found ? Outcome::kCommitted : Outcome::kNotCommitted;
+    }
+    return Outcome::kUnknown;
   }
+  static constexpr int kResolveAttempts = 3;
 
   // Appends the statements of `batch` through add(statement, label).
   template <class Add>
