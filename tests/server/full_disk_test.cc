@@ -63,7 +63,8 @@ TEST(FullDisk, WritesAreRefusedReadsGoOnAndNothingAcknowledgedIsLost) {
     ASSERT_FALSE(acknowledged.empty());
     // Reads and the periodic work go on while the disk stays full.
     std::this_thread::sleep_for(std::chrono::seconds(2));
-    ASSERT_TRUE(process_alive(server.pid())) << "the server died on a full disk";
+    const std::string ended = how_it_ended(server.pid());
+    ASSERT_TRUE(ended.empty()) << "the server died on a full disk: " << ended;
     EXPECT_EQ(server.get("/healthz", "").status, 200);
     EXPECT_EQ(server.get("/api/v1/jobs?limit=10", admin).status, 200);
     EXPECT_EQ(server.get("/api/v1/jobs/" + std::to_string(*acknowledged.begin()), admin).status, 200);

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <cstring>
 #include <string>
 
 namespace tessera::testing {
@@ -72,6 +73,16 @@ inline std::string raw_request(const std::string& method, const std::string& tar
 inline bool process_alive(pid_t pid) {
   int status = 0;
   return pid > 0 && ::waitpid(pid, &status, WNOHANG) == 0;
+}
+
+// Empty while child `pid` runs; else how it ended ("exit status N", "signal N (name)"). Reaps it.
+inline std::string how_it_ended(pid_t pid) {
+  int status = 0;
+  const pid_t r = pid > 0 ? ::waitpid(pid, &status, WNOHANG) : -1;
+  if (r == 0) return "";
+  if (r < 0) return "not a child of this process any more";
+  if (WIFSIGNALED(status)) return "signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+  return "exit status " + std::to_string(WEXITSTATUS(status));
 }
 
 // Resident memory of `pid` in KiB (VmRSS), or -1.
