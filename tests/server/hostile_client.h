@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include <cstdint>
-#include <fstream>
 #include <cstring>
+#include <fstream>
 #include <string>
 
 namespace tessera::testing {
@@ -69,12 +69,6 @@ inline std::string raw_request(const std::string& method, const std::string& tar
   return r + "\r\n" + body;
 }
 
-// Whether the child `pid` is still running (not exited, not a zombie).
-inline bool process_alive(pid_t pid) {
-  int status = 0;
-  return pid > 0 && ::waitpid(pid, &status, WNOHANG) == 0;
-}
-
 // Empty while child `pid` runs; else how it ended ("exit status N", "signal N (name)"). Reaps it.
 inline std::string how_it_ended(pid_t pid) {
   int status = 0;
@@ -84,6 +78,9 @@ inline std::string how_it_ended(pid_t pid) {
   if (WIFSIGNALED(status)) return "signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
   return "exit status " + std::to_string(WEXITSTATUS(status));
 }
+
+// Whether the child `pid` is still running (not exited, not a zombie).
+inline bool process_alive(pid_t pid) { return how_it_ended(pid).empty(); }
 
 // Resident memory of `pid` in KiB (VmRSS), or -1.
 inline int64_t rss_kib(pid_t pid) {
