@@ -1,6 +1,7 @@
 // Preemption: victims for a job that finds no room (priority, reclaim, least attained service),
 // cheapest lost work first, only when the engine confirms the job then fits.
 #include "core/sched/cycle.h"
+#include "core/sched/job_order.h"
 #include "core/sched/scratch.h"
 
 #include <algorithm>
@@ -279,6 +280,14 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
   const GuaranteeJob claimant = facts(e);
   const std::vector<std::string> reclaim_classes = cs.ledger->owed_classes(claimant);
   const bool may_reclaim = !reclaim_classes.empty();
+  // In-queue least attained service: a job of the queue that has attained a higher level gives way
+  // to one of the same class that has attained less (Tiresias inside one team's share), but only
+  // when the queue has no guarantee left to reclaim from borrowers instead, and not for a job the
+  // order tries at its tier's end (it defers to queues owed their guarantee): the victim, earlier in
+  // that order, would take its room back at once, again and again.
+  const bool las_may =
+      cs.cfg.in_queue_las && !may_reclaim &&
+      !(job_order_policy(cs.cfg.order).rules().defers_to_owed && cs.ledger->defers_to_owed(claimant));
 
   using Cand = VictimCandidate;
   std::vector<Cand> cands;
@@ -323,7 +332,7 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
     if (!cs.reference) {
       if (f.flags & RunningFacts::kVictim) continue;
       const bool same_queue = f.queue == e.job->queue.value;
-      const bool by_las = cs.cfg.in_queue_las && !may_reclaim && same_queue && f.prio == e.prio && f.las > e.las;
+      const bool by_las = las_may && same_queue && f.prio == e.prio && f.las > e.las;
       auto borrows = [&] {
         if (!(f.flags & RunningFacts::kHoldsGpu)) return true;
         return f.flags & RunningFacts::kAnyOnly ? borrows_any(f.queue) : cs.ledger->borrows(facts(cs.entries[f.entry]));
@@ -347,10 +356,7 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
     const bool protected_now = (vj.started >= 0 && cs.now - vj.started < v.pc->min_runtime) ||
                                (vj.last_preempted >= 0 && cs.now - vj.last_preempted < cs.cfg.preemption_protection);
     const bool same_queue = vj.queue == e.job->queue;
-    // In-queue least attained service: a job of the queue that has attained a higher level gives way
-    // to one of the same class that has attained less (Tiresias inside one team's share), but only
-    // when the queue has no guarantee left to reclaim from borrowers instead.
-    const bool by_las = cs.cfg.in_queue_las && !may_reclaim && same_queue && v.prio == e.prio && v.las > e.las;
+    const bool by_las = las_may && same_queue && v.prio == e.prio && v.las > e.las;  // as above
     const bool by_priority = cs.cfg.preemption && !protected_now && e.pc->can_preempt && v.pc->preemptible &&
                              ((v.prio < e.prio &&
                                (same_queue || cs.ledger->borrows(facts(v)) || cs.cfg.order == JobOrder::kLeastAttained)) ||
