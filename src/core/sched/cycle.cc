@@ -262,15 +262,22 @@ void compute_books(CycleState& cs) {
         for (const TaskPlacement& p : e.holding)
           for (const GpuGrant& g : p.gpus)
             if (g.kind == GrantKind::kWhole && p.node.value < cs.leaving_milli.size()) cs.leaving_milli[p.node.value] += 1000;
-    for (const Entry& e : cs.entries) {
+    std::unordered_map<uint32_t, size_t> unfit_group;  // shape -> index in owed_unfit
+    for (size_t i = 0; i < cs.entries.size(); ++i) {
+      const Entry& e = cs.entries[i];
       if (e.running || e.milli <= 0) continue;
       // Only a leaf short of its guarantee can be owed anything: skip the fit check elsewhere.
       // A job its queue's limits hold back cannot start on free GPUs: nothing is owed to it (else
       // the GPUs stayed idle, lent to nobody, for as long as the queue stayed at its limit).
-      if (!cs.ledger->short_of_guarantee(e.queue) || !fs(cs).within_limits(e.queue, amounts(e)).ok() ||
-          !fits_free_now(cs, e))
+      if (!cs.ledger->short_of_guarantee(e.queue) || !fs(cs).within_limits(e.queue, amounts(e)).ok()) continue;
+      int64_t room = -1;
+      if (fits_free_now(cs, e, &room)) {
+        cs.ledger->add_usable(facts(e));
         continue;
-      cs.ledger->add_usable(facts(e));
+      }
+      auto [g, fresh] = unfit_group.try_emplace(e.shape, cs.owed_unfit.size());
+      if (fresh) cs.owed_unfit.push_back({e.shape, room, {}});
+      cs.owed_unfit[g->second].entries.push_back(i);
     }
   }
 

@@ -53,6 +53,7 @@
 #include <functional>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -195,8 +196,13 @@ bool validate(CycleState& cs, Entry& e);
 // n could hold task t as far as fixed facts go: schedulable, big enough, a pool and GPU model t allows.
 bool could_host(const CycleState& cs, const Node& n, const TaskRequest& t);
 // A pending job could start on the free GPUs now: its leaf's usable demand (GuaranteeLedger::add_usable).
-bool fits_free_now(const CycleState& cs, const Entry& e);
-bool fits_free_scan(const CycleState& cs, const Gang& g);
+// `room`: as fits_free_scan's room_out, as the cycle began (memoized by shape; -1 for MIG).
+bool fits_free_now(const CycleState& cs, const Entry& e, int64_t* room = nullptr);
+// The scan behind it, on the working copy as it is now. room_out: the room counted (tasks; milli-GPU
+// for tasks that differ), complete when the shape does not fit; -1 for a gang bound to one domain
+// (counted per domain). only: the nodes looked at (null: every node).
+bool fits_free_scan(const CycleState& cs, const Gang& g, int64_t* room_out = nullptr,
+                    const std::vector<NodeId>* only = nullptr);
 
 // ---- order.cc ----
 // Tries the pending jobs in the order of cfg.order's JobOrderPolicy (core/sched/job_order.h), with
@@ -295,6 +301,21 @@ VictimSearch find_victims(CycleState& cs, Entry& e, const Gang& gang, int budget
 // claims applied (find_victims sets that up and undoes it); `freed`: the nodes of those victims.
 VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int budget, bool claims_active,
                                 std::vector<NodeId> freed = {});
+
+// ---- next_cycle.cc ----
+// With victims released on the working copy and `after` their fair share: does e's gang still fit
+// (its limits and owed guarantees too) once the jobs `first` have been placed again before it?
+bool fits_after(CycleState& cs, const FairShare& after, const Entry& e, const Gang& gang, std::span<const size_t> first);
+// Running v's facts as they will be once it is preempted and waits again: its request and the
+// classes it could be placed in (the cycle's caches hold what they point to).
+GuaranteeJob as_pending(CycleState& cs, const Entry& v);
+// With `victims` released on the working copy and `after` their fair share: would `fit` take what a
+// leaf is owed in the next cycle, once the victims wait again (their requests as demand and usable
+// demand: each fits the room it leaves) and the pending jobs that fit in the room they free
+// (CycleState::owed_unfit) count as usable demand too? `released`: the nodes whose room grew since
+// the cycle began (null: unknown).
+bool takes_owed_once_freed(CycleState& cs, const FairShare& after, const Entry& e, const std::vector<TaskPlacement>& fit,
+                           std::span<const size_t> victims, const std::vector<NodeId>* released);
 
 // ---- victims.cc ----
 // A running job find_victims_inner may take, and why.

@@ -304,7 +304,22 @@ struct CycleState {
   std::map<std::pair<uint32_t, uint32_t>, OwedRefusal> owed_refusals;
   std::unordered_set<std::string> no_victims;         // (shape, class, queue) preemption found nothing for
   std::unordered_set<std::string> no_room_off_reservation;  // shapes that found no room off the reserved nodes
-  mutable std::unordered_map<std::string, bool> fits_free_memo;  // by shape_key
+  // fits_free_scan as the cycle began, by shape_key: whether it fits, and its room (room_out).
+  struct FreeFit {
+    bool fits = false;
+    int64_t room = -1;
+  };
+  mutable std::unordered_map<std::string, FreeFit> fits_free_memo;
+  // Pending jobs of leaves short of their guarantee, within their limits, that did not fit the free
+  // GPUs as the cycle began (not usable demand), by shape: a victim search asks whether the room it
+  // frees makes them fit (takes_owed_once_freed). `room`: free_room() as the cycle began (-1: not
+  // counted, for a gang bound to one domain).
+  struct OwedUnfit {
+    uint32_t shape = 0;
+    int64_t room = -1;
+    std::vector<size_t> entries;
+  };
+  std::vector<OwedUnfit> owed_unfit;
   std::unordered_map<std::string, PlaceMemo> place_memo;  // by shape_key; not in the reference run
   // Pending jobs owed their guarantee that fit the free GPUs, by class value then id (filled on first
   // use by owed_below_that_fit; starts only make fewer of them owed).

@@ -32,7 +32,14 @@ bool GuaranteeLedger::short_of_guarantee(QueueId leaf) const {
 
 void GuaranteeLedger::add_usable(const GuaranteeJob& j) {
   assert(owed_.empty() && "usable demand is recorded before any question");
-  ClassAmounts& u = usable_[j.queue.value];
+  count_usable(usable_[j.queue.value], j);
+}
+
+void GuaranteeLedger::add_usable(OwedDelta& delta, const GuaranteeJob& j) const {
+  count_usable(delta.usable[j.queue.value], j);
+}
+
+void GuaranteeLedger::count_usable(ClassAmounts& u, const GuaranteeJob& j) const {
   for (const auto& [c, v] : j.amounts()) u[c] += v;
   // A request that may be placed in several classes could use each guaranteed one it allows.
   for (const std::string& c : path_guaranteed(j.queue))
@@ -95,11 +102,16 @@ int64_t GuaranteeLedger::leaf_owed(const FairShare& fs, QueueId leaf, const std:
   return leaf_owed(fs, tree_.queue(leaf), c);
 }
 
-int64_t GuaranteeLedger::leaf_owed(const FairShare& fs, const Queue& q, const std::string& c) const {
+int64_t GuaranteeLedger::leaf_owed(const FairShare& fs, const Queue& q, const std::string& c, const OwedDelta* delta) const {
   const int64_t g = amount(q.guaranteed, c);
   if (!q.leaf() || g <= 0) return 0;
-  const int64_t gap = std::min(g, fs.demand(q.id, c)) - fs.allocated(q.id, c);
-  return std::max<int64_t>(0, std::min(gap, amount(usable_[q.id.value], c)));
+  int64_t demand = fs.demand(q.id, c), usable = amount(usable_[q.id.value], c);
+  if (delta) {
+    if (auto d = delta->demand.find(q.id.value); d != delta->demand.end()) demand += amount(d->second, c);
+    if (auto u = delta->usable.find(q.id.value); u != delta->usable.end()) usable += amount(u->second, c);
+  }
+  const int64_t gap = std::min(g, demand) - fs.allocated(q.id, c);
+  return std::max<int64_t>(0, std::min(gap, usable));
 }
 
 int64_t GuaranteeLedger::owed_to_others(const FairShare& fs, QueueId leaf, const std::string& c) const {
@@ -121,6 +133,17 @@ bool GuaranteeLedger::defers_to_owed(const GuaranteeJob& j) const {
 }
 
 std::string GuaranteeLedger::takes_owed(const FairShare& fs, QueueId leaf, const ClassAmounts& got) const {
+  return takes_owed(fs, leaf, got, nullptr);
+}
+
+std::string GuaranteeLedger::takes_owed_with(const FairShare& fs, QueueId leaf, const ClassAmounts& got,
+                                             const OwedDelta& delta) const {
+  assert(&fs != &fs_ && "asked of a trial copy (the owed book holds the books' demand only)");
+  return takes_owed(fs, leaf, got, &delta);
+}
+
+std::string GuaranteeLedger::takes_owed(const FairShare& fs, QueueId leaf, const ClassAmounts& got,
+                                        const OwedDelta* delta) const {
   if (!reclaim_) return "";  // nobody reclaims: nothing is owed
   // The classes in which the start stays within its leaf's own guarantee. Such a job is never
   // reclaimed for another class (reclaim_keeps_guarantee: reclaim does not take a leaf below its
@@ -135,7 +158,11 @@ std::string GuaranteeLedger::takes_owed(const FairShare& fs, QueueId leaf, const
   };
   for (const auto& [c, x] : got) {
     if (x <= 0 || !would_borrow(fs, leaf, c, x)) continue;
-    const int64_t owed = owed_to_others(fs, leaf, c);
+    int64_t owed = 0;
+    if (!delta) owed = owed_to_others(fs, leaf, c);
+    else
+      for (const Queue& q : tree_.queues())
+        if (q.id != leaf) owed += leaf_owed(fs, q, c, delta);
     if (owed <= 0) continue;
     int64_t used = 0;
     for (QueueId t : tree_.top_level()) used += fs.allocated(t, c);
@@ -149,7 +176,7 @@ std::string GuaranteeLedger::takes_owed(const FairShare& fs, QueueId leaf, const
           }
       } else {
         for (const Queue& q : tree_.queues())
-          if (q.id != leaf && leaf_owed(fs, q, c) > 0) {
+          if (q.id != leaf && leaf_owed(fs, q, c, delta) > 0) {
             owner = q.name;
             break;
           }

@@ -70,6 +70,13 @@ struct GuaranteeJob {
   }
 };
 
+// What a trial adds, per leaf (by id), to the books' pending demand and usable demand: jobs that
+// would wait again, or fit, in the next cycle (GuaranteeLedger::takes_owed_with). Sparse.
+struct OwedDelta {
+  std::map<uint32_t, ClassAmounts> demand;
+  std::map<uint32_t, ClassAmounts> usable;
+};
+
 class GuaranteeLedger {
  public:
   // `capacity`: milli-GPU per accounted class (and "any") that can be given out: healthy, less
@@ -128,6 +135,11 @@ class GuaranteeLedger {
   // class, each waiting for the other on idle GPUs). Empty when allowed (always, without reclaim),
   // else the reason, naming the first leaf owed there.
   std::string takes_owed(const FairShare& fs, QueueId leaf, const ClassAmounts& got) const;
+  // takes_owed() under a trial copy `fs`, with `delta` added to the leaves' demand and usable
+  // demand. The books are unchanged.
+  std::string takes_owed_with(const FairShare& fs, QueueId leaf, const ClassAmounts& got, const OwedDelta& delta) const;
+  // Counts pending j in `delta` as usable demand of its leaf, as add_usable() counts it in the books.
+  void add_usable(OwedDelta& delta, const GuaranteeJob& j) const;
 
   // ---- Questions about a running job ----
   // Reclaim for `claimant` may take running v: v's class is preemptible or not above the claimant's,
@@ -165,7 +177,10 @@ class GuaranteeLedger {
   // `stop` stay at or above their guarantee in every class v holds other than those in `skip`.
   bool keeps_guarantee_below(const FairShare& fs, const GuaranteeJob& v, const std::vector<QueueId>& stop,
                              std::span<const std::string> skip) const;
-  int64_t leaf_owed(const FairShare& fs, const Queue& q, const std::string& c) const;
+  int64_t leaf_owed(const FairShare& fs, const Queue& q, const std::string& c, const OwedDelta* delta = nullptr) const;
+  std::string takes_owed(const FairShare& fs, QueueId leaf, const ClassAmounts& got, const OwedDelta* delta) const;
+  // Adds j's usable amounts to u (add_usable's rule).
+  void count_usable(ClassAmounts& u, const GuaranteeJob& j) const;
   // Classes other than "any" guaranteed (> 0) on q's path to the root, sorted (cached per queue).
   const std::vector<std::string>& path_guaranteed(QueueId q) const;
 

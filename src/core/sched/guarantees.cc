@@ -31,18 +31,25 @@ bool could_host(const CycleState& cs, const Node& n, const TaskRequest& t) {
 // Could the pending job start on the free GPUs, with those of jobs already leaving (ignoring other jobs)? MIG requests count
 // as able (the MIG planner turns idle GPUs into the slices they need); whole-GPU and shared tasks
 // when the nodes they fit on hold enough of them.
-bool fits_free_now(const CycleState& cs, const Entry& e) {
+bool fits_free_now(const CycleState& cs, const Entry& e, int64_t* room) {
   const Gang g = gang_of(cs, e);
   const TaskRequest& t = g.task;
   if (t.mig()) return true;
   // Asked before anything is placed: the answer depends on the shape alone (one scan per shape).
   const std::string key = shape_key(g);
-  if (auto it = cs.fits_free_memo.find(key); it != cs.fits_free_memo.end()) return it->second;
-  return cs.fits_free_memo[key] = fits_free_scan(cs, g);
+  if (auto it = cs.fits_free_memo.find(key); it != cs.fits_free_memo.end()) {
+    if (room) *room = it->second.room;
+    return it->second.fits;
+  }
+  CycleState::FreeFit& f = cs.fits_free_memo[key];
+  f.fits = fits_free_scan(cs, g, &f.room);
+  if (room) *room = f.room;
+  return f.fits;
 }
 
-bool fits_free_scan(const CycleState& cs, const Gang& g) {
+bool fits_free_scan(const CycleState& cs, const Gang& g, int64_t* room_out, const std::vector<NodeId>* only) {
   const TaskRequest& t = g.task;
+  if (room_out) *room_out = -1;
   // A gang bound to one domain (a node, a leaf) counts the room of one domain at a time.
   const NetworkLevels& net = cs.work.network();
   int level = -1;
@@ -59,31 +66,45 @@ bool fits_free_scan(const CycleState& cs, const Gang& g) {
   std::unordered_map<uint32_t, int64_t> by_domain;
   int64_t anywhere = 0;
   auto room = [&](const Node& n) -> int64_t& { return level < 0 ? anywhere : by_domain[domain(n)]; };
+  // Visits every node, or those of `only` (their room alone), until `f` says the shape fits.
+  auto any_node = [&](auto&& f) {
+    if (only) {
+      for (NodeId n : *only)
+        if (f(cs.work.node(n))) return true;
+    } else {
+      for (const Node& n : cs.work.nodes())
+        if (f(n)) return true;
+    }
+    return false;
+  };
+  // Without a domain, a shape that does not fit leaves its whole room counted (`room_out`).
+  auto done = [&](bool fits) {
+    if (room_out && level < 0) *room_out = anywhere;
+    return fits;
+  };
   if (g.varied()) {  // tasks that differ: the free whole GPUs of the models it may use cover all of them
-    if (g.total_gpu_milli() == 0) return true;
-    for (const Node& n : cs.work.nodes()) {
+    if (g.total_gpu_milli() == 0) return done(true);
+    return done(any_node([&](const Node& n) {
       const int64_t leaving = n.id.value < cs.leaving_milli.size() ? cs.leaving_milli[n.id.value] : 0;
       if (!n.schedulable || !model_allowed(n.gpu_model(), t) || !t.pool_kind_allowed(n.pool_kind) ||
           !t.data_pool_allowed(n.pool))
-        continue;
-      if ((room(n) += n.free_gpu_milli + leaving) >= g.total_gpu_milli()) return true;
-    }
-    return false;
+        return false;
+      return (room(n) += n.free_gpu_milli + leaving) >= g.total_gpu_milli();
+    }));
   }
-  for (const Node& n : cs.work.nodes()) {
+  return done(any_node([&](const Node& n) {
     // GPUs of jobs checkpointing on their way out count as free: they are the room a reclaim or a
     // preemption freed, and a job waiting for them is owed them (else a borrower retakes them).
     const int64_t leaving = n.id.value < cs.leaving_milli.size() ? cs.leaving_milli[n.id.value] : 0;
     int64_t tasks = 0;
     if (check_fit(n, t) != Misfit::kFits) {
-      if (leaving == 0 || !t.whole_gpus() || !n.schedulable) continue;
+      if (leaving == 0 || !t.whole_gpus() || !n.schedulable) return false;
       tasks = (n.free_gpu_milli + leaving) / (int64_t(t.gpu_count) * 1000);
     } else {
       tasks = t.whole_gpus() ? std::max<int64_t>(1, (n.free_gpu_milli + leaving) / (int64_t(t.gpu_count) * 1000)) : 1;
     }
-    if ((room(n) += tasks) >= g.required_tasks()) return true;
-  }
-  return false;
+    return (room(n) += tasks) >= g.required_tasks();
+  }));
 }
 
 }  // namespace tessera::sched

@@ -298,7 +298,7 @@ std::vector<size_t> owed_below_that_fit(CycleState& cs, const Entry& e) {
     std::vector<size_t>& c = cs.owed_pending.emplace();
     for (size_t i = 0; i < cs.entries.size(); ++i) {
       const Entry& o = cs.entries[i];
-      if (o.running || o.started || o.milli <= 0 || o.job->gang.task.mig()) continue;
+      if (o.running || o.started || o.milli <= 0) continue;
       if (owed_now(cs, o) && fits_free_now(cs, o)) c.push_back(i);
     }
     std::stable_sort(c.begin(), c.end(), [&](size_t a, size_t b) { return cs.entries[a].pc->value < cs.entries[b].pc->value; });

@@ -282,12 +282,12 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
   const bool may_reclaim = !reclaim_classes.empty();
   // In-queue least attained service: a job of the queue that has attained a higher level gives way
   // to one of the same class that has attained less (Tiresias inside one team's share), but only
-  // when the queue has no guarantee left to reclaim from borrowers instead, and not for a job the
-  // order tries at its tier's end (it defers to queues owed their guarantee): the victim, earlier in
-  // that order, would take its room back at once, again and again.
-  const bool las_may =
-      cs.cfg.in_queue_las && !may_reclaim &&
-      !(job_order_policy(cs.cfg.order).rules().defers_to_owed && cs.ledger->defers_to_owed(claimant));
+  // when the queue has no guarantee left to reclaim from borrowers instead.
+  const bool las_on = cs.cfg.in_queue_las && !may_reclaim;
+  // When the job defers to queues owed their guarantee (the order tries it at its tier's end), a
+  // victim that, waiting again, would not is tried before it in the next cycle (fits_after).
+  const bool e_defers =
+      las_on && job_order_policy(cs.cfg.order).rules().defers_to_owed && cs.ledger->defers_to_owed(claimant);
 
   using Cand = VictimCandidate;
   std::vector<Cand> cands;
@@ -332,7 +332,7 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
     if (!cs.reference) {
       if (f.flags & RunningFacts::kVictim) continue;
       const bool same_queue = f.queue == e.job->queue.value;
-      const bool by_las = las_may && same_queue && f.prio == e.prio && f.las > e.las;
+      const bool by_las = las_on && same_queue && f.prio == e.prio && f.las > e.las;
       auto borrows = [&] {
         if (!(f.flags & RunningFacts::kHoldsGpu)) return true;
         return f.flags & RunningFacts::kAnyOnly ? borrows_any(f.queue) : cs.ledger->borrows(facts(cs.entries[f.entry]));
@@ -356,7 +356,7 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
     const bool protected_now = (vj.started >= 0 && cs.now - vj.started < v.pc->min_runtime) ||
                                (vj.last_preempted >= 0 && cs.now - vj.last_preempted < cs.cfg.preemption_protection);
     const bool same_queue = vj.queue == e.job->queue;
-    const bool by_las = las_may && same_queue && v.prio == e.prio && v.las > e.las;  // as above
+    const bool by_las = las_on && same_queue && v.prio == e.prio && v.las > e.las;  // as above
     const bool by_priority = cs.cfg.preemption && !protected_now && e.pc->can_preempt && v.pc->preemptible &&
                              ((v.prio < e.prio &&
                                (same_queue || cs.ledger->borrows(facts(v)) || cs.cfg.order == JobOrder::kLeastAttained)) ||
@@ -497,7 +497,28 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
       if (sign) after.add(v.job->queue, amounts(v), -1);
     }
   }
+  // The room the victims free can make a waiting job of a leaf short of its guarantee fit, and
+  // that leaf is owed the room then: a start taking it would be refused in the next cycle while the
+  // victims restart in their own room (preempted for nothing, again and again).
+  std::vector<size_t> leaving;
+  for (const Cand& c : chosen) leaving.push_back(c.idx);
+  const bool takes_owed = takes_owed_once_freed(cs, after, e, s.fit, leaving, within());
+  // Victims of least attained service tried before the job in the next cycle restart first: for
+  // nothing (again and again) if the job then no longer fits.
+  bool retaken = false;
+  if (e_defers && !takes_owed) {
+    std::vector<size_t> first;
+    for (const Cand& c : chosen)
+      if (const Entry& v = cs.entries[c.idx];
+          c.by_priority && v.job->queue == e.job->queue && v.prio == e.prio && !cs.ledger->defers_to_owed(as_pending(cs, v)))
+        first.push_back(c.idx);
+    retaken = !first.empty() && !fits_after(cs, after, e, gang, first);
+  }
   released.undo();
+  if (takes_owed || retaken) {
+    s.fit.clear();
+    return s;
+  }
 
   const std::string need = gpus_text(e.milli);
   int fresh = 0, later = 0;
