@@ -6,7 +6,6 @@
 #include <deque>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 

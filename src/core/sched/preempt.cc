@@ -500,9 +500,9 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
   // The room the victims free can make a waiting job of a leaf short of its guarantee fit, and
   // that leaf is owed the room then: a start taking it would be refused in the next cycle while the
   // victims restart in their own room (preempted for nothing, again and again).
-  std::vector<size_t> leaving;
-  for (const Cand& c : chosen) leaving.push_back(c.idx);
-  const bool takes_owed = takes_owed_once_freed(cs, after, e, s.fit, leaving, within());
+  std::vector<size_t> victims;
+  for (const Cand& c : chosen) victims.push_back(c.idx);
+  const bool takes_owed = takes_owed_once_freed(cs, after, e, s.fit, victims, within());
   // Victims of least attained service tried before the job in the next cycle restart first: for
   // nothing (again and again) if the job then no longer fits.
   bool retaken = false;
