@@ -312,8 +312,8 @@ struct CycleState {
   mutable std::unordered_map<std::string, FreeFit> fits_free_memo;
   // Pending jobs of leaves short of their guarantee, within their limits, that did not fit the free
   // GPUs as the cycle began (not usable demand), by shape: a victim search asks whether the room it
-  // frees makes them fit (takes_owed_once_freed). `room`: free_room() as the cycle began (-1: not
-  // counted, for a gang bound to one domain).
+  // frees makes them fit (takes_owed_once_freed). `room`: fits_free_scan's room_out as the cycle
+  // began (-1: not counted, for a gang bound to one domain).
   struct OwedUnfit {
     uint32_t shape = 0;
     int64_t room = -1;
