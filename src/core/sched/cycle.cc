@@ -90,18 +90,9 @@ bool validate(CycleState& cs, Entry& e) {
   e.las = int16_t(las);
   if (cs.cfg.order == JobOrder::kLeastAttained) e.prio += 15 - std::min(las, 15);  // fewer GPU-seconds first
   e.cls = request_class(cs, j.gang.task);
-  if (!e.running) {
-    auto it = cs.classes_of.find(j.gang.task.gpu_models);
-    if (it == cs.classes_of.end()) it = cs.classes_of.emplace(j.gang.task.gpu_models, request_classes(cs, j.gang.task)).first;
-    e.classes = &it->second;
-  }
+  if (!e.running) e.classes = &classes_for(cs, j.gang.task);
   e.milli = e.running && !j.placement.empty() ? placement_milli(j.placement) : request_milli(cs, j.gang);
-  if (!e.running) {  // the amounts are built once per (class, amount), not per job
-    auto key = std::make_pair(e.cls, e.milli);
-    auto it = cs.asked.find(key);
-    if (it == cs.asked.end()) it = cs.asked.emplace(std::move(key), amounts_of(e.cls, e.milli)).first;
-    e.asked = &it->second;
-  }
+  if (!e.running) e.asked = &asked_for(cs, e.cls, e.milli);
   if (e.running) {
     e.held = placement_amounts(cs, *cs.snap.cluster, j.placement);
     e.holding = settled(j.placement);
@@ -116,6 +107,29 @@ bool validate(CycleState& cs, Entry& e) {
     e.end = std::max(e.end, cs.now);
   }
   return true;
+}
+
+const std::vector<std::string>& classes_for(CycleState& cs, const TaskRequest& t) {
+  auto it = cs.classes_of.find(t.gpu_models);
+  if (it == cs.classes_of.end()) it = cs.classes_of.emplace(t.gpu_models, request_classes(cs, t)).first;
+  return it->second;
+}
+
+const ClassAmounts& asked_for(CycleState& cs, const std::string& cls, int64_t milli) {
+  auto key = std::make_pair(cls, milli);
+  auto it = cs.asked.find(key);
+  if (it == cs.asked.end()) it = cs.asked.emplace(std::move(key), amounts_of(cls, milli)).first;
+  return it->second;
+}
+
+void add_waiting_demand(ClassAmounts& demand, const GuaranteeJob& j, const std::string& cls) {
+  for (const auto& [c, v] : j.amounts()) demand[c] += v;
+  // A pending request that names no model (or models of several classes) may be placed in every
+  // class it could use (as reclaim assumes, GuaranteeLedger::owed_classes): it is demand in each, so a
+  // queue that reclaims for it is also ordered below its guarantee and gets the room it freed,
+  // and queues without guarantees share an accounted class by their waiting demand too.
+  if (cls == kAnyClass && j.milli > 0 && j.classes)
+    for (const std::string& c : *j.classes) demand[c] += j.milli;
 }
 
 // The cycle as the sequence it is; each step is below or in its phase's file.
@@ -231,17 +245,12 @@ void compute_books(CycleState& cs) {
   for (size_t q = 0; q < load.size() && q < cs.snap.history.size(); ++q) load[q].decayed_usage = cs.snap.history[q].decayed_usage;
   for (const Entry& e : cs.entries) {
     QueueLoad& l = load[e.queue.value];
-    for (auto& [c, v] : amounts(e)) {
-      l.demand[c] += v;
-      if (e.running) l.allocated[c] += v;
+    if (e.running) {
+      for (auto& [c, v] : amounts(e)) l.demand[c] += v, l.allocated[c] += v;
+      cs.user_milli[e.user] += e.milli;
+    } else {
+      add_waiting_demand(l.demand, facts(e), e.cls);
     }
-    // A pending request that names no model (or models of several classes) may be placed in every
-    // class it could use (as reclaim assumes, GuaranteeLedger::owed_classes): it is demand in each, so a
-    // queue that reclaims for it is also ordered below its guarantee and gets the room it freed,
-    // and queues without guarantees share an accounted class by their waiting demand too.
-    if (!e.running && e.cls == kAnyClass && e.milli > 0)
-      for (const std::string& c : *e.classes) l.demand[c] += e.milli;
-    if (e.running) cs.user_milli[e.user] += e.milli;
   }
   ClassAmounts capacity;  // healthy milli-GPU per accounted class
   ClassAmounts open;      // of it, what can be given out: less what is free on nodes taking no work
@@ -276,7 +285,7 @@ void compute_books(CycleState& cs) {
         continue;
       }
       auto [g, fresh] = unfit_group.try_emplace(e.shape, cs.owed_unfit.size());
-      if (fresh) cs.owed_unfit.push_back({e.shape, room, {}});
+      if (fresh) cs.owed_unfit.push_back({room, {}});
       cs.owed_unfit[g->second].entries.push_back(i);
     }
   }

@@ -188,6 +188,12 @@ inline Duration occupied_runtime(const CycleState& cs, const Job& j) {
 // ---- cycle.cc ----
 void collect_entries(CycleState& cs);
 void compute_books(CycleState& cs);
+// The accounted classes a request could be placed in (request_classes), cached by the models it names.
+const std::vector<std::string>& classes_for(CycleState& cs, const TaskRequest& t);
+// amounts_of(cls, milli), built once per (class, amount) (CycleState::asked).
+const ClassAmounts& asked_for(CycleState& cs, const std::string& cls, int64_t milli);
+// What waiting job j (its request of class `cls`) adds to its queue's demand (compute_books).
+void add_waiting_demand(ClassAmounts& demand, const GuaranteeJob& j, const std::string& cls);
 void evict_expired(CycleState& cs);
 void explain_waits(CycleState& cs);
 bool validate(CycleState& cs, Entry& e);

@@ -315,7 +315,6 @@ struct CycleState {
   // frees makes them fit (takes_owed_once_freed). `room`: fits_free_scan's room_out as the cycle
   // began (-1: not counted, for a gang bound to one domain).
   struct OwedUnfit {
-    uint32_t shape = 0;
     int64_t room = -1;
     std::vector<size_t> entries;
   };

@@ -114,14 +114,15 @@ int64_t GuaranteeLedger::leaf_owed(const FairShare& fs, const Queue& q, const st
   return std::max<int64_t>(0, std::min(gap, usable));
 }
 
-int64_t GuaranteeLedger::owed_to_others(const FairShare& fs, QueueId leaf, const std::string& c) const {
+int64_t GuaranteeLedger::owed_to_others(const FairShare& fs, QueueId leaf, const std::string& c,
+                                        const OwedDelta* delta) const {
   // The only leaf on the path is `leaf` itself. Kept per class for the own fair share, summed afresh
-  // for a trial copy.
+  // for a trial copy or a delta.
   const Queue& own = tree_.queue(leaf);
-  if (&fs == &fs_) return owed_book(c).sum - leaf_owed(fs, own, c);
+  if (&fs == &fs_ && !delta) return owed_book(c).sum - leaf_owed(fs, own, c);
   int64_t owed = 0;
   for (const Queue& q : tree_.queues())
-    if (q.id != own.id) owed += leaf_owed(fs, q, c);
+    if (q.id != own.id) owed += leaf_owed(fs, q, c, delta);
   return owed;
 }
 
@@ -158,11 +159,7 @@ std::string GuaranteeLedger::takes_owed(const FairShare& fs, QueueId leaf, const
   };
   for (const auto& [c, x] : got) {
     if (x <= 0 || !would_borrow(fs, leaf, c, x)) continue;
-    int64_t owed = 0;
-    if (!delta) owed = owed_to_others(fs, leaf, c);
-    else
-      for (const Queue& q : tree_.queues())
-        if (q.id != leaf) owed += leaf_owed(fs, q, c, delta);
+    const int64_t owed = owed_to_others(fs, leaf, c, delta);
     if (owed <= 0) continue;
     int64_t used = 0;
     for (QueueId t : tree_.top_level()) used += fs.allocated(t, c);

@@ -116,8 +116,8 @@ class GuaranteeLedger {
   bool would_borrow(const FairShare& fs, QueueId leaf, const std::string& c, int64_t x) const;
   // Starting j would make its queue (or an ancestor) borrow in a class of its amounts.
   bool borrows_after(const GuaranteeJob& j) const;
-  // What leaves other than `leaf` are owed in class c under fs.
-  int64_t owed_to_others(const FairShare& fs, QueueId leaf, const std::string& c) const;
+  // What leaves other than `leaf` are owed in class c under fs (with `delta` added, if given).
+  int64_t owed_to_others(const FairShare& fs, QueueId leaf, const std::string& c, const OwedDelta* delta = nullptr) const;
   // What leaf is owed in class c under fs (0 for an inner queue or one without a guarantee in c).
   int64_t leaf_owed(const FairShare& fs, QueueId leaf, const std::string& c) const;
   // j's start would be borrowed while other leaves are owed room in one of its classes (reclaim

@@ -33,14 +33,9 @@ bool fits_after(CycleState& cs, const FairShare& after, const Entry& e, const Ga
 
 GuaranteeJob as_pending(CycleState& cs, const Entry& v) {
   if (!v.running) return facts(v);
-  const TaskRequest& t = v.job->gang.task;
-  auto cl = cs.classes_of.find(t.gpu_models);
-  if (cl == cs.classes_of.end()) cl = cs.classes_of.emplace(t.gpu_models, request_classes(cs, t)).first;
-  const int64_t milli = request_milli(cs, gang_of(cs, v));
-  auto key = std::make_pair(v.cls, milli);
-  auto as = cs.asked.find(key);
-  if (as == cs.asked.end()) as = cs.asked.emplace(key, amounts_of(v.cls, milli)).first;
-  return {v.queue, milli, nullptr, &as->second, &cl->second, v.pc->value, v.pc->preemptible};
+  const int64_t milli = request_milli(cs, v.job->gang);  // as collect_entries asks it
+  return {v.queue, milli, nullptr, &asked_for(cs, v.cls, milli), &classes_for(cs, v.job->gang.task), v.pc->value,
+          v.pc->preemptible};
 }
 
 bool takes_owed_once_freed(CycleState& cs, const FairShare& after, const Entry& e, const std::vector<TaskPlacement>& fit,
@@ -54,9 +49,7 @@ bool takes_owed_once_freed(CycleState& cs, const FairShare& after, const Entry& 
     const GuaranteeJob p = as_pending(cs, v);
     ClassAmounts& d = next.demand[v.queue.value];
     for (const auto& [c, x] : v.held) d[c] -= x;
-    for (const auto& [c, x] : p.amounts()) d[c] += x;
-    if (v.cls == kAnyClass)
-      for (const std::string& c : *p.classes) d[c] += p.milli;
+    add_waiting_demand(d, p, v.cls);
     cs.ledger->add_usable(next, p);
   }
   // A job that did not fit as the cycle began fits now only by room on the nodes released since
