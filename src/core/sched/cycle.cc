@@ -281,7 +281,9 @@ void compute_books(CycleState& cs) {
       if (!cs.ledger->short_of_guarantee(e.queue) || !fs(cs).within_limits(e.queue, amounts(e)).ok()) continue;
       int64_t room = -1;
       if (fits_free_now(cs, e, &room)) {
-        cs.ledger->add_usable(facts(e));
+        GuaranteeJob f = facts(e);
+        f.classes = usable_classes(cs, e);
+        cs.ledger->add_usable(f);
         continue;
       }
       auto [g, fresh] = unfit_group.try_emplace(e.shape, cs.owed_unfit.size());

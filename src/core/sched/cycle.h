@@ -204,6 +204,13 @@ bool could_host(const CycleState& cs, const Node& n, const TaskRequest& t);
 // A pending job could start on the free GPUs now: its leaf's usable demand (GuaranteeLedger::add_usable).
 // `room`: as fits_free_scan's room_out, as the cycle began (memoized by shape; -1 for MIG).
 bool fits_free_now(const CycleState& cs, const Entry& e, int64_t* room = nullptr);
+// Of the classes pending e could be placed in (Entry::classes), those whose free GPUs hold one of its
+// tasks as the cycle began (memoized by shape): only there is it usable demand of its leaf (a gang
+// may span classes). A request that names no model and fits the free H100s could not use the free
+// A100s of a node too small for it; counted there, its queue was owed A100s that no start of it
+// could take, and other queues' jobs were refused them. MIG requests and gangs whose tasks differ
+// keep every class (the planner makes slices on idle GPUs; the smaller tasks may fit elsewhere).
+const std::vector<std::string>* usable_classes(CycleState& cs, const Entry& e);
 // The scan behind it, on the working copy as it is now. room_out: the room counted (tasks; milli-GPU
 // for tasks that differ), complete when the shape does not fit; -1 for a gang bound to one domain
 // (counted per domain). only: the nodes looked at (null: every node).

@@ -310,6 +310,8 @@ struct CycleState {
     int64_t room = -1;
   };
   mutable std::unordered_map<std::string, FreeFit> fits_free_memo;
+  // usable_classes by Entry::shape: the classes whose free GPUs held one of its tasks as the cycle began.
+  std::unordered_map<uint32_t, std::vector<std::string>> usable_classes_memo;
   // Pending jobs of leaves short of their guarantee, within their limits, that did not fit the free
   // GPUs as the cycle began (not usable demand), by shape: a victim search asks whether the room it
   // frees makes them fit (takes_owed_once_freed). `room`: fits_free_scan's room_out as the cycle

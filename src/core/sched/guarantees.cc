@@ -47,6 +47,26 @@ bool fits_free_now(const CycleState& cs, const Entry& e, int64_t* room) {
   return f.fits;
 }
 
+const std::vector<std::string>* usable_classes(CycleState& cs, const Entry& e) {
+  if (!e.classes || e.classes->empty() || e.mig || e.job->gang.varied()) return e.classes;
+  auto [it, fresh] = cs.usable_classes_memo.try_emplace(e.shape);
+  if (fresh) {
+    // A gang may span classes: a class is usable where its free GPUs hold one of its tasks.
+    Gang g = gang_of(cs, e);
+    g.tasks = 1;
+    g.min_tasks = 0;
+    g.topology = TopologyConstraint{};
+    const std::vector<std::string> models = g.task.gpu_models.empty() ? cs.work.catalog().names() : g.task.gpu_models;
+    for (const std::string& c : *e.classes) {
+      g.task.gpu_models.clear();
+      for (const std::string& m : models)
+        if (model_class_of(cs, m) == c) g.task.gpu_models.push_back(m);
+      if (!g.task.gpu_models.empty() && fits_free_scan(cs, g)) it->second.push_back(c);
+    }
+  }
+  return &it->second;
+}
+
 bool fits_free_scan(const CycleState& cs, const Gang& g, int64_t* room_out, const std::vector<NodeId>* only) {
   const TaskRequest& t = g.task;
   if (room_out) *room_out = -1;

@@ -16,6 +16,29 @@
 
 namespace tessera::sched {
 
+// The GPU models e's gang allows, in a class where e's start is owed its room (its queue stays within
+// its guarantee there, GuaranteeLedger::owed_classes), on which a start of e's size takes nothing
+// another queue is owed (GuaranteeLedger::takes_owed), when they are fewer than it allows; else none.
+// Borrowers get no retry: a victim restarting on another model could take the part of a
+// preemptor's room in a class nobody is owed.
+static std::vector<std::string> models_not_owed(const CycleState& cs, const Entry& e, const Gang& gang) {
+  std::vector<std::string> out;
+  if (gang.task.gpu_models.size() == 1 || e.milli <= 0) return out;
+  const std::vector<std::string> mine = cs.ledger->owed_classes(facts(e));
+  if (mine.empty()) return out;
+  const bool any = std::find(mine.begin(), mine.end(), kAnyClass) != mine.end();
+  const std::vector<std::string> allowed = gang.task.gpu_models.empty() ? cs.work.catalog().names() : gang.task.gpu_models;
+  for (const std::string& m : allowed) {
+    if (!any && std::find(mine.begin(), mine.end(), model_class_of(cs, m)) == mine.end()) continue;
+    ClassAmounts one;
+    one[kAnyClass] = e.milli;
+    if (const std::string cls = cs.cfg.model_class(m); cls != kAnyClass && cs.quota_classes.count(cls)) one[cls] = e.milli;
+    if (cs.ledger->takes_owed(fs(cs), e.queue, one).empty()) out.push_back(m);
+  }
+  if (out.size() == allowed.size()) out.clear();  // the engine had them all already
+  return out;
+}
+
 void try_job(CycleState& cs, Entry& e) {
   const ClassAmounts& need = amounts(e);
   if (Status lim = fs(cs).within_limits(e.queue, need); !lim.ok()) {
@@ -89,7 +112,27 @@ void try_job(CycleState& cs, Entry& e) {
         return;
       }
     }
-    if (std::string owed = cs.ledger->takes_owed(fs(cs), e.queue, placement_amounts(cs, cs.work, r.tasks)); !owed.empty()) {
+    std::string owed = cs.ledger->takes_owed(fs(cs), e.queue, placement_amounts(cs, cs.work, r.tasks));
+    if (!owed.empty()) {
+      // The engine chose GPUs another queue is owed. A job owed its room in another class tries once
+      // more on that class's models no queue is owed: a queue owed A100s does not make a job within
+      // its queue's H100 guarantee wait while H100s are free.
+      if (std::vector<std::string> other = models_not_owed(cs, e, gang); !other.empty()) {
+        Gang narrowed = gang;
+        narrowed.task.gpu_models = std::move(other);
+        PlaceNow again = place_now(cs, e, narrowed);
+        if (again.result.outcome == Outcome::kPlaced) {
+          const ClassAmounts got = placement_amounts(cs, cs.work, again.result.tasks);
+          if (fs(cs).within_limits(e.job->queue, got).ok() && cs.ledger->takes_owed(fs(cs), e.queue, got).empty()) {
+            gang = std::move(narrowed);
+            now = std::move(again);
+            own_shape = false;
+            owed.clear();
+          }
+        }
+      }
+    }
+    if (!owed.empty()) {
       e.wait = WaitCategory::kQuota;
       auto on_reserved = [&](const TaskPlacement& p) { return cs.res.nodes.count(p.node.value) > 0; };
       if (refusals && own_shape && !now.off_reserved && std::none_of(r.tasks.begin(), r.tasks.end(), on_reserved))
