@@ -409,6 +409,9 @@ bool runs_spread_wanting_one_node(const Job& j);
 // on the working copy so that later (lower-class) whole-GPU jobs do not take them, and released
 // for the MIG planner, which repartitions them (plan_mig). False when none could be claimed.
 bool claim_gpu_for_mig(CycleState& cs, Entry& e, const Gang& gang);
+// Pending MIG request e, owed its room, could have an idle whole GPU of a model of a class it is
+// owed in repartitioned for its slices now (place.cc).
+bool gpu_for_owed_slices(const CycleState& cs, const Entry& e);
 void plan_mig(CycleState& cs);
 bool blocked_by_mig_mode(const CycleState& cs, const TaskRequest& t);
 

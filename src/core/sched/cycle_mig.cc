@@ -26,17 +26,23 @@ void plan_mig(CycleState& cs) {
   // (profile, model, allowed pool kinds after the pool rules) -> instances
   std::map<std::tuple<std::string, std::string, PoolKindMask>, int> wants;
   // Whole-GPU demand comes first for idle GPUs, except that a MIG request its queue is owed (within
-  // its guarantee) comes before whole-GPU demand that would be borrowed, and a MIG request that
+  // its guarantee) comes before whole-GPU demand that would be borrowed, and, where an idle GPU of a
+  // class it is owed in could be repartitioned for it, before whole-GPU demand that could not start
+  // on the free GPUs as the cycle began (it would leave them idle either way); a MIG request that
   // claimed GPUs comes before whole-GPU demand of a lower class.
-  bool owed_mig = false;
+  bool owed_mig = false, owed_mig_gpu = false;
   for (const Entry& e : cs.entries)
-    if (!e.running && !e.started && e.no_room && e.job->gang.task.mig() && cs.ledger->owed(facts(e))) owed_mig = true;
+    if (!e.running && !e.started && e.no_room && e.job->gang.task.mig() && cs.ledger->owed(facts(e))) {
+      owed_mig = true;
+      owed_mig_gpu = owed_mig_gpu || gpu_for_owed_slices(cs, e);
+    }
   for (const Entry& e : cs.entries) {
     if (e.running || e.started || !e.no_room) continue;
     const TaskRequest& t = e.job->gang.task;
     if (t.mig())
       wants[{t.mig_profile, t.gpu_models.empty() ? "" : t.gpu_models.front(), gang_of(cs, e).task.pool_kinds}] += e.job->gang.tasks;
-    else if (t.whole_gpus() && (!owed_mig || cs.ledger->owed(facts(e))) && e.pc->value >= cs.mig_claim_class)
+    else if (t.whole_gpus() && (!owed_mig || (cs.ledger->owed(facts(e)) && (!owed_mig_gpu || fits_free_now(cs, e)))) &&
+             e.pc->value >= cs.mig_claim_class)
       in.whole_gpu_demand += e.job->gang.total_gpus();
   }
   if (wants.empty() && in.whole_gpu_demand == 0) return;

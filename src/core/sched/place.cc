@@ -288,6 +288,30 @@ std::string pool_note(const CycleState& cs, const Gang& gang) {
 
 // Would `t` fit some node if its GPUs' MIG modes were changed (MIG slices on a MIG-capable model,
 // or whole GPUs on a node whose GPUs are in MIG mode)?
+// GPU i of n is whole, healthy and idle, and the planner may change it now (not within
+// min_layout_age of its last change): a GPU to hold for slices, to be repartitioned.
+static bool repartitionable(const CycleState& cs, const Node& n, size_t i) {
+  const Gpu& g = n.gpus[i];
+  if (g.health != GpuHealth::kHealthy || g.mig_enabled || !g.idle()) return false;
+  auto changed = cs.snap.mig_last_changed.find(GpuRef{n.id, uint16_t(i)});
+  return changed == cs.snap.mig_last_changed.end() || cs.now - changed->second >= cs.cfg.mig.min_layout_age;
+}
+
+static std::optional<Gang> owed_gang(const CycleState& cs, const Entry& o);
+
+bool gpu_for_owed_slices(const CycleState& cs, const Entry& e) {
+  const std::optional<Gang> g = owed_gang(cs, e);
+  if (!g || !g->task.mig()) return false;
+  for (const Node& n : cs.work.nodes()) {
+    if (!could_host(cs, n, g->task)) continue;
+    const MigProfile* profile = n.gpu_model()->find_profile(g->task.mig_profile);
+    if (!profile || profile->max_instances <= 0) continue;
+    for (size_t i = 0; i < n.gpus.size(); ++i)
+      if (repartitionable(cs, n, i)) return true;
+  }
+  return false;
+}
+
 bool claim_gpu_for_mig(CycleState& cs, Entry& e, const Gang& gang) {
   const TaskRequest& t = gang.task;
   int& spare = cs.mig_claim_spare[t.mig_profile];
@@ -299,11 +323,8 @@ bool claim_gpu_for_mig(CycleState& cs, Entry& e, const Gang& gang) {
     const MigProfile* profile = n.gpu_model()->find_profile(t.mig_profile);
     if (!profile || profile->max_instances <= 0) continue;
     for (size_t i = 0; i < n.gpus.size() && spare < need; ++i) {
-      const Gpu& g = n.gpus[i];
-      if (g.health != GpuHealth::kHealthy || g.mig_enabled || !g.idle()) continue;
       // The planner leaves a GPU changed less than min_layout_age ago alone: holding it would only idle it.
-      auto changed = cs.snap.mig_last_changed.find(GpuRef{n.id, uint16_t(i)});
-      if (changed != cs.snap.mig_last_changed.end() && cs.now - changed->second < cs.cfg.mig.min_layout_age) continue;
+      if (!repartitionable(cs, n, i)) continue;
       TaskPlacement hold{n.id, MilliCpu{0}, MiB{0}, 0, {GpuGrant{uint16_t(i)}}};
       // What is owed is not borrowed, held idle for slices either: a claim its queue would borrow
       // may not take a GPU other queues below their guarantee are owed (else an owner, finding the
