@@ -286,8 +286,6 @@ std::string pool_note(const CycleState& cs, const Gang& gang) {
   return s;
 }
 
-// Would `t` fit some node if its GPUs' MIG modes were changed (MIG slices on a MIG-capable model,
-// or whole GPUs on a node whose GPUs are in MIG mode)?
 // GPU i of n is whole, healthy and idle, and the planner may change it now (not within
 // min_layout_age of its last change): a GPU to hold for slices, to be repartitioned.
 static bool repartitionable(const CycleState& cs, const Node& n, size_t i) {
@@ -342,6 +340,8 @@ bool claim_gpu_for_mig(CycleState& cs, Entry& e, const Gang& gang) {
   return true;
 }
 
+// Would `t` fit some node if its GPUs' MIG modes were changed (MIG slices on a MIG-capable model,
+// or whole GPUs on a node whose GPUs are in MIG mode)?
 bool blocked_by_mig_mode(const CycleState& cs, const TaskRequest& t) {
   for (const Node& n : cs.work.nodes()) {
     if (!could_host(cs, n, t)) continue;
