@@ -68,6 +68,10 @@ inline std::string model_class_of(const CycleState& cs, const std::string& model
   auto m = cs.work.catalog().find(model);
   return cs.cfg.model_class(m.ok() ? m.value()->name : model);
 }
+// The GPU models t may run on: those it names, or every model of the catalog.
+inline std::vector<std::string> allowed_models(const CycleState& cs, const TaskRequest& t) {
+  return t.gpu_models.empty() ? cs.work.catalog().names() : t.gpu_models;
+}
 inline const GpuModel* first_model(const CycleState& cs, const TaskRequest& t) {
   if (t.gpu_models.empty()) return nullptr;
   auto m = cs.work.catalog().find(t.gpu_models.front());

@@ -56,7 +56,7 @@ const std::vector<std::string>* usable_classes(CycleState& cs, const Entry& e) {
     g.tasks = 1;
     g.min_tasks = 0;
     g.topology = TopologyConstraint{};
-    const std::vector<std::string> models = g.task.gpu_models.empty() ? cs.work.catalog().names() : g.task.gpu_models;
+    const std::vector<std::string> models = allowed_models(cs, g.task);
     for (const std::string& c : *e.classes) {
       g.task.gpu_models.clear();
       for (const std::string& m : models)

@@ -27,13 +27,11 @@ static std::vector<std::string> models_not_owed(const CycleState& cs, const Entr
   const std::vector<std::string> mine = cs.ledger->owed_classes(facts(e));
   if (mine.empty()) return out;
   const bool any = std::find(mine.begin(), mine.end(), kAnyClass) != mine.end();
-  const std::vector<std::string> allowed = gang.task.gpu_models.empty() ? cs.work.catalog().names() : gang.task.gpu_models;
+  const std::vector<std::string> allowed = allowed_models(cs, gang.task);
   for (const std::string& m : allowed) {
-    if (!any && std::find(mine.begin(), mine.end(), model_class_of(cs, m)) == mine.end()) continue;
-    ClassAmounts one;
-    one[kAnyClass] = e.milli;
-    if (const std::string cls = cs.cfg.model_class(m); cls != kAnyClass && cs.quota_classes.count(cls)) one[cls] = e.milli;
-    if (cs.ledger->takes_owed(fs(cs), e.queue, one).empty()) out.push_back(m);
+    const std::string cls = model_class_of(cs, m);
+    if (!any && std::find(mine.begin(), mine.end(), cls) == mine.end()) continue;
+    if (cs.ledger->takes_owed(fs(cs), e.queue, amounts_of(cls, e.milli)).empty()) out.push_back(m);
   }
   if (out.size() == allowed.size()) out.clear();  // the engine had them all already
   return out;
@@ -94,7 +92,7 @@ void try_job(CycleState& cs, Entry& e) {
     if (Status lim = fs(cs).within_limits(e.job->queue, placement_amounts(cs, cs.work, r.tasks)); !lim.ok()) {
       std::vector<std::string> room;
       if (gang.task.gpu_models.size() != 1)
-        for (const std::string& m : gang.task.gpu_models.empty() ? cs.work.catalog().names() : gang.task.gpu_models) {
+        for (const std::string& m : allowed_models(cs, gang.task)) {
           ClassAmounts one;
           one[cs.cfg.model_class(m)] = e.milli;
           if (fs(cs).within_limits(e.job->queue, one).ok()) room.push_back(m);
@@ -405,7 +403,7 @@ static std::optional<Gang> owed_gang(const CycleState& cs, const Entry& o) {
   const std::vector<std::string> owed = cs.ledger->owed_classes(facts(o));
   if (owed.empty() || std::find(owed.begin(), owed.end(), kAnyClass) != owed.end()) return g;
   std::vector<std::string> models;
-  for (const std::string& m : g.task.gpu_models.empty() ? cs.work.catalog().names() : g.task.gpu_models) {
+  for (const std::string& m : allowed_models(cs, g.task)) {
     const std::string c = model_class_of(cs, m);
     if (std::find(owed.begin(), owed.end(), c) != owed.end()) models.push_back(m);
   }
