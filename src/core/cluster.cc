@@ -328,7 +328,39 @@ Status ClusterState::each_or_none(const std::vector<TaskPlacement>& ps, Status (
 }
 
 Status ClusterState::apply_all(const std::vector<TaskPlacement>& ps) {
-  return each_or_none(ps, &ClusterState::apply, &ClusterState::release);
+  const MigLayouts before = mig_layouts_changed_by(ps);
+  Status s = each_or_none(ps, &ClusterState::apply, &ClusterState::release);
+  if (!s.ok()) restore_mig(before);  // nothing the tasks applied before the failure created stays
+  return s;
+}
+
+ClusterState::MigLayouts ClusterState::mig_layouts_changed_by(const std::vector<TaskPlacement>& ps) const {
+  MigLayouts out;
+  for (const TaskPlacement& p : ps)
+    for (const GpuGrant& gr : p.gpus) {
+      if (gr.kind != GrantKind::kMig || (!gr.mig_create && gr.mig_destroy == 0)) continue;
+      if (p.node.value >= nodes_.size() || gr.gpu >= nodes_[p.node.value].gpus.size()) continue;
+      const GpuRef ref{p.node, gr.gpu};
+      if (std::none_of(out.begin(), out.end(), [&](const auto& o) { return o.first == ref; }))
+        out.emplace_back(ref, nodes_[p.node.value].gpus[gr.gpu].mig);
+    }
+  return out;
+}
+
+Status ClusterState::undo_all(const std::vector<TaskPlacement>& ps, const MigLayouts& before) {
+  if (Status s = release_all(ps); !s.ok()) return s;
+  restore_mig(before);
+  return {};
+}
+
+void ClusterState::restore_mig(const MigLayouts& before) {
+  for (const auto& [ref, layout] : before) {
+    Node& n = nodes_[ref.node.value];
+    n.gpus[ref.index].mig = layout;
+    refresh_derived(n);
+    n.generation = next_generation();
+    reindex(n, true);
+  }
 }
 
 Status ClusterState::release_all(const std::vector<TaskPlacement>& ps) {

@@ -166,6 +166,13 @@ class ClusterState {
   // Gives back what `p` holds. A MIG instance created for it stays (idle) in the layout.
   Status release(const TaskPlacement& p);
   Status release_all(const std::vector<TaskPlacement>& ps);  // all or nothing
+  // The layouts, as they are now, of the GPUs on which `ps` create or destroy MIG instances (none in
+  // the common case). Taken before apply_all(ps), they let undo_all(ps, before) put the cluster back
+  // exactly: release_all alone leaves the instances ps created behind, idle, and those they
+  // destroyed gone, a layout no agent was ever asked for.
+  using MigLayouts = std::vector<std::pair<GpuRef, MigLayout>>;
+  MigLayouts mig_layouts_changed_by(const std::vector<TaskPlacement>& ps) const;
+  Status undo_all(const std::vector<TaskPlacement>& ps, const MigLayouts& before);  // all or nothing
   Status set_health(GpuRef gpu, GpuHealth h);
   Status set_schedulable(NodeId node, bool schedulable);
   // Destroys an idle MIG instance (reconfiguration).
@@ -220,6 +227,7 @@ class ClusterState {
   Status each_or_none(const std::vector<TaskPlacement>& ps, Status (ClusterState::*step)(const TaskPlacement&),
                       Status (ClusterState::*undo)(const TaskPlacement&));
   void reindex(Node& n, bool remove_old);
+  void restore_mig(const MigLayouts& before);
 
   const GpuCatalog* catalog_;
   NetworkLevels levels_;

@@ -348,7 +348,9 @@ Status ScenarioRun::apply(const Decisions& d, Time t) {
     ++v.preempted;
     ++res_.preemptions;
     preemption_times_.push_back(t);
-    if (p.for_job.valid() && p.for_job.value < jobs_.size()) {
+    const bool for_known = p.for_job.valid() && p.for_job.value < jobs_.size();
+    const std::string for_text = for_known ? " for " + sc_.jobs[p.for_job.value].name : "";
+    if (for_known) {
       // Invariant 3: no preemption cycles.
       const auto back = preempted_for_.find({p.for_job.value, p.job.value});
       if (back != preempted_for_.end())
@@ -359,11 +361,11 @@ Status ScenarioRun::apply(const Decisions& d, Time t) {
     if (p.effect == PreemptEffect::kCheckpointRequested) {  // a move keeps its held GPUs in Job::move_to
       v.ckpt_at = t;
       v.stop_at = std::max(t, std::min(t + v.job.checkpoint.save_cost, p.evict_by));
-      log(t, "preempt " + vname + " (checkpoint, leaves at t=" + std::to_string(v.stop_at) + ", evict_by t=" +
+      log(t, "preempt " + vname + for_text + " (checkpoint, leaves at t=" + std::to_string(v.stop_at) + ", evict_by t=" +
                  std::to_string(p.evict_by) + "): " + p.reason);
     } else {
       v.stop_at = t;
-      log(t, "preempt " + vname + " (evict now): " + p.reason);
+      log(t, "preempt " + vname + for_text + " (evict now): " + p.reason);
     }
     times_.insert(v.stop_at);
   }
@@ -376,7 +378,9 @@ Status ScenarioRun::apply(const Decisions& d, Time t) {
       fail(t, "started " + name + " on node " + cluster_.node(n).name + ", which takes no new work (" +
                   (down_[n.value] ? "down" : admin_[n.value] == NodeAdmin::kDraining ? "draining" : "cordoned") + ")");
     } else {
-      return Error{ErrorCode::kInternal, "start of " + name + " rejected (" + refusal_name(r.reason) + "): " + r.detail};
+      // Invariant 6: the cycle's starts fit the cluster it was given. The job stays pending and the
+      // run goes on, so that its trace (-v) shows how the cycle came to it.
+      fail(t, "invariant broken: start of " + name + " rejected (" + refusal_name(r.reason) + "): " + r.detail);
     }
   }
   for (const StartedJob& s : applied.started) {
@@ -390,7 +394,14 @@ Status ScenarioRun::apply(const Decisions& d, Time t) {
     // not has only its first run's checkpoint.last_at, when it starts right then.
     if (l.job.checkpoint.interval <= 0) l.job.checkpoint.last = last_checkpoint(l, t);
     queue_last_start_[l.job.queue.value] = t;
-    log(t, "start " + spec(l).name);
+    std::string on;  // "n0 x2, n1": the nodes its tasks went to
+    for (size_t k = 0; k < s.placement.size();) {
+      size_t e = k;
+      while (e < s.placement.size() && s.placement[e].node == s.placement[k].node) ++e;
+      on += (on.empty() ? "" : ", ") + cluster_.node(s.placement[k].node).name + (e - k > 1 ? " x" + std::to_string(e - k) : "");
+      k = e;
+    }
+    log(t, "start " + spec(l).name + " on " + on);
   }
   // Dynamic MIG: the planner's layout changes are applied to the (idle) GPUs, which are out of
   // service until ready_at.
@@ -426,6 +437,7 @@ Result<ScheduleRunResult> ScenarioRun::run() {
   if (Status s = init(); !s.ok()) return s.error();
   Time same_t = -1;
   int cycles_at_t = 0;
+  std::vector<std::string> last_waits;  // the last cycle's pending reasons, while cycles repeat at one time
   while (!times_.empty()) {
     const Time t = *times_.begin();
     times_.erase(times_.begin());
@@ -436,6 +448,7 @@ Result<ScheduleRunResult> ScenarioRun::run() {
     if (t == same_t) {
       if (++cycles_at_t > 64) {
         fail(t, "more than 64 cycles at one time (decisions never settle)");
+        for (const std::string& w : last_waits) log(t, w);  // what the trace (-v) ends with
         return res_;
       }
     } else {
@@ -458,6 +471,9 @@ Result<ScheduleRunResult> ScenarioRun::run() {
     // Periodic cycles stop at the horizon; completions go on.
     if ((!d.pending.empty() || !d.preempt.empty()) && t + sc_.cycle_interval <= horizon_) times_.insert(t + sc_.cycle_interval);
     if (Status s = apply(d, t); !s.ok()) return s.error();
+    last_waits.clear();
+    if (cycles_at_t > 1)
+      for (const PendingInfo& p : d.pending) last_waits.push_back("waits " + spec(jobs_[p.job.value]).name + ": " + p.reason);
     check_invariants(t);
     // Expectations due now, after the last cycle at this time.
     if (!times_.empty() && *times_.begin() == t) continue;

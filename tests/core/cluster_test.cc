@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+#include <vector>
+
 #include "core/placement/fit.h"
 #include "test_cluster.h"
 
@@ -167,6 +170,71 @@ TEST(ClusterState, MigReconfigurationDestroysOnlyIdleInstances) {
   TaskPlacement bad = make_placement(c.node(n), mig("1g"), pick);
   bad.gpus[0].mig_destroy = uint8_t(1u << three.gpus[0].mig_start);
   EXPECT_FALSE(c.can_apply(bad).ok());
+}
+
+// (start, profile id, in use) of each instance: what a later pick sees of a GPU's layout.
+std::vector<std::tuple<int, int, bool>> layout_of(const Gpu& g) {
+  std::vector<std::tuple<int, int, bool>> out;
+  for (const MigInstance& m : g.mig.instances()) out.emplace_back(m.start, m.profile_id, m.in_use);
+  return out;
+}
+
+// Random seeds 3244 and 4771: a start the cycle applied to its view and then took back left the
+// instance it had created behind, so a later start "reused" an instance no agent had.
+TEST(ClusterState, UndoAllPutsBackTheMigLayoutsThatApplyAllChanged) {
+  ClusterState c;
+  NodeSpec s = node_spec("n0", "A100-40GB", 2);
+  s.mig_gpus = {0, 1};
+  NodeId n = *c.add_node(s);
+  GpuPick pick;
+  ASSERT_TRUE(pick_default(c.node(n), mig("4g"), pick));
+  TaskPlacement four = make_placement(c.node(n), mig("4g"), pick);
+  ASSERT_TRUE(c.apply(four).ok());
+  ASSERT_TRUE(pick_default(c.node(n), mig("3g"), pick));
+  ASSERT_TRUE(c.apply(make_placement(c.node(n), mig("3g"), pick)).ok());
+  ASSERT_TRUE(c.release(four).ok());  // GPU 0: an idle 4g at slice 0, a 3g in use at slice 4
+  ASSERT_EQ(four.gpus[0].gpu, 0);
+  ASSERT_EQ(four.gpus[0].mig_start, 0);
+  const auto gpu0 = layout_of(c.node(n).gpus[0]), gpu1 = layout_of(c.node(n).gpus[1]);
+  ASSERT_EQ(gpu0.size(), 2u);
+  ASSERT_TRUE(gpu1.empty());
+  auto grant = [&](uint16_t gpu, int start, uint8_t destroy, const char* profile) {
+    GpuPick p;
+    p.add(gpu);
+    p.mig_start = int8_t(start);
+    p.mig_create = true;
+    p.mig_destroy = destroy;
+    return make_placement(c.node(n), mig(profile), p);
+  };
+  // A start that repartitions the idle 4g (destroyed, a 1g created) and creates a 2g on GPU 1.
+  const std::vector<TaskPlacement> start{grant(0, 0, 1u << 0, "1g"), grant(1, 0, 0, "2g")};
+  const ClusterState::MigLayouts before = c.mig_layouts_changed_by(start);
+  EXPECT_EQ(before.size(), 2u) << "both GPUs change";
+  const int64_t milli = c.allocated_gpu_milli();
+  ASSERT_TRUE(c.apply_all(start).ok());
+  ASSERT_NE(layout_of(c.node(n).gpus[0]), gpu0);
+
+  // Released only, the created instances stay (idle) and the destroyed 4g stays gone.
+  ClusterState released = c;
+  ASSERT_TRUE(released.release_all(start).ok());
+  EXPECT_NE(layout_of(released.node(n).gpus[0]), gpu0);
+  EXPECT_NE(layout_of(released.node(n).gpus[1]), gpu1);
+
+  // Undone, both layouts are as they were: the idle 4g is reused again, not created.
+  ASSERT_TRUE(c.undo_all(start, before).ok());
+  EXPECT_EQ(layout_of(c.node(n).gpus[0]), gpu0);
+  EXPECT_EQ(layout_of(c.node(n).gpus[1]), gpu1);
+  EXPECT_EQ(c.allocated_gpu_milli(), milli);
+  ASSERT_TRUE(pick_default(c.node(n), mig("4g"), pick));
+  EXPECT_FALSE(pick.mig_create) << "the idle 4g is back";
+  EXPECT_TRUE(c.check_invariants().ok());
+
+  // apply_all that fails on its second task (a 2g where the 3g is in use) leaves nothing of its
+  // first behind either.
+  EXPECT_FALSE(c.apply_all({grant(0, 0, 1u << 0, "1g"), grant(0, 4, 0, "2g")}).ok());
+  EXPECT_EQ(layout_of(c.node(n).gpus[0]), gpu0);
+  EXPECT_EQ(c.allocated_gpu_milli(), milli);
+  EXPECT_TRUE(c.check_invariants().ok());
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // or when the guard ends; an edit the cluster refuses part-way changes nothing and is not recorded.
 #include <gtest/gtest.h>
 
+#include "core/placement/fit.h"
 #include "core/sched/scratch.h"
 #include "test_cluster.h"
 
@@ -64,6 +65,28 @@ TEST_F(ScratchTest, ARefusedEditChangesNothingAndIsNotRecorded) {
   EXPECT_EQ(s.size(), 0u);
   EXPECT_EQ(cluster.allocated_gpu_milli(), 2000);
   EXPECT_FALSE(cluster.apply_all(running).ok()) << "the first task was put back";
+}
+
+// A trial start that creates a MIG instance leaves none behind when it is undone: a later pick
+// would otherwise "reuse" an instance that no agent was asked for (random seeds 3244, 4771).
+TEST(ScratchMig, AnApplyThatCreatedAnInstanceIsUndoneWithIt) {
+  ClusterState c;
+  tessera::NodeSpec spec = tessera::testing::node_spec("m", "A100-40GB", 1);
+  spec.mig_gpus = {0};
+  ASSERT_TRUE(c.add_node(spec).ok());
+  GpuPick pick;
+  const TaskRequest t = tessera::testing::mig("3g");
+  ASSERT_TRUE(pick_default(c.node(NodeId{0}), t, pick));
+  ASSERT_TRUE(pick.mig_create);
+  const std::vector<TaskPlacement> start{make_placement(c.node(NodeId{0}), t, pick)};
+  {
+    ScratchEdits s(c);
+    ASSERT_TRUE(s.apply(start));
+    EXPECT_EQ(c.node(NodeId{0}).gpus[0].mig.instances().size(), 1u);
+  }
+  EXPECT_TRUE(c.node(NodeId{0}).gpus[0].mig.instances().empty()) << "the instance went with the trial";
+  EXPECT_EQ(c.allocated_gpu_milli(), 0);
+  EXPECT_TRUE(c.check_invariants().ok());
 }
 
 }  // namespace

@@ -266,11 +266,14 @@ void compute_books(CycleState& cs) {
   cs.ledger.emplace(cs.tree, std::move(open), std::move(fair), cs.cfg.reclaim);
   if (cs.cfg.reclaim) {
     cs.leaving_milli.assign(cs.work.nodes().size(), 0);
+    cs.checkpointing.clear();
     for (const Entry& e : cs.entries)
-      if (e.running && e.job->state == JobState::kCheckpointing)
+      if (e.running && e.job->state == JobState::kCheckpointing) {
+        cs.checkpointing.push_back(size_t(&e - cs.entries.data()));
         for (const TaskPlacement& p : e.holding)
           for (const GpuGrant& g : p.gpus)
             if (g.kind == GrantKind::kWhole && p.node.value < cs.leaving_milli.size()) cs.leaving_milli[p.node.value] += 1000;
+      }
     std::unordered_map<uint32_t, size_t> unfit_group;  // shape -> index in owed_unfit
     for (size_t i = 0; i < cs.entries.size(); ++i) {
       const Entry& e = cs.entries[i];

@@ -260,9 +260,11 @@ std::vector<size_t> owed_below_that_fit(CycleState& cs, const Entry& e);
 // it changed since (Node::generation), or the engine places it anew.
 bool owed_fits(CycleState& cs, size_t i);
 // With `tasks` (a start) applied: the first of `owed` (owed_below_that_fit) that fits without it and
-// not with it, whose room the start takes, and then `tasks` are released again; nullopt (and `tasks`
-// still applied) when the start takes no owed job's room.
-std::optional<size_t> owed_room_taken(CycleState& cs, const std::vector<size_t>& owed, const std::vector<TaskPlacement>& tasks);
+// not with it, whose room the start takes, and then `tasks` are undone (`before`: the view's MIG
+// layouts that apply_all(tasks) changed, taken before it); nullopt (and `tasks` still applied) when
+// the start takes no owed job's room.
+std::optional<size_t> owed_room_taken(CycleState& cs, const std::vector<size_t>& owed, const std::vector<TaskPlacement>& tasks,
+                                      const ClusterState::MigLayouts& before);
 // e may not start on the reserved nodes: a reservation is active, e would still run at its start,
 // and e is not a guarantee's owner taking precedence over a borrower's reservation.
 bool keeps_off_reservation(const CycleState& cs, const Entry& e);

@@ -255,6 +255,7 @@ struct CycleState {
   std::vector<size_t> marked_leaving;
   std::vector<int64_t> user_milli;  // running GPU usage per user (Entry::user; and this cycle's starts)
   std::vector<int64_t> leaving_milli;   // per node: whole GPUs (milli) of jobs checkpointing toward exit
+  std::vector<size_t> checkpointing;    // entries checkpointing toward exit as the cycle began (with reclaim)
   std::vector<size_t> order;            // entries indices in the cycle's order
   const Entry* blocked_by = nullptr;    // strict order: the first job that did not start
   Reservation res;                      // this cycle's backfill reservation

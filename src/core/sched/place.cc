@@ -1,6 +1,7 @@
 // Placing one job now: limits, the engine's fit, the owed-guarantee check, the start; and what a
 // job that finds no room is told.
 #include "core/sched/cycle.h"
+#include "core/sched/scratch.h"
 
 #include <algorithm>
 #include <cassert>
@@ -139,12 +140,13 @@ void try_job(CycleState& cs, Entry& e) {
       return;
     }
     const std::vector<size_t> owed_fit = owed_below_that_fit(cs, e);
+    const ClusterState::MigLayouts before = cs.work.mig_layouts_changed_by(r.tasks);
     if (Status s = cs.work.apply_all(r.tasks); !s.ok()) {
       e.wait = WaitCategory::kOther;
       e.reason = "internal: placement could not be applied: " + s.message();
       return;
     }
-    if (const std::optional<size_t> o = owed_room_taken(cs, owed_fit, r.tasks)) {  // released again
+    if (const std::optional<size_t> o = owed_room_taken(cs, owed_fit, r.tasks, before)) {  // undone again
       const Entry& owner = cs.entries[*o];
       e.wait = WaitCategory::kQuota;
       e.reason = "guarantee: would take the GPUs that job " + owner.job->name + " of queue " +
@@ -380,13 +382,16 @@ std::vector<size_t> owed_below_that_fit(CycleState& cs, const Entry& e) {
   return out;
 }
 
-std::optional<size_t> owed_room_taken(CycleState& cs, const std::vector<size_t>& owed, const std::vector<TaskPlacement>& tasks) {
+std::optional<size_t> owed_room_taken(CycleState& cs, const std::vector<size_t>& owed, const std::vector<TaskPlacement>& tasks,
+                                      const ClusterState::MigLayouts& before) {
   for (size_t o : owed) {
     if (owed_fits(cs, o)) continue;  // it still fits with the start applied
-    const Status st = cs.work.release_all(tasks);
-    assert(st.ok() && "releasing a start to check an owed job failed");
+    // Undone, not only released: a MIG instance the start created (or destroyed) would otherwise
+    // stay in the cycle's view, where no agent was asked for it, and a later start would reuse it.
+    const Status st = cs.work.undo_all(tasks, before);
+    assert(st.ok() && "undoing a start to check an owed job failed");
     (void)st;
-    if (owed_fits(cs, o)) return o;  // the start takes its room: it stays released
+    if (owed_fits(cs, o)) return o;  // the start takes its room: it stays undone
     cs.owed_fit[o].never = true;     // it fits nowhere without the start either, for the rest of the cycle
     const Status back = cs.work.apply_all(tasks);
     assert(back.ok() && "re-applying a start failed");
@@ -424,10 +429,17 @@ static bool still_applies(const ClusterState& c, const std::vector<TaskPlacement
 }
 
 bool owed_fits(CycleState& cs, size_t i) {
+  // Room on the reserved nodes is not its room when its own start would keep off them (place_now):
+  // else a borrower's start there looked harmless while it took the only room the owed job had.
+  const bool off = keeps_off_reservation(cs, cs.entries[i]);
+  auto reserved = [&](const OwedFit& f) {
+    return off && std::any_of(f.tasks.begin(), f.tasks.end(),
+                              [&](const TaskPlacement& p) { return cs.res.nodes.count(p.node.value) > 0; });
+  };
   auto valid = [&](const OwedFit& f) {
     for (size_t k = 0; k < f.tasks.size(); ++k)
       if (cs.work.node(f.tasks[k].node).generation != f.generations[k]) return false;
-    return true;
+    return !reserved(f);
   };
   auto keep = [&](OwedFit& f) {
     f.generations.clear();
@@ -435,13 +447,25 @@ bool owed_fits(CycleState& cs, size_t i) {
   };
   auto it = cs.owed_fit.find(i);
   if (it != cs.owed_fit.end() && (it->second.never || valid(it->second))) return !it->second.never;
-  if (it != cs.owed_fit.end() && still_applies(cs.work, it->second.tasks)) {  // a node changed, not the fit
-    keep(it->second);
+  if (it != cs.owed_fit.end() && !reserved(it->second) && still_applies(cs.work, it->second.tasks)) {
+    keep(it->second);  // a node changed, not the fit
     return true;
   }
   const std::optional<Gang> g = owed_gang(cs, cs.entries[i]);
   PlacementResult r;
-  if (g) r = cs.trial.place(cs.work, *g);
+  if (g) {
+    const ReservedBlocked blocked(cs, off);
+    r = cs.trial.place(cs.work, *g);
+    // The GPUs of jobs checkpointing on their way out are its room too, as fits_free_now counts
+    // them: it may be waiting for them (its victims), and a start on the free part of its room
+    // would make it preempt again, for the victim that restarted there.
+    if (r.outcome != Outcome::kPlaced && !cs.checkpointing.empty()) {
+      ScratchEdits gone(cs.work);
+      for (size_t k : cs.checkpointing)
+        if (const Entry& v = cs.entries[k]; v.running && !v.holding.empty()) (void)gone.release(v.holding);
+      r = cs.trial.place(cs.work, *g);
+    }
+  }
   if (r.outcome != Outcome::kPlaced) {
     cs.owed_fit.erase(i);  // no fit to keep: asked again next time
     return false;

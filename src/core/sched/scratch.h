@@ -5,7 +5,8 @@
 // them): both must outlive it. Thread-safety: none (one cycle, one thread). Invariants: every edit it
 // records was applied whole (a release or apply is all or nothing: one the cluster refuses part-way
 // is rolled back at once and reported false, and not recorded); undoing every recorded edit, newest
-// first, restores the cluster as it was when the guard was made.
+// first, restores the cluster as it was when the guard was made, MIG layouts included (an apply that
+// created or destroyed instances is undone with ClusterState::undo_all).
 #pragma once
 
 #include <cstddef>
@@ -34,7 +35,8 @@ class ScratchEdits {
  private:
   struct Edit {
     const std::vector<TaskPlacement>* placement;
-    bool released;  // true: a release (undone by applying it); false: an apply (undone by releasing it)
+    bool released;  // true: a release (undone by applying it); false: an apply (undone by undo_all)
+    ClusterState::MigLayouts mig_before;  // an apply: the MIG layouts it changed, as they were
   };
   ClusterState& cluster_;
   std::vector<Edit> edits_;
