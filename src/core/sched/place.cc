@@ -458,14 +458,14 @@ bool owed_fits(CycleState& cs, size_t i) {
     r = cs.trial.place(cs.work, *g);
     // The GPUs of jobs checkpointing on their way out are its room too, as fits_free_now counts
     // them: it may be waiting for them (its victims), and a start on the free part of its room
-    // would make it preempt again, for the victim that restarted there. What a preemptor tried
-    // earlier this cycle waits for of them (its claim) is that preemptor's room, not its own.
+    // would make it preempt again, for the victim that restarted there. Those a preemptor tried
+    // earlier this cycle waits for (claimed) are that preemptor's room, not its own.
     if (r.outcome != Outcome::kPlaced && !cs.checkpointing.empty()) {
       ScratchEdits gone(cs.work);
       for (size_t k : cs.checkpointing)
-        if (const Entry& v = cs.entries[k]; v.running && !v.holding.empty()) (void)gone.release(v.holding);
-      for (const std::vector<TaskPlacement>& c : cs.claims) (void)gone.apply(c);
-      r = cs.trial.place(cs.work, *g);
+        if (const Entry& v = cs.entries[k]; v.running && !v.claimed && !v.victim && !v.holding.empty())
+          (void)gone.release(v.holding);
+      if (gone.size() > 0) r = cs.trial.place(cs.work, *g);
     }
   }
   if (r.outcome != Outcome::kPlaced) {
