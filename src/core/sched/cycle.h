@@ -259,6 +259,14 @@ std::vector<size_t> owed_below_that_fit(CycleState& cs, const Entry& e);
 // Entry i (pending) fits the working copy now: no node of the last placement the engine found for
 // it changed since (Node::generation), or the engine places it anew.
 bool owed_fits(CycleState& cs, size_t i);
+// Entry i (pending, owed) placed on the working copy as owed_fits asks it, without its cache: off
+// the reserved nodes when its own start keeps off them, and with unclaimed leaving jobs gone when
+// it does not fit otherwise.
+PlacementResult place_owed(CycleState& cs, size_t i);
+// With `fit` (e's start after its victims go) applied on the working copy, the next cycle would
+// refuse it: it takes the room of an owed job of a lower class (owed_below_that_fit) that fits
+// without it. The working copy is as it was on return.
+bool takes_owed_room(CycleState& cs, const Entry& e, const std::vector<TaskPlacement>& fit);
 // With `tasks` (a start) applied: the first of `owed` (owed_below_that_fit) that fits without it and
 // not with it, whose room the start takes, and then `tasks` are undone (`before`: the view's MIG
 // layouts that apply_all(tasks) changed, taken before it); nullopt (and `tasks` still applied) when
@@ -288,11 +296,12 @@ inline void block_reserved(CycleState& cs, bool on) {
 // is active); restored as in the snapshot when it ends.
 class ReservedBlocked {
  public:
+  // Nested guards block once: the outermost unblocks.
   ReservedBlocked(CycleState& cs, bool on) : cs_(cs), on_(on && cs.res.active) {
-    if (on_) block_reserved(cs_, true);
+    if (on_ && cs_.reserved_blocks++ == 0) block_reserved(cs_, true);
   }
   ~ReservedBlocked() {
-    if (on_) block_reserved(cs_, false);
+    if (on_ && --cs_.reserved_blocks == 0) block_reserved(cs_, false);
   }
   ReservedBlocked(const ReservedBlocked&) = delete;
   ReservedBlocked& operator=(const ReservedBlocked&) = delete;

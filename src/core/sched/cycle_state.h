@@ -259,6 +259,7 @@ struct CycleState {
   std::vector<size_t> order;            // entries indices in the cycle's order
   const Entry* blocked_by = nullptr;    // strict order: the first job that did not start
   Reservation res;                      // this cycle's backfill reservation
+  int reserved_blocks = 0;              // ReservedBlocked guards alive (the reserved nodes blocked while > 0)
   int preemptions = 0;                  // preemption decisions this cycle
   int moves = 0;                        // defragmenting moves this cycle
   int failed_searches = 0;              // victim searches that found nothing this cycle

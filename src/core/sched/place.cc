@@ -428,9 +428,29 @@ static bool still_applies(const ClusterState& c, const std::vector<TaskPlacement
   return !tasks.empty();
 }
 
-bool owed_fits(CycleState& cs, size_t i) {
+PlacementResult place_owed(CycleState& cs, size_t i) {
+  const std::optional<Gang> g = owed_gang(cs, cs.entries[i]);
+  PlacementResult r;
+  if (!g) return r;
   // Room on the reserved nodes is not its room when its own start would keep off them (place_now):
   // else a borrower's start there looked harmless while it took the only room the owed job had.
+  const ReservedBlocked blocked(cs, keeps_off_reservation(cs, cs.entries[i]));
+  r = cs.trial.place(cs.work, *g);
+  // The GPUs of jobs checkpointing on their way out are its room too, as fits_free_now counts
+  // them: it may be waiting for them (its victims), and a start on the free part of its room
+  // would make it preempt again, for the victim that restarted there. Those a preemptor tried
+  // earlier this cycle waits for (claimed) are that preemptor's room, not its own.
+  if (r.outcome != Outcome::kPlaced && !cs.checkpointing.empty()) {
+    ScratchEdits gone(cs.work);
+    for (size_t k : cs.checkpointing)
+      if (const Entry& v = cs.entries[k]; v.running && !v.claimed && !v.victim && !v.holding.empty())
+        (void)gone.release(v.holding);
+    if (gone.size() > 0) r = cs.trial.place(cs.work, *g);
+  }
+  return r;
+}
+
+bool owed_fits(CycleState& cs, size_t i) {
   const bool off = keeps_off_reservation(cs, cs.entries[i]);
   auto reserved = [&](const OwedFit& f) {
     return off && std::any_of(f.tasks.begin(), f.tasks.end(),
@@ -451,23 +471,7 @@ bool owed_fits(CycleState& cs, size_t i) {
     keep(it->second);  // a node changed, not the fit
     return true;
   }
-  const std::optional<Gang> g = owed_gang(cs, cs.entries[i]);
-  PlacementResult r;
-  if (g) {
-    const ReservedBlocked blocked(cs, off);
-    r = cs.trial.place(cs.work, *g);
-    // The GPUs of jobs checkpointing on their way out are its room too, as fits_free_now counts
-    // them: it may be waiting for them (its victims), and a start on the free part of its room
-    // would make it preempt again, for the victim that restarted there. Those a preemptor tried
-    // earlier this cycle waits for (claimed) are that preemptor's room, not its own.
-    if (r.outcome != Outcome::kPlaced && !cs.checkpointing.empty()) {
-      ScratchEdits gone(cs.work);
-      for (size_t k : cs.checkpointing)
-        if (const Entry& v = cs.entries[k]; v.running && !v.claimed && !v.victim && !v.holding.empty())
-          (void)gone.release(v.holding);
-      if (gone.size() > 0) r = cs.trial.place(cs.work, *g);
-    }
-  }
+  PlacementResult r = place_owed(cs, i);
   if (r.outcome != Outcome::kPlaced) {
     cs.owed_fit.erase(i);  // no fit to keep: asked again next time
     return false;

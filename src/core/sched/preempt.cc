@@ -274,6 +274,29 @@ std::vector<TaskPlacement> hold_free_part(CycleState& cs, const Entry& e, const 
   return claim;
 }
 
+bool takes_owed_room(CycleState& cs, const Entry& e, const std::vector<TaskPlacement>& fit) {
+  std::vector<size_t> owed = owed_below_that_fit(cs, e);  // they fit the free GPUs as the cycle began
+  // Those that did not fit then may fit in the room the victims free (as the next cycle sees it).
+  if (cs.cfg.reclaim && e.pc->preemptible && cs.ledger->borrows_after(facts(e)))
+    for (const CycleState::OwedUnfit& u : cs.owed_unfit)
+      for (size_t i : u.entries) {
+        const Entry& o = cs.entries[i];
+        if (owed.size() >= 2 * kOwedBelowChecked) break;
+        if (o.running || o.started || o.milli <= 0 || o.pc->value >= e.pc->value || o.job->queue == e.job->queue) continue;
+        if (cs.ledger->owed(facts(o)) && std::find(owed.begin(), owed.end(), i) == owed.end()) owed.push_back(i);
+      }
+  if (owed.empty() || fit.empty()) return false;
+  ScratchEdits start(cs.work);
+  if (!start.apply(fit)) return false;
+  for (size_t o : owed) {
+    if (place_owed(cs, o).outcome == Outcome::kPlaced) continue;  // it still fits with the start
+    start.undo();
+    if (place_owed(cs, o).outcome == Outcome::kPlaced) return true;
+    if (!start.apply(fit)) return false;
+  }
+  return false;
+}
+
 VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int budget, bool claims_active,
                                 std::vector<NodeId> freed) {
   VictimSearch s;
@@ -514,8 +537,12 @@ VictimSearch find_victims_inner(CycleState& cs, Entry& e, const Gang& gang, int 
         first.push_back(c.idx);
     retaken = !first.empty() && !fits_after(cs, after, e, gang, first);
   }
+  // The next cycle refuses a start that takes the room of a job of a lower class owed its guarantee
+  // (owed_room_taken): preempting for it would free room it may not take, and its victims restart
+  // there, once per protection window (seeds 7687 and 8728).
+  const bool owed_room = !takes_owed && !retaken && takes_owed_room(cs, e, s.fit);
   released.undo();
-  if (takes_owed || retaken) {
+  if (takes_owed || retaken || owed_room) {
     s.fit.clear();
     return s;
   }
