@@ -404,6 +404,113 @@ TEST(Tessera, ATaskThatFitsAnywhereLeavesTheNodesARestrictedShapeNeeds) {
   EXPECT_EQ(placed_on("tessera", with_nodes, c, whole(8, 120000)), 0u);
 }
 
+// Four 8-GPU, 128-core nodes; nodes 0-2 hold a task of 2 GPUs and 48 cores (6 GPUs, 80 cores left),
+// node 3 is untouched. The workload: one-GPU tasks with 12 cores, and one 8-GPU task in 97.
+ClusterState three_touched_one_untouched() {
+  ClusterState c;
+  for (int i = 0; i < 4; ++i)
+    EXPECT_TRUE(c.add_node(node_spec("n" + std::to_string(i), "T4", 8, {}, 128000, 768 * 1024)).ok());
+  for (uint32_t i = 0; i < 3; ++i) occupy(c, i, whole(2, 48000));
+  return c;
+}
+WorkloadProfile one_in_97_whole_node() { return WorkloadProfile{{{whole(1, 12000), 96}, {whole(8, 64000), 1}}}; }
+
+// The 8-GPU shape fits only 8-GPU nodes, so it needs an untouched one: at the cluster's capacity
+// (32,000 of 104,000 milli of demand) it is 0.31 pods over 4 nodes, 76 per mille of them. A 4-GPU
+// shape fits a half-used node and keeps none. Where a 16-GPU node exists, the 8-GPU shape no
+// longer needs a whole node. A restricted shape keeps its pressure's share.
+TEST(Reserve, KeepsTheShareOfNodesThatWholeNodeShapesNeed) {
+  const ClusterState c = three_touched_one_untouched();
+  WorkloadProfile prof = one_in_97_whole_node();
+  prof.nodes = node_kinds(c);
+  policies::Scarcity none;
+  policies::Reserve r;
+  r.build(prof, none);
+  ASSERT_EQ(r.whole_by_kind().size(), 1u);
+  EXPECT_EQ(r.whole_by_kind()[0], 1LL * 32000 * 1000 / (104000LL * 4));
+  EXPECT_EQ(r.restricted_by_kind()[0], 0);
+
+  WorkloadProfile half = prof;
+  half.shapes[1].task = whole(4, 32000);
+  r.build(half, none);
+  EXPECT_TRUE(r.whole_by_kind().empty()) << "a 4-GPU shape keeps no node";
+
+  ClusterState big = c;
+  ASSERT_TRUE(big.add_node(node_spec("big", "T4", 16, {}, 256000, 1536 * 1024)).ok());
+  WorkloadProfile with_big = one_in_97_whole_node();
+  with_big.nodes = node_kinds(big);
+  r.build(with_big, none);
+  EXPECT_TRUE(r.whole_by_kind().empty()) << "the 8-GPU shape fits half of a 16-GPU node";
+
+  // Without node kinds nothing is kept.
+  r.build(one_in_97_whole_node(), none);
+  EXPECT_FALSE(r.keeps(c.node(NodeId(3)), whole(1, 24000)));
+
+  // Restricted shapes: the rich node's pressure (666) is its share; the 8-GPU 120-core shape is also
+  // a whole-node shape there (1 pod of 8,000 of 48,000 milli, at 32,000 of capacity, on 1 node).
+  const ClusterState rich = one_rich_three_plain();
+  policies::FragModel m;
+  WorkloadProfile rp = rich_shape_profile();
+  rp.nodes = node_kinds(rich);
+  m.build(rp, 100, true);
+  policies::Scarcity s;
+  s.build(m.shapes(), rp.nodes);
+  r.build(rp, s);
+  ASSERT_EQ(r.restricted_by_kind().size(), 2u);
+  EXPECT_EQ(r.restricted_by_kind()[0], 666);
+  EXPECT_EQ(r.restricted_by_kind()[1], 0);
+  EXPECT_EQ(r.whole_by_kind()[0], 666);
+  EXPECT_EQ(r.whole_by_kind()[1], 0);
+}
+
+// A node is kept only while untouched, and only if its slot falls below its kind's share. A task
+// that takes every GPU of the node whole is not kept off a node kept for whole-node shapes; a node
+// kept for restricted shapes is kept from every task.
+TEST(Reserve, KeepsOnlyUntouchedNodesAndNotFromTheTaskTheyAreKeptFor) {
+  ClusterState c = three_touched_one_untouched();
+  WorkloadProfile prof = one_in_97_whole_node();
+  prof.nodes = node_kinds(c);
+  policies::Reserve r;
+  r.build(prof, policies::Scarcity{});
+  const int64_t share = r.whole_by_kind().at(0);
+  ASSERT_LT(policies::Reserve::slot(NodeId(3)), share);
+  ASSERT_GE(policies::Reserve::slot(NodeId(0)), share);
+  EXPECT_TRUE(r.keeps(c.node(NodeId(3)), whole(1, 24000)));
+  EXPECT_TRUE(r.keeps(c.node(NodeId(3)), whole(4, 24000)));
+  EXPECT_TRUE(r.keeps(c.node(NodeId(3)), whole(0, 4000))) << "CPU-only tasks take CPU the 8 GPUs need";
+  EXPECT_FALSE(r.keeps(c.node(NodeId(3)), whole(8, 64000))) << "the task it is kept for";
+  EXPECT_FALSE(r.keeps(c.node(NodeId(0)), whole(1, 24000))) << "touched";
+  occupy(c, 3, whole(0, 1000));
+  EXPECT_FALSE(r.keeps(c.node(NodeId(3)), whole(1, 24000))) << "touched by a CPU-only task";
+
+  const ClusterState rich = one_rich_three_plain();
+  policies::FragModel m;
+  WorkloadProfile rp = rich_shape_profile();
+  rp.nodes = node_kinds(rich);
+  m.build(rp, 100, true);
+  policies::Scarcity s;
+  s.build(m.shapes(), rp.nodes);
+  r.build(rp, s);
+  ASSERT_LT(policies::Reserve::slot(NodeId(0)), 666);
+  EXPECT_TRUE(r.keeps(rich.node(NodeId(0)), whole(8, 120000))) << "kept for restricted shapes: from every task";
+  EXPECT_FALSE(r.keeps(rich.node(NodeId(1)), whole(1, 12000))) << "no share";
+}
+
+// A CPU-hungry one-GPU task strands GPUs on a half-used node and nothing on an untouched one, so
+// the fragment measure opens the untouched node, which the 8-GPU shape needs. With the cluster's
+// node kinds, Tessera keeps it (its slot is within the share) and uses a touched node; a task that
+// fits no touched node, and the 8-GPU task, still go there.
+TEST(Tessera, ATaskThatCanGoElsewhereLeavesAnUntouchedNodeKeptForWholeNodeShapes) {
+  const ClusterState c = three_touched_one_untouched();
+  const TaskRequest hungry = whole(1, 24000);
+  EXPECT_EQ(placed_on("tessera", one_in_97_whole_node(), c, hungry), 3u);
+  WorkloadProfile with_nodes = one_in_97_whole_node();
+  with_nodes.nodes = node_kinds(c);
+  EXPECT_EQ(placed_on("tessera", with_nodes, c, hungry), 0u);
+  EXPECT_EQ(placed_on("tessera", with_nodes, c, whole(1, 100000)), 3u) << "fits nowhere else";
+  EXPECT_EQ(placed_on("tessera", with_nodes, c, whole(8, 64000)), 3u);
+}
+
 // A shape that names T4 cannot use the V100 node. FGD as published counts that node's idle GPUs as
 // the shape's fragments, so any task placed there seems to remove fragmentation: FGD sends a one-GPU
 // task to the V100 node although the rank puts the T4 node first. Tessera's measure leaves the shape

@@ -271,4 +271,68 @@ int64_t Scarcity::pressure(const Node& n) const {
   return 0;
 }
 
+namespace {
+// True if a task like `t` fits an empty node of kind `k` (as fits_kind, with the task's own memory).
+bool task_fits_kind(const TaskRequest& t, const NodeKind& k) {
+  if (t.gpu_count > k.gpus || t.cpu.v > k.cpu.v || t.memory.v > k.memory.v) return false;
+  return t.gpu_models.empty() || std::find(t.gpu_models.begin(), t.gpu_models.end(), k.gpu_model) != t.gpu_models.end();
+}
+}  // namespace
+
+void Reserve::build(const WorkloadProfile& profile, const Scarcity& scarcity) {
+  *this = Reserve();
+  const std::vector<NodeKind>& nodes = profile.nodes;
+  int64_t capacity = 0, demand = 0;  // milli-GPU: the cluster's, and the workload's
+  for (const NodeKind& k : nodes) capacity += k.count * k.gpus * 1000;
+  for (const WorkloadShape& s : profile.shapes)
+    if (s.count > 0 && !s.task.mig()) demand += s.count * s.task.gpu_demand_milli();
+  if (capacity <= 0 || demand <= 0) return;
+  std::vector<int64_t> whole(nodes.size(), 0), restricted(nodes.size(), 0);
+  for (const WorkloadShape& s : profile.shapes) {
+    if (s.count <= 0 || !s.task.whole_gpus()) continue;
+    int64_t eligible = 0;  // nodes
+    bool whole_node = true;
+    for (const NodeKind& k : nodes)
+      if (task_fits_kind(s.task, k)) eligible += k.count, whole_node = whole_node && k.gpus == s.task.gpu_count;
+    if (eligible == 0 || !whole_node) continue;
+    // Its pods at the cluster's capacity (count x capacity / demand), per mille of the nodes it fits.
+    const int64_t per_mille = int64_t(__int128(s.count) * capacity * 1000 / (__int128(demand) * eligible));
+    for (size_t i = 0; i < nodes.size(); ++i)
+      if (task_fits_kind(s.task, nodes[i])) whole[i] += per_mille;
+  }
+  const std::vector<int64_t>& pressure = scarcity.by_kind();
+  bool any = false;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    whole[i] = std::min<int64_t>(whole[i], 1000);
+    if (pressure.size() == nodes.size()) restricted[i] = std::min<int64_t>(pressure[i], 1000);
+    any = any || whole[i] > 0 || restricted[i] > 0;
+  }
+  if (!any) return;
+  kinds_ = nodes;
+  whole_ = std::move(whole);
+  restricted_ = std::move(restricted);
+}
+
+int64_t Reserve::slot(NodeId id) {
+  // splitmix64's finaliser: neighbouring ids land far apart.
+  uint64_t z = uint64_t(id.value) + 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return int64_t((z ^ (z >> 31)) % 1000);
+}
+
+bool Reserve::keeps(const Node& n, const TaskRequest& t) const {
+  if (kinds_.empty() || n.cpu_used.v != 0 || n.memory_used.v != 0 || n.gpus.empty() ||
+      n.idle_gpus != int(n.gpus.size()))
+    return false;  // touched (or without GPUs to keep)
+  for (size_t i = 0; i < kinds_.size(); ++i) {
+    if (!same_kind(kinds_[i], n)) continue;
+    const int64_t at = slot(n.id);
+    if (at < restricted_[i]) return true;
+    const bool takes_node = t.whole_gpus() && t.gpu_count == int(n.gpus.size());
+    return at < whole_[i] && !takes_node;
+  }
+  return false;
+}
+
 }  // namespace tessera::policies

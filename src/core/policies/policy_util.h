@@ -131,6 +131,38 @@ class Scarcity {
   std::vector<NodeKind> kinds_;
   std::vector<int64_t> pressure_;  // by kind
 };
+// Untouched nodes kept for the shapes that need them. Two kinds of demand need a node no task has
+// started on:
+// - a whole-node shape: whole GPUs, and every kind it fits (GPU model, count, CPU, memory) has
+//   exactly its GPU count, such as 8 GPUs where no node has more. Any task placed on such a node
+//   shuts it out. Its pods (the workload scaled to the cluster's capacity) are spread over the nodes
+//   it fits, and each of those kinds keeps that share of its nodes, per mille;
+// - restricted shapes (Scarcity): a kind keeps the share of its capacity they will ask, its
+//   pressure.
+// Shapes are the profile's own (exact memory), not FGD's typical shapes, whose mean memory may fit
+// kinds that most of their tasks do not. Which nodes a kind keeps is fixed by a hash of the node id,
+// so the choice is static and cacheable. Shares are capped at all the kind's nodes. A kept node that
+// is untouched is left to any task that can go elsewhere: the policy scores it below every other
+// node, so it is used when nothing else fits, never refused. A task that takes every GPU of the node
+// whole is not kept off the nodes kept for whole-node shapes. Without node kinds nothing is kept.
+// Immutable after build; thread-compatible.
+class Reserve {
+ public:
+  void build(const WorkloadProfile& profile, const Scarcity& scarcity);
+  // True if `t` should leave `n` to the shapes it is kept for while other nodes can take `t`.
+  bool keeps(const Node& n, const TaskRequest& t) const;
+  // Per kind, in the order of the profile's nodes, per mille of its nodes: kept for whole-node
+  // shapes, and for restricted shapes. Empty when nothing is kept.
+  const std::vector<int64_t>& whole_by_kind() const { return whole_; }
+  const std::vector<int64_t>& restricted_by_kind() const { return restricted_; }
+  // The node's place in [0, 1000): a kind keeps the nodes whose slot is below its share.
+  static int64_t slot(NodeId id);
+
+ private:
+  std::vector<NodeKind> kinds_;
+  std::vector<int64_t> whole_, restricted_;
+};
+
 // True if `s` fits an empty node of kind `k` (model, GPU count, CPU, and memory when s.mem is set).
 bool fits_kind(const TypicalShape& s, const NodeKind& k);
 

@@ -16,7 +16,11 @@
 // When the profile lists the cluster's nodes, the fragmentation removed is reduced by the capacity a
 // task takes from shapes that fit few nodes (Scarcity), so that a task that fits anywhere leaves, for
 // example, the only nodes with enough CPU for an 8-GPU shape, or a rare model's nodes, to the tasks
-// that cannot go elsewhere.
+// that cannot go elsewhere. With node kinds it also keeps some untouched nodes (Reserve): a share
+// of the nodes that whole-node shapes fit (8 GPUs where no node has more) and of those restricted
+// shapes count on. A task that can go elsewhere scores below every other node there, so the rewards
+// for opening a fresh node (it strands and fragments nothing) do not use up every empty node before
+// the shapes that need one arrive.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -34,6 +38,7 @@ class TesseraPolicy final : public ScoringPolicy {
   void prepare(const WorkloadProfile& profile) override {
     model_.build(profile, 100, true, false);
     scarcity_.build(model_.shapes(), profile.nodes);
+    reserve_.build(profile, scarcity_);
     mig_counts_.clear();
     for (const WorkloadShape& s : profile.shapes)
       if (s.task.mig()) mig_counts_[s.task.mig_profile] += s.count;
@@ -83,10 +88,15 @@ class TesseraPolicy final : public ScoringPolicy {
                                                             : base.count * std::min<int64_t>(t.milli_per_gpu.v, 1000);
     const int64_t claimed = taken * scarcity_.pressure(n) / 1000 * model_.total();
     out.score = combine(n, t, delta[best] - claimed);
+    // An untouched node kept for the shapes that need it (Reserve) comes after every other node.
+    if (reserve_.keeps(n, t)) out.score -= kKeptTier;
     return out;
   }
 
  private:
+  // Below any score combine() gives (its fragmentation level is 0-100, times 2^32).
+  static constexpr int64_t kKeptTier = int64_t(128) << 32;
+
   // Node score: FGD's quantised score from the fragmentation removed (count-weighted milli), then
   // the tie-break described at the top (in the low 32 bits).
   int64_t combine(const Node& n, const TaskRequest& t, int64_t delta) const {
@@ -224,6 +234,7 @@ class TesseraPolicy final : public ScoringPolicy {
 
   FragModel model_;
   Scarcity scarcity_;
+  Reserve reserve_;
   std::map<std::string, int64_t> mig_counts_;
 };
 
