@@ -82,10 +82,20 @@ void FragModel::build(const WorkloadProfile& profile, int coverage_pct, bool mul
         unusable_count_[v] += shapes_[i].count;
         continue;
       }
+      const TypicalShape& s = shapes_[i];
+      const ViewShape vs{s.cpu, multi_resource_ ? s.mem : 0, s.gpus, s.count};
       const uint32_t k = uint32_t(view.by_milli.size());
-      view.by_milli.push_back(i);
-      if (view.groups.empty() || view.groups.back().milli != shapes_[i].milli) view.groups.push_back({shapes_[i].milli, k, k});
-      view.groups.back().end = k + 1;
+      if (view.groups.empty() || view.groups.back().milli != s.milli) view.groups.push_back({s.milli, k, k});
+      Group& grp = view.groups.back();
+      auto same = std::find_if(view.by_milli.begin() + grp.begin, view.by_milli.end(), [&](const ViewShape& o) {
+        return o.cpu == vs.cpu && o.mem == vs.mem && o.gpus == vs.gpus;
+      });
+      if (same != view.by_milli.end()) {
+        same->count += vs.count;
+        continue;
+      }
+      view.by_milli.push_back(vs);
+      grp.end = k + 1;
     }
   }
 }
@@ -140,7 +150,8 @@ struct Room {
 
 // Fragment seen by a GPU shape the node's model allows (fact 15): the free milli on GPUs below its
 // per-GPU ask if it fits (CPU, memory when `multi`, enough GPUs with room), else all free milli.
-inline int64_t shape_fragment(const TypicalShape& s, int fitting, int64_t below, int64_t total, Room room, bool multi) {
+template <class Shape>
+inline int64_t shape_fragment(const Shape& s, int fitting, int64_t below, int64_t total, Room room, bool multi) {
   const bool fits = fitting >= s.gpus && room.cpu >= s.cpu && (!multi || room.mem >= s.mem);
   return fits ? below : total;
 }
@@ -194,7 +205,7 @@ void FragModel::deltas(const Node& n, const Candidate* cands, int ncand, int64_t
       std::array<int64_t, kMaxGpusPerNode + 2> fits_before{}, fits_after{};
       int64_t count = 0;
       for (uint32_t k = grp.begin; k < grp.end; ++k) {
-        const TypicalShape& s = shapes_[shapes.by_milli[k]];
+        const ViewShape& s = shapes.by_milli[k];
         const size_t need = size_t(std::min(s.gpus, kMaxGpusPerNode + 1));
         count += s.count;
         if (room.cpu >= s.cpu && (!multi_resource_ || room.mem >= s.mem)) fits_before[need] += s.count;
@@ -206,7 +217,7 @@ void FragModel::deltas(const Node& n, const Candidate* cands, int ncand, int64_t
       continue;
     }
     for (uint32_t k = grp.begin; k < grp.end; ++k) {
-      const TypicalShape& s = shapes_[shapes.by_milli[k]];
+      const ViewShape& s = shapes.by_milli[k];
       const int64_t before = shape_fragment(s, fitting, below0, g.total, room, multi_resource_);
       for (int c = 0; c < ncand; ++c) {
         const Room after{room.cpu - cands[c].cpu, room.mem - cands[c].mem};
@@ -231,7 +242,7 @@ int64_t FragModel::fragment(const Node& n) const {
       else below += g.free[i];
     }
     for (uint32_t k = grp.begin; k < grp.end; ++k) {
-      const TypicalShape& s = shapes_[shapes.by_milli[k]];
+      const ViewShape& s = shapes.by_milli[k];
       sum += s.count * shape_fragment(s, fitting, below, g.total, room, multi_resource_);
     }
   }

@@ -84,10 +84,17 @@ class FragModel {
     int64_t milli = 0;
     uint32_t begin = 0, end = 0;  // range in its view's order
   };
+  // What a node's fragment reads of a GPU shape its model allows; shapes alike in it (they differ
+  // only in the models they name) are one entry, their counts summed.
+  struct ViewShape {
+    int64_t cpu = 0, mem = 0;  // mem 0 unless multi-resource
+    int gpus = 0;
+    int64_t count = 0;
+  };
   // The GPU shapes a node of one model can use (every shape naming no model, and those naming
   // it), grouped by milli, so that a node's scan skips the shapes it never fits.
   struct View {
-    std::vector<uint32_t> by_milli;  // indices into shapes_
+    std::vector<ViewShape> by_milli;
     std::vector<Group> groups;
   };
   const View& view(uint64_t node_bit) const;
