@@ -415,6 +415,19 @@ ClusterState three_touched_one_untouched() {
 }
 WorkloadProfile one_in_97_whole_node() { return WorkloadProfile{{{whole(1, 12000), 96}, {whole(8, 64000), 1}}}; }
 
+// Reserve for `prof` on `c`'s node kinds, with Scarcity from the workload's
+// multi-resource typical shapes.
+policies::Reserve reserve_of(const ClusterState& c, WorkloadProfile prof) {
+  prof.nodes = node_kinds(c);
+  policies::FragModel m;
+  m.build(prof, 100, true);
+  policies::Scarcity s;
+  s.build(m.shapes(), prof.nodes);
+  policies::Reserve r;
+  r.build(prof, s);
+  return r;
+}
+
 // The 8-GPU shape fits only 8-GPU nodes, so it needs an untouched one: at the cluster's capacity
 // (32,000 of 104,000 milli of demand) it is 0.31 pods over 4 nodes, 76 per mille of them. A 4-GPU
 // shape fits a half-used node and keeps none. Where a 16-GPU node exists, the 8-GPU shape no
@@ -449,13 +462,7 @@ TEST(Reserve, KeepsTheShareOfNodesThatWholeNodeShapesNeed) {
   // Restricted shapes: the rich node's pressure (666) is its share; the 8-GPU 120-core shape is also
   // a whole-node shape there (1 pod of 8,000 of 48,000 milli, at 32,000 of capacity, on 1 node).
   const ClusterState rich = one_rich_three_plain();
-  policies::FragModel m;
-  WorkloadProfile rp = rich_shape_profile();
-  rp.nodes = node_kinds(rich);
-  m.build(rp, 100, true);
-  policies::Scarcity s;
-  s.build(m.shapes(), rp.nodes);
-  r.build(rp, s);
+  r = reserve_of(rich, rich_shape_profile());
   ASSERT_EQ(r.restricted_by_kind().size(), 2u);
   EXPECT_EQ(r.restricted_by_kind()[0], 666);
   EXPECT_EQ(r.restricted_by_kind()[1], 0);
@@ -484,13 +491,7 @@ TEST(Reserve, KeepsOnlyUntouchedNodesAndNotFromTheTaskTheyAreKeptFor) {
   EXPECT_FALSE(r.keeps(c.node(NodeId(3)), whole(1, 24000))) << "touched by a CPU-only task";
 
   const ClusterState rich = one_rich_three_plain();
-  policies::FragModel m;
-  WorkloadProfile rp = rich_shape_profile();
-  rp.nodes = node_kinds(rich);
-  m.build(rp, 100, true);
-  policies::Scarcity s;
-  s.build(m.shapes(), rp.nodes);
-  r.build(rp, s);
+  r = reserve_of(rich, rich_shape_profile());
   ASSERT_LT(policies::Reserve::slot(NodeId(0)), 666);
   EXPECT_TRUE(r.keeps(rich.node(NodeId(0)), whole(8, 120000))) << "kept for restricted shapes: from every task";
   EXPECT_FALSE(r.keeps(rich.node(NodeId(1)), whole(1, 12000))) << "no share";

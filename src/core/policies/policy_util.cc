@@ -249,10 +249,16 @@ int64_t FragModel::fragment(const Node& n) const {
   return sum;
 }
 
-bool fits_kind(const TypicalShape& s, const NodeKind& k) {
-  if (s.gpus > k.gpus || s.cpu > k.cpu.v || s.mem > k.memory.v) return false;
-  return s.models.empty() || std::find(s.models.begin(), s.models.end(), k.gpu_model) != s.models.end();
+namespace {
+// True if an ask of `gpus`, `cpu` and `mem`, limited to `models` (empty: any), fits an empty node of
+// kind `k`.
+bool kind_holds(int gpus, int64_t cpu, int64_t mem, const std::vector<std::string>& models, const NodeKind& k) {
+  if (gpus > k.gpus || cpu > k.cpu.v || mem > k.memory.v) return false;
+  return models.empty() || std::find(models.begin(), models.end(), k.gpu_model) != models.end();
 }
+}  // namespace
+
+bool fits_kind(const TypicalShape& s, const NodeKind& k) { return kind_holds(s.gpus, s.cpu, s.mem, s.models, k); }
 
 void Scarcity::build(const std::vector<TypicalShape>& shapes, const std::vector<NodeKind>& nodes) {
   kinds_ = nodes;
@@ -285,8 +291,7 @@ int64_t Scarcity::pressure(const Node& n) const {
 namespace {
 // True if a task like `t` fits an empty node of kind `k` (as fits_kind, with the task's own memory).
 bool task_fits_kind(const TaskRequest& t, const NodeKind& k) {
-  if (t.gpu_count > k.gpus || t.cpu.v > k.cpu.v || t.memory.v > k.memory.v) return false;
-  return t.gpu_models.empty() || std::find(t.gpu_models.begin(), t.gpu_models.end(), k.gpu_model) != t.gpu_models.end();
+  return kind_holds(t.gpu_count, t.cpu.v, t.memory.v, t.gpu_models, k);
 }
 }  // namespace
 
