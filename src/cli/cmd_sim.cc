@@ -17,6 +17,7 @@
 #include "core/placement/policy.h"
 #include "sim/alloc_bound.h"
 #include "sim/alloc_experiment.h"
+#include "sim/repack.h"
 #include "config/gpu_models.h"
 
 namespace tessera::cli {
@@ -27,6 +28,7 @@ struct AllocArgs {
   std::vector<std::string> pods;  // one or more pod lists, run one after the other
   std::string inflate = "1.3";
   bool bound = false;  // also the LP upper bound (sim/alloc_bound.h) and each policy's gap to it
+  bool repack = false;  // also each run's packing ceiling (sim/repack.h)
 };
 
 [[noreturn]] void fail(const std::string& msg, int code) {
@@ -156,10 +158,61 @@ void print_per_seed(const std::vector<sim::AllocSummary>& res, size_t seeds, con
   out << "losses: seeds where another policy allocates more than 0.1 pp more\n";
 }
 
+// Per policy and seed (as res): the allocation after the last arrival and the run's packing ceiling
+// (sim/repack.h), in % of GPU capacity rounded to 2 decimals; NaN where a run placed MIG tasks.
+struct Repack {
+  std::vector<std::vector<double>> final_pct, ceiling_pct;
+};
+
+Repack solve_repack(const std::vector<sim::AllocSummary>& res, int64_t total_gpus) {
+  if (!sim::lp_available()) fail("--repack: no LP solver: " + sim::lp_solver_name(), 1);
+  Repack r;
+  const double per_pct = double(total_gpus) * 10.0;
+  for (const auto& s : res) {
+    r.final_pct.emplace_back();
+    r.ceiling_pct.emplace_back();
+    for (size_t k = 0; k < s.seed_shares.size(); ++k) {
+      r.final_pct.back().push_back(sim::round2(double(s.seed_final_milli[k]) / per_pct));
+      auto c = sim::repack_ceiling_milli(s.seed_shares[k], s.seed_final_milli[k], total_gpus);
+      if (!c && c.error().code != ErrorCode::kInvalidArgument) fail("--repack: " + c.error().message, 1);
+      r.ceiling_pct.back().push_back(c ? sim::round2(double(*c) / per_pct) : std::nan(""));
+    }
+  }
+  return r;
+}
+
+void print_repack(const std::vector<sim::AllocSummary>& res, const Repack& r, std::ostream& out) {
+  out << "repack: each run's GPU shares packed on the fewest GPUs that hold them (configuration LP, GPU milli only),\n"
+         "the GPUs so freed given to whole-GPU requests that failed: what better packing alone could reach on\n"
+         "that run (not a bound on other policies, which place other pods); seed means, after the last arrival\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "repack        %-15s %7s %7s %7s %7s %s\n", "policy", "final", "ceiling", "min", "max",
+                "packing loss");
+  out << line;
+  for (size_t i = 0; i < res.size(); ++i) {
+    double fin = 0, ceil = 0, lo = INFINITY, hi = -INFINITY;
+    int n = 0;
+    for (size_t k = 0; k < r.ceiling_pct[i].size(); ++k) {
+      const double c = r.ceiling_pct[i][k];
+      if (std::isnan(c)) continue;
+      fin += r.final_pct[i][k], ceil += c, lo = std::min(lo, c), hi = std::max(hi, c), ++n;
+    }
+    if (n == 0) {
+      std::snprintf(line, sizeof line, "              %-15s (MIG tasks placed: not modelled)\n", res[i].policy.c_str());
+      out << line;
+      continue;
+    }
+    std::snprintf(line, sizeof line, "              %-15s %s %s %s %s %s\n", res[i].policy.c_str(), fmt(fin / n).c_str(),
+                  fmt(ceil / n).c_str(), fmt(lo).c_str(), fmt(hi).c_str(), fmt((ceil - fin) / n).c_str());
+    out << line;
+  }
+}
+
 // The JSON entries: one per policy (mean curve and per-seed values), then the bound's.
 void append_json(const sim::AllocWorkload& w, const std::vector<sim::AllocSummary>& res, const std::vector<uint64_t>& seeds,
-                 const Bounds* bounds, nlohmann::ordered_json& json) {
-  for (const auto& s : res) {
+                 const Bounds* bounds, const Repack* repack, nlohmann::ordered_json& json) {
+  for (size_t i = 0; i < res.size(); ++i) {
+    const auto& s = res[i];
     nlohmann::ordered_json curve = nlohmann::ordered_json::array();
     for (int p = 0; p <= 130; ++p) curve.push_back({{"arrived_pct", p}, {"allocated_pct", num(std::round(s.mean_curve[p] * 100) / 100)}});
     nlohmann::ordered_json per_seed = nlohmann::ordered_json::array();
@@ -167,6 +220,10 @@ void append_json(const sim::AllocWorkload& w, const std::vector<sim::AllocSummar
       nlohmann::ordered_json at = nlohmann::ordered_json::object();
       for (int p : kPcts) at[std::to_string(p)] = num(s.seed_curves[k][size_t(p)]);
       per_seed.push_back({{"seed", s.seeds[k]}, {"allocated_pct", at}});
+      if (repack) {
+        per_seed.back()["final_pct"] = num(repack->final_pct[i][k]);
+        per_seed.back()["repack_ceiling_pct"] = num(repack->ceiling_pct[i][k]);
+      }
     }
     json.push_back({{"policy", s.policy}, {"workload", w.name}, {"seeds", s.seeds}, {"curve", curve},
                     {"per_seed", per_seed}, {"elapsed_s", s.elapsed_s}});
@@ -251,7 +308,12 @@ void run_workload(const AllocArgs& a, const sim::AllocWorkload& w, const std::ve
            "the optimum lies between it and the bound\n";
   }
   if (seeds.size() > 1 || bounds) print_per_seed(*res, seeds.size(), bounds ? &*bounds : nullptr, out);
-  append_json(w, *res, seeds, bounds ? &*bounds : nullptr, json);
+  std::optional<Repack> repack;
+  if (a.repack) {
+    repack = solve_repack(*res, w.cluster.total_gpus());
+    print_repack(*res, *repack, out);
+  }
+  append_json(w, *res, seeds, bounds ? &*bounds : nullptr, repack ? &*repack : nullptr, json);
 }
 
 void run_alloc_command(const AllocArgs& a) {
@@ -336,6 +398,9 @@ void register_sim(CLI::App& app) {
                     "share-heavy, multi-gpu, model-constrained, or 'all'");
   alloc->add_flag("--bound", args->bound,
                   "also an upper bound on what any placement could allocate (LP, GLPK) and each policy's gap to it");
+  alloc->add_flag("--repack", args->repack,
+                  "also each run's packing ceiling: its GPU shares packed on the fewest GPUs (LP, GLPK), the GPUs "
+                  "freed given to failed whole-GPU requests");
   alloc->allow_extras();  // reported below with exit code 2, like every bad argument
   alloc->callback([args, alloc] {
     if (!alloc->remaining().empty()) fail("unknown argument \"" + alloc->remaining().front() + "\"; see --help", 2);

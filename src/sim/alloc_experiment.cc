@@ -131,9 +131,22 @@ Result<AllocRun> run_sorted(const AllocWorkload& w, const std::vector<OpenbPod>&
     // either way, and this skips the engine's why-not analysis.
     const bool fits_somewhere = std::any_of(cluster.nodes().begin(), cluster.nodes().end(),
                                             [&](const Node& n) { return check_fit(n, g.task) == Misfit::kFits; });
-    if (fits_somewhere) run.placed += engine.place_and_commit(cluster, g).outcome == Outcome::kPlaced;
+    const bool placed = fits_somewhere && engine.place_and_commit(cluster, g).outcome == Outcome::kPlaced;
+    run.placed += placed ? 1 : 0;
     rows.push_back({arrived, cluster.allocated_gpu_milli()});
+    if (g.task.gpu_count > 0 && !g.task.cpu_only()) {  // what the packing ceiling reads
+      const int64_t m = pod_milli_per_gpu(g.task);
+      if (g.task.mig()) {
+        run.shares.mig = run.shares.mig || placed;
+      } else if (m >= 1000) {  // holds its GPUs whole
+        if (!placed) run.shares.failed_whole_gpus += g.task.gpu_count;
+      } else if (placed && m > 0) {
+        run.shares.by_milli[m] += g.task.gpu_count;
+        run.shares.milli += m * g.task.gpu_count;
+      }
+    }
   }
+  run.final_allocated_milli = cluster.allocated_gpu_milli();
   run.arrivals = int64_t(rows.size());
   run.curve = alloc_curve(rows, cluster.total_gpus());
   run.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -196,6 +209,8 @@ Result<std::vector<AllocSummary>> run_alloc_matrix(const AllocWorkload& w, const
       if (!r) return r.error();
       s.elapsed_s += r->elapsed_s;
       s.seed_curves.push_back(r->curve);
+      s.seed_final_milli.push_back(r->final_allocated_milli);
+      s.seed_shares.push_back(r->shares);
       for (int p = 0; p <= 130 && p < int(r->curve.size()); ++p)
         if (!std::isnan(r->curve[p])) sum[p] += r->curve[p], ++cnt[p];
     }

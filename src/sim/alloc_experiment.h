@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -55,11 +56,21 @@ std::vector<double> alloc_curve(const std::vector<AllocRow>& rows, int64_t total
 // cluster's node kinds).
 WorkloadProfile workload_profile(const std::vector<OpenbPod>& pods);
 
+// What a run placed, as the packing ceiling reads it (sim/repack.h).
+struct PlacedShares {
+  std::map<int64_t, int64_t> by_milli;  // GPU shares placed: per-GPU milli (1-999) -> GPUs holding one
+  int64_t milli = 0;                    // their sum
+  int64_t failed_whole_gpus = 0;        // GPUs asked whole by pods that did not fit
+  bool mig = false;                     // a MIG task was placed (not modelled)
+};
+
 struct AllocRun {
   std::string policy;
   uint64_t seed = 0;
   std::vector<double> curve;  // 0..130
   int64_t arrivals = 0, placed = 0;
+  int64_t final_allocated_milli = 0;  // after the last arrival
+  PlacedShares shares;
   double elapsed_s = 0;
 };
 Result<AllocRun> run_alloc(const AllocWorkload& w, const std::string& policy, uint64_t seed, double inflate = 1.3);
@@ -69,6 +80,8 @@ struct AllocSummary {
   std::vector<uint64_t> seeds;
   std::vector<double> mean_curve;  // seed mean at 0..130 (over seeds that reach p; NaN if none)
   std::vector<std::vector<double>> seed_curves;  // per seed (as `seeds`), 0..130
+  std::vector<int64_t> seed_final_milli;         // per seed: allocated after the last arrival
+  std::vector<PlacedShares> seed_shares;         // per seed: what it placed
   double elapsed_s = 0;            // sum of this policy's run times
 };
 // Every policy x seed, on `threads` threads (0 = hardware concurrency). `progress(done, total)` is

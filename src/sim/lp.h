@@ -1,7 +1,7 @@
 // A small linear-program interface over a real solver (GLPK, libglpk-dev), used by the allocation
 // bound (alloc_bound.h). Outside core: the scheduler never solves LPs.
-// Maximise c'x subject to rows lo <= a'x <= up and column bounds; solve() may be called again after
-// set_row_upper (the solver restarts from the last basis). MIP: columns marked integer are solved
+// Maximise c'x subject to rows a'x <= up and column bounds; solve() may be called again after
+// set_row_upper or add_row (the solver restarts from the last basis). Columns are fixed once solved. MIP: columns marked integer are solved
 // by branch and bound (small instances only).
 // Thread-safety: one LinearProgram per thread; GLPK keeps its environment per thread.
 // Built without GLPK, lp_available() is false and solve() says how to get it.
@@ -30,7 +30,7 @@ class LinearProgram {
 
   // A column x >= 0 (at most `upper` when upper >= 0) with objective coefficient `objective`.
   int add_column(double objective, double upper = -1, bool integer = false);
-  // A row sum(coef * x[col]) <= upper.
+  // A row sum(coef * x[col]) <= upper; each column at most once in a row.
   struct Term {
     int col;
     double coef;

@@ -43,6 +43,17 @@ int LinearProgram::add_row(const std::vector<Term>& terms, double upper) {
       ja_.push_back(t.col + 1);
       ar_.push_back(t.coef);
     }
+#ifdef TESSERA_HAVE_GLPK
+  if (impl_->loaded) {  // after a solve: into the loaded problem too (a new row starts basic)
+    const int i = glp_add_rows(impl_->lp, 1);
+    glp_set_row_bnds(impl_->lp, i, GLP_UP, 0.0, upper);
+    std::vector<int> ind{0};  // 1-based
+    std::vector<double> val{0};
+    for (const Term& t : terms)
+      if (t.coef != 0) ind.push_back(t.col + 1), val.push_back(t.coef);
+    glp_set_mat_row(impl_->lp, i, int(ind.size()) - 1, ind.data(), val.data());
+  }
+#endif
   return row;
 }
 

@@ -213,7 +213,8 @@ TEST(AllocCli, SyntheticMixesAndTheBound) {
   EXPECT_EQ(code, 2);
   EXPECT_NE(out.find("--synthetic: give either --synthetic or --nodes/--pods"), std::string::npos) << out;
   const std::string json = ::testing::TempDir() + "/bound.json";
-  std::tie(code, out) = run_cli("sim alloc --policy first-fit,tessera --synthetic memory-heavy --seeds 1-2 --bound --json " + json);
+  std::tie(code, out) =
+      run_cli("sim alloc --policy first-fit,tessera --synthetic memory-heavy --seeds 1-2 --bound --repack --json " + json);
   if (!lp_available()) {
     EXPECT_EQ(code, 1);
     EXPECT_NE(out.find("--bound: no LP solver"), std::string::npos) << out;
@@ -223,12 +224,18 @@ TEST(AllocCli, SyntheticMixesAndTheBound) {
   EXPECT_NE(out.find("workload: synthetic-memory-heavy"), std::string::npos) << out;
   EXPECT_NE(out.find("bound (LP)"), std::string::npos) << out;
   EXPECT_NE(out.find("gap to bound"), std::string::npos) << out;
+  EXPECT_NE(out.find("packing loss"), std::string::npos) << out;
   std::ifstream in(json);
   const auto j = nlohmann::json::parse(in);
   ASSERT_EQ(j.size(), 3u);
   EXPECT_EQ(j[1]["policy"], "tessera");
   ASSERT_EQ(j[1]["per_seed"].size(), 2u);
   EXPECT_EQ(j[1]["per_seed"][1]["seed"], 2);
+  for (int k = 0; k < 2; ++k)  // the packing ceiling of each run: at or above where it ended
+    for (const auto& ps : j[k]["per_seed"]) {
+      EXPECT_GE(ps["repack_ceiling_pct"].get<double>() + 1e-9, ps["final_pct"].get<double>()) << ps.dump();
+      EXPECT_LE(ps["repack_ceiling_pct"].get<double>(), 100.0);
+    }
   ASSERT_TRUE(j[2].contains("bound")) << j[2].dump();
   for (const char* p : {"80", "100", "130"}) {
     const double b = j[2]["bound_pct"][p].get<double>();

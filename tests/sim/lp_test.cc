@@ -1,5 +1,5 @@
 // LinearProgram (sim/lp.h) on GLPK: an LP with a known vertex optimum, a warm-started re-solve after
-// a bound changes, and the same program with integer columns.
+// a bound changes and after a row is added, and the same program with integer columns.
 #include <gtest/gtest.h>
 
 #include "sim/lp.h"
@@ -29,6 +29,12 @@ TEST(LinearProgram, SolvesReSolvesAndBranches) {
   EXPECT_NEAR(*v, 2.0, 1e-9);
   lp.set_row_upper(r1, 4);
   EXPECT_NEAR(*lp.solve(), 2.8, 1e-9);
+  lp.add_row({{x, 1}, {y, 1}}, 2);  // a row added after a solve: x + y <= 2
+  EXPECT_EQ(lp.rows(), 3);
+  v = lp.solve();
+  ASSERT_TRUE(v.ok()) << v.error().message;
+  EXPECT_NEAR(*v, 2.0, 1e-9);
+  EXPECT_NEAR(lp.value(x) + lp.value(y), 2.0, 1e-9);
 
   LinearProgram ip;  // the same with whole numbers: 2 (e.g. x = 2, y = 0)
   const int a = ip.add_column(1, -1, true), b = ip.add_column(1, -1, true);
