@@ -21,7 +21,8 @@ void register_bench(CLI::App& app) {
   place->add_option("--gpus-per-node", o->gpus_per_node, "GPUs per node (1..16)")->capture_default_str();
   place->add_option("--requests", o->requests, "Requests in the stream")->capture_default_str();
   place->add_flag("--profile", o->profile,
-                  "prepare the policy with the stream's shapes (as sim alloc does), so fragmentation is scored");
+                  "prepare the policy with the stream's shapes and the cluster's node kinds (as sim alloc does), so "
+                  "fragmentation is scored");
   place->add_option("--score-nodes", o->score_nodes,
                     "Fitting nodes scored per single-task request, tightest first (0 = all)")
       ->capture_default_str();

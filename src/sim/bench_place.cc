@@ -94,6 +94,7 @@ Result<BenchPlaceResult> run_bench_place(const BenchPlaceOptions& o,
   if (o.profile) {
     WorkloadProfile prof;
     for (const Kind& k : kinds) prof.shapes.push_back({k.task, int64_t(k.weight) * k.tasks});
+    prof.nodes = node_kinds(cluster);  // as sim alloc prepares it: node kinds too (Scarcity, Reserve)
     (*policy)->prepare(prof);
   }
   EngineOptions eo;

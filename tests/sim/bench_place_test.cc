@@ -10,22 +10,26 @@
 namespace tessera::sim {
 namespace {
 
+// Without and with the policy prepared (--profile: the stream's shapes and the node kinds).
 TEST(BenchPlace, SmallRunPlacesEveryKindAndKeepsInvariants) {
-  BenchPlaceOptions o;
-  o.nodes = 256;
-  o.requests = 4000;
-  auto r = run_bench_place(o);
-  ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(r->gpus, 256 * 8);
-  for (const char* kind : {"share", "mig", "gpu1", "gpu2", "gpu4", "gang8", "gang4x8"}) {
-    ASSERT_TRUE(r->by_kind.count(kind)) << kind;
-    EXPECT_GT(r->by_kind.at(kind).placed, 0) << kind;
-    EXPECT_LE(r->by_kind.at(kind).p50_us, r->by_kind.at(kind).p99_us) << kind;
+  for (bool profile : {false, true}) {
+    BenchPlaceOptions o;
+    o.nodes = 256;
+    o.requests = 4000;
+    o.profile = profile;
+    auto r = run_bench_place(o);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->gpus, 256 * 8);
+    for (const char* kind : {"share", "mig", "gpu1", "gpu2", "gpu4", "gang8", "gang4x8"}) {
+      ASSERT_TRUE(r->by_kind.count(kind)) << kind << " profile " << profile;
+      EXPECT_GT(r->by_kind.at(kind).placed, 0) << kind << " profile " << profile;
+      EXPECT_LE(r->by_kind.at(kind).p50_us, r->by_kind.at(kind).p99_us) << kind;
+    }
+    // Departures hold the cluster near 75% of its GPUs.
+    EXPECT_GT(r->final_gpu_allocated_pct, 60.0) << "profile " << profile;
+    EXPECT_LE(r->final_gpu_allocated_pct, 80.0) << "profile " << profile;
+    EXPECT_GT(r->placements_per_s, 0.0);
   }
-  // Departures hold the cluster near 75% of its GPUs.
-  EXPECT_GT(r->final_gpu_allocated_pct, 60.0);
-  EXPECT_LE(r->final_gpu_allocated_pct, 80.0);
-  EXPECT_GT(r->placements_per_s, 0.0);
 }
 
 TEST(BenchPlace, BadOptionsNameTheFlag) {
