@@ -531,5 +531,28 @@ TEST(Tessera, AShapeNamingAnotherModelDoesNotDrawTasksToARareModel) {
   EXPECT_EQ(score(*p, c, 0, task).score, score(*p, c, 1, task).score);
 }
 
+// GPU 0 has 530 milli free, GPU 1 has 630, GPU 2 is idle; a 470-milli share arrives. FGD's measure
+// prefers GPU 0: the 60 left is a smaller fragment than 160. But only the workload's rarest share
+// (50) fits 60 milli, while its typical 160 fits the 160 left: Tessera counts the dead gap twice and
+// takes GPU 1. When 50-milli shares are common, 60 milli is no dead gap and GPU 0 is taken.
+TEST(Tessera, ASharePrefersAGapATypicalShareFitsToADeadOne) {
+  ClusterState c = one_node(64000, 3);
+  GpuPick g0, g1;
+  g0.add(0);
+  g1.add(1);
+  occupy(c, 0, share(470), &g0);
+  occupy(c, 0, share(370), &g1);
+  const WorkloadProfile rare_50{{{share(470), 50}, {share(370), 10}, {share(160), 10}, {share(50), 1}, {whole(1), 30}}};
+  const WorkloadProfile common_50{{{share(470), 50}, {share(370), 10}, {share(160), 10}, {share(50), 30}, {whole(1), 30}}};
+  auto fgd = policy("fgd");
+  fgd->prepare(rare_50);
+  EXPECT_EQ(score(*fgd, c, 0, share(470)).pick.gpus[0], 0);
+  auto t = policy("tessera");
+  t->prepare(rare_50);
+  EXPECT_EQ(score(*t, c, 0, share(470)).pick.gpus[0], 1);
+  t->prepare(common_50);
+  EXPECT_EQ(score(*t, c, 0, share(470)).pick.gpus[0], 0);
+}
+
 }  // namespace
 }  // namespace tessera

@@ -10,7 +10,9 @@
 // openb, while equal scores broken by the fixed node rank pack like first fit. One tie-break comes
 // before the rank: a CPU-only task prefers the node with the least free GPU milli (its CPU strands
 // no GPU there). A sharing task takes the GPU removing the most fragmentation, then the tightest;
-// whole GPUs are chosen for NVLink connectivity among themselves, then for what they leave.
+// a GPU it would leave with a dead gap (free milli that only the workload's rarest shares fit,
+// DeadGaps) counts that gap twice. Whole GPUs are chosen for NVLink connectivity among themselves,
+// then for what they leave.
 // MIG tasks: reuse an idle instance of the profile, else create where the workload's MIG profiles
 // stay most creatable. Gangs are packed onto as few nodes as possible.
 // When the profile lists the cluster's nodes, the fragmentation removed is reduced by the capacity a
@@ -39,6 +41,7 @@ class TesseraPolicy final : public ScoringPolicy {
     model_.build(profile, 100, true, false);
     scarcity_.build(model_.shapes(), profile.nodes);
     reserve_.build(profile, scarcity_);
+    dead_ = DeadGaps::of(profile);
     mig_counts_.clear();
     for (const WorkloadShape& s : profile.shapes)
       if (s.task.mig()) mig_counts_[s.task.mig_profile] += s.count;
@@ -72,6 +75,10 @@ class TesseraPolicy final : public ScoringPolicy {
     }
     std::array<int64_t, kMaxGpusPerNode> delta{};
     model_.deltas(n, cands.data(), ncand, delta.data());
+    // A share that would leave a dead gap on its GPU counts that gap twice (DeadGaps).
+    if (t.gpu_share() && t.gpu_count == 1)
+      for (int c = 0; c < ncand; ++c)
+        if (dead_.holds(cands[c].changes[0].free_after)) delta[c] -= model_.total() * cands[c].changes[0].free_after;
     // Best candidate: most fragmentation removed, then the tightest GPU, then the lowest index.
     int best = 0;
     for (int c = 1; c < ncand; ++c) {
@@ -94,6 +101,43 @@ class TesseraPolicy final : public ScoringPolicy {
   }
 
  private:
+  // Dead gaps: free milli on a GPU above the workload's smallest share and below its smallest
+  // typical share (the most frequent shares, taken until they cover kTypicalPct % of its share
+  // tasks, as FGD picks its typical shapes). Only rare shares fit such a gap, so it stays unused
+  // more often than a larger gap that a typical share fills, while FGD's fragment measure, which
+  // counts a gap's milli, prefers the smaller. Best fit makes many of them (two 470-milli shares on
+  // openb leave 60 milli, which only its 50-milli shares fit) and they hold much of the sliver waste
+  // when the cluster is full. Empty (lo >= hi) without shares, or when the smallest share is typical.
+  struct DeadGaps {
+    static constexpr int64_t kTypicalPct = 95;
+    int64_t lo = 0, hi = 0;
+    bool holds(int64_t free) const { return free > lo && free < hi; }
+    static DeadGaps of(const WorkloadProfile& profile) {
+      std::map<int64_t, int64_t> by_milli;  // one-GPU shares: milli -> tasks
+      int64_t all = 0;
+      for (const WorkloadShape& s : profile.shapes)
+        if (s.count > 0 && !s.task.mig() && s.task.gpu_share() && s.task.gpu_count == 1 && s.task.milli_per_gpu.v > 0 &&
+            s.task.milli_per_gpu.v < 1000)
+          by_milli[s.task.milli_per_gpu.v] += s.count, all += s.count;
+      DeadGaps d;
+      if (by_milli.empty()) return d;
+      d.lo = by_milli.begin()->first;
+      // The typical shares: most frequent first (then larger), until they cover kTypicalPct %.
+      std::vector<std::pair<int64_t, int64_t>> order;  // (count, milli)
+      for (const auto& [milli, count] : by_milli) order.push_back({count, milli});
+      std::sort(order.rbegin(), order.rend());
+      int64_t seen = 0;
+      d.hi = 1000;
+      for (const auto& [count, milli] : order) {
+        if (seen * 100 >= all * kTypicalPct) break;
+        seen += count;
+        d.hi = std::min(d.hi, milli);
+      }
+      return d;
+    }
+  };
+  DeadGaps dead_;
+
   // Below any score combine() gives (its fragmentation level is 0-100, times 2^32).
   static constexpr int64_t kKeptTier = int64_t(128) << 32;
 
