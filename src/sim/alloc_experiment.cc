@@ -99,6 +99,34 @@ std::vector<OpenbPod> pods_by_name(const std::vector<OpenbPod>& pods) {
   return s;
 }
 
+bool UnfitPods::covers(const TaskRequest& q) const {
+  if (kept_.empty()) return false;
+  const TaskRequest rq = rest(q);
+  for (const Kept& k : kept_)
+    if (at_least(q, k.req) && rq == k.rest) return true;
+  return false;
+}
+
+void UnfitPods::add(const TaskRequest& p) {
+  const TaskRequest rp = rest(p);
+  std::erase_if(kept_, [&](const Kept& k) { return at_least(k.req, p) && k.rest == rp; });  // p covers them
+  if (kept_.size() < kMax) kept_.push_back({p, rp});
+}
+
+TaskRequest UnfitPods::rest(TaskRequest t) {
+  t.cpu = MilliCpu(0);
+  t.memory = MiB(0);
+  t.gpu_count = 0;
+  t.milli_per_gpu = MilliGpu(0);
+  t.gpu_memory = MiB(0);
+  return t;
+}
+
+bool UnfitPods::at_least(const TaskRequest& q, const TaskRequest& p) {
+  return q.whole_gpus() == p.whole_gpus() && q.cpu.v >= p.cpu.v && q.memory.v >= p.memory.v &&
+         q.gpu_count >= p.gpu_count && q.milli_per_gpu.v >= p.milli_per_gpu.v && q.gpu_memory.v >= p.gpu_memory.v;
+}
+
 namespace {
 
 Result<AllocRun> run_sorted(const AllocWorkload& w, const std::vector<OpenbPod>& sorted, const WorkloadProfile& prof,
@@ -122,6 +150,7 @@ Result<AllocRun> run_sorted(const AllocWorkload& w, const std::vector<OpenbPod>&
   std::vector<AllocRow> rows;
   rows.reserve(order.size());
   Gang g;
+  UnfitPods unfit;
   int64_t arrived = 0;
   for (uint32_t i : order) {
     g.id = JobId(uint32_t(rows.size()));
@@ -129,8 +158,12 @@ Result<AllocRun> run_sorted(const AllocWorkload& w, const std::vector<OpenbPod>&
     arrived += pod_demand_milli(g.task);  // counted before placement, failures too
     // The engine is asked only when some node can take the pod now: a pod nothing fits fails
     // either way, and this skips the engine's why-not analysis.
-    const bool fits_somewhere = std::any_of(cluster.nodes().begin(), cluster.nodes().end(),
-                                            [&](const Node& n) { return check_fit(n, g.task) == Misfit::kFits; });
+    bool fits_somewhere = false;
+    if (!unfit.covers(g.task)) {
+      fits_somewhere = std::any_of(cluster.nodes().begin(), cluster.nodes().end(),
+                                   [&](const Node& n) { return check_fit(n, g.task) == Misfit::kFits; });
+      if (!fits_somewhere) unfit.add(g.task);
+    }
     const bool placed = fits_somewhere && engine.place_and_commit(cluster, g).outcome == Outcome::kPlaced;
     run.placed += placed ? 1 : 0;
     rows.push_back({arrived, cluster.allocated_gpu_milli()});

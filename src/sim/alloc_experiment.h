@@ -56,6 +56,28 @@ std::vector<double> alloc_curve(const std::vector<AllocRow>& rows, int64_t total
 // cluster's node kinds).
 WorkloadProfile workload_profile(const std::vector<OpenbPod>& pods);
 
+// Pods that fit no node, kept so that a run can skip the scan of every node for later pods that
+// cannot fit either. Sound only while nothing leaves (as in this experiment): free CPU, memory and
+// GPUs then only shrink, so a pod asking at least as much of each as one that fit nowhere (the same
+// GPU form, every other field equal) fits nowhere too. Holds the least demanding, at most kMax.
+class UnfitPods {
+ public:
+  // True if `q` asks at least as much as a pod added before.
+  bool covers(const TaskRequest& q) const;
+  // `p` fit no node.
+  void add(const TaskRequest& p);
+  size_t size() const { return kept_.size(); }
+
+ private:
+  static constexpr size_t kMax = 64;
+  struct Kept {
+    TaskRequest req, rest;  // rest: the request without its amounts, which must be equal
+  };
+  static TaskRequest rest(TaskRequest t);
+  static bool at_least(const TaskRequest& q, const TaskRequest& p);
+  std::vector<Kept> kept_;
+};
+
 // What a run placed, as the packing ceiling reads it (sim/repack.h).
 struct PlacedShares {
   std::map<int64_t, int64_t> by_milli;  // GPU shares placed: per-GPU milli (1-999) -> GPUs holding one

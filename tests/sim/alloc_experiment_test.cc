@@ -3,10 +3,14 @@
 #include "sim/alloc_bound.h"
 #include "sim/alloc_experiment.h"
 
+#include "core/placement/engine.h"
+#include "core/placement/fit.h"
+
 #include <gtest/gtest.h>
 
 #include "run_binary.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -118,6 +122,63 @@ TEST(AllocExperiment, SyntheticRunsAreDeterministicAndSane) {
   EXPECT_LE(a->curve[130], 100.0);
   EXPECT_GE(a->curve[130], r->curve[130]) << "FGD should not lose to Random";
   EXPECT_FALSE(run_alloc(w, "nope", 1).ok());
+}
+
+TaskRequest ask(int gpus, int64_t milli, int64_t cpu, int64_t mem = 1024) {
+  TaskRequest t;
+  t.cpu = MilliCpu(cpu);
+  t.memory = MiB(mem);
+  t.gpu_count = gpus;
+  if (gpus > 0) t.milli_per_gpu = MilliGpu(milli);
+  return t;
+}
+
+TEST(UnfitPods, CoversWhatAsksAtLeastAsMuchUnderTheSameConstraints) {
+  UnfitPods u;
+  EXPECT_FALSE(u.covers(ask(0, 0, 1000)));
+  u.add(ask(1, 470, 4000));
+  EXPECT_TRUE(u.covers(ask(1, 470, 4000)));
+  EXPECT_TRUE(u.covers(ask(1, 810, 8000, 4096)));
+  EXPECT_TRUE(u.covers(ask(2, 470, 4000)));
+  EXPECT_FALSE(u.covers(ask(1, 320, 4000))) << "a smaller share may fit";
+  EXPECT_FALSE(u.covers(ask(1, 810, 2000))) << "less CPU may fit";
+  EXPECT_FALSE(u.covers(ask(1, 1000, 8000))) << "another GPU form";
+  TaskRequest named = ask(1, 810, 8000);
+  named.gpu_models = {"T4"};
+  EXPECT_FALSE(u.covers(named)) << "other constraints";
+  u.add(ask(1, 1000, 16000));
+  EXPECT_TRUE(u.covers(ask(8, 1000, 64000)));
+  EXPECT_EQ(u.size(), 2u);
+  u.add(ask(1, 230, 4000));  // covers the 470 one, which goes
+  EXPECT_EQ(u.size(), 2u);
+  EXPECT_TRUE(u.covers(ask(1, 470, 4000)));
+}
+
+// Sound: on a cluster that only fills, every pod it covers fits no node (checked by a full scan).
+TEST(UnfitPods, EveryPodItCoversFitsNoNodeWhileNothingLeaves) {
+  const AllocWorkload w = synthetic_workload(5, 40, SyntheticMix::kMemoryHeavy);
+  ClusterState c = w.cluster;
+  auto policy = make_policy("best-fit");
+  ASSERT_TRUE(policy.ok());
+  PlacementEngine engine(**policy, EngineOptions{});
+  UnfitPods u;
+  int covered = 0;
+  Gang g;
+  for (int round = 0; round < 3; ++round)
+    for (size_t i = 0; i < w.pods.size(); ++i) {
+      g.id = JobId(uint32_t(round * w.pods.size() + i));
+      g.task = w.pods[i].task;
+      const bool fits = std::any_of(c.nodes().begin(), c.nodes().end(),
+                                    [&](const Node& n) { return check_fit(n, g.task) == Misfit::kFits; });
+      if (u.covers(g.task)) {
+        ++covered;
+        ASSERT_FALSE(fits) << "pod " << i << " of round " << round;
+        continue;
+      }
+      if (!fits) u.add(g.task);
+      else (void)engine.place_and_commit(c, g);
+    }
+  EXPECT_GT(covered, 100) << "the cluster fills, so later pods are covered";
 }
 
 TEST(AllocExperiment, MatrixAveragesSeedsAndReportsProgress) {
