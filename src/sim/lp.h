@@ -1,8 +1,8 @@
 // A small linear-program interface over a real solver (GLPK, libglpk-dev), used by the allocation
 // bound (alloc_bound.h). Outside core: the scheduler never solves LPs.
 // Maximise c'x subject to rows a'x <= up and column bounds; solve() may be called again after
-// set_row_upper or add_row (the solver restarts from the last basis). Columns are fixed once solved. MIP: columns marked integer are solved
-// by branch and bound (small instances only).
+// set_row_upper or add_row (the solver restarts from the last basis). Columns are fixed once solved.
+// MIP: columns marked integer are solved by branch and bound (small instances only).
 // Thread-safety: one LinearProgram per thread; GLPK keeps its environment per thread.
 // Built without GLPK, lp_available() is false and solve() says how to get it.
 #pragma once
