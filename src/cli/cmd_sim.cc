@@ -120,6 +120,23 @@ Bounds solve_bounds(const sim::AllocWorkload& w, const std::vector<uint64_t>& se
   return b;
 }
 
+// Mean, min and max of the values that are not NaN; n counts them (all NaN: n = 0, the rest NaN).
+struct Spread {
+  double mean = std::nan(""), lo = std::nan(""), hi = std::nan("");
+  size_t n = 0;
+};
+Spread spread_of(const std::vector<double>& values) {
+  Spread s;
+  double sum = 0;
+  for (double v : values) {
+    if (std::isnan(v)) continue;
+    s.lo = s.n ? std::min(s.lo, v) : v, s.hi = s.n ? std::max(s.hi, v) : v;
+    sum += v, ++s.n;
+  }
+  if (s.n) s.mean = sum / double(s.n);
+  return s;
+}
+
 // Per seed at the highest demand: each policy's distribution, its losses to the best other policy
 // on the same seed, and (with a bound) its gap to the bound.
 void print_per_seed(const std::vector<sim::AllocSummary>& res, size_t seeds, const Bounds* bounds, std::ostream& out) {
@@ -131,28 +148,23 @@ void print_per_seed(const std::vector<sim::AllocSummary>& res, size_t seeds, con
   out << line;
   for (size_t i = 0; i < res.size(); ++i) {
     const auto& s = res[i];
-    double lo = INFINITY, hi = -INFINITY;
     int losses = 0;  // seeds where another policy beats it by more than 0.1 pp
-    std::vector<double> gaps;
+    std::vector<double> values, gaps;
     for (size_t k = 0; k < seeds; ++k) {
       const double v = s.seed_curves[k][tp];
       if (std::isnan(v)) continue;
-      lo = std::min(lo, v), hi = std::max(hi, v);
+      values.push_back(v);
       double best_other = -INFINITY;
       for (size_t j = 0; j < res.size(); ++j)
         if (j != i && !std::isnan(res[j].seed_curves[k][tp])) best_other = std::max(best_other, res[j].seed_curves[k][tp]);
       losses += best_other > v + 0.1 + 1e-9 ? 1 : 0;
-      if (bounds && !std::isnan(bounds->seeds[k].at[top])) gaps.push_back(bounds->seeds[k].at[top] - v);
+      if (bounds) gaps.push_back(bounds->seeds[k].at[top] - v);
     }
+    const Spread sv = spread_of(values);
     std::snprintf(line, sizeof line, "              %-15s %s %s %s %4d/%-2zu", s.policy.c_str(), fmt(s.mean_curve[tp]).c_str(),
-                  fmt(lo).c_str(), fmt(hi).c_str(), losses, seeds);
+                  fmt(sv.lo).c_str(), fmt(sv.hi).c_str(), losses, seeds);
     out << line;
-    if (!gaps.empty()) {
-      double sum = 0;
-      for (double g : gaps) sum += g;
-      out << "  " << fmt(sum / double(gaps.size())) << fmt(*std::min_element(gaps.begin(), gaps.end()))
-          << fmt(*std::max_element(gaps.begin(), gaps.end()));
-    }
+    if (const Spread g = spread_of(gaps); g.n) out << "  " << fmt(g.mean) << fmt(g.lo) << fmt(g.hi);
     out << "\n";
   }
   out << "losses: seeds where another policy allocates more than 0.1 pp more\n";
@@ -190,20 +202,17 @@ void print_repack(const std::vector<sim::AllocSummary>& res, const Repack& r, st
                 "packing loss");
   out << line;
   for (size_t i = 0; i < res.size(); ++i) {
-    double fin = 0, ceil = 0, lo = INFINITY, hi = -INFINITY;
-    int n = 0;
-    for (size_t k = 0; k < r.ceiling_pct[i].size(); ++k) {
-      const double c = r.ceiling_pct[i][k];
-      if (std::isnan(c)) continue;
-      fin += r.final_pct[i][k], ceil += c, lo = std::min(lo, c), hi = std::max(hi, c), ++n;
-    }
-    if (n == 0) {
+    std::vector<double> fin, ceil;  // runs the ceiling models
+    for (size_t k = 0; k < r.ceiling_pct[i].size(); ++k)
+      if (!std::isnan(r.ceiling_pct[i][k])) fin.push_back(r.final_pct[i][k]), ceil.push_back(r.ceiling_pct[i][k]);
+    const Spread f = spread_of(fin), c = spread_of(ceil);
+    if (c.n == 0) {
       std::snprintf(line, sizeof line, "              %-15s (MIG tasks placed: not modelled)\n", res[i].policy.c_str());
       out << line;
       continue;
     }
-    std::snprintf(line, sizeof line, "              %-15s %s %s %s %s %s\n", res[i].policy.c_str(), fmt(fin / n).c_str(),
-                  fmt(ceil / n).c_str(), fmt(lo).c_str(), fmt(hi).c_str(), fmt((ceil - fin) / n).c_str());
+    std::snprintf(line, sizeof line, "              %-15s %s %s %s %s %s\n", res[i].policy.c_str(), fmt(f.mean).c_str(),
+                  fmt(c.mean).c_str(), fmt(c.lo).c_str(), fmt(c.hi).c_str(), fmt(c.mean - f.mean).c_str());
     out << line;
   }
 }

@@ -99,6 +99,12 @@ std::vector<OpenbPod> pods_by_name(const std::vector<OpenbPod>& pods) {
   return s;
 }
 
+int64_t PlacedShares::milli() const {
+  int64_t sum = 0;
+  for (const auto& [m, n] : by_milli) sum += m * std::max<int64_t>(n, 0);
+  return sum;
+}
+
 bool UnfitPods::covers(const TaskRequest& q) const {
   if (kept_.empty()) return false;
   const TaskRequest rq = rest(q);
@@ -175,7 +181,6 @@ Result<AllocRun> run_sorted(const AllocWorkload& w, const std::vector<OpenbPod>&
         if (!placed) run.shares.failed_whole_gpus += g.task.gpu_count;
       } else if (placed && m > 0) {
         run.shares.by_milli[m] += g.task.gpu_count;
-        run.shares.milli += m * g.task.gpu_count;
       }
     }
   }

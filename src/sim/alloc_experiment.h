@@ -81,9 +81,9 @@ class UnfitPods {
 // What a run placed, as the packing ceiling reads it (sim/repack.h).
 struct PlacedShares {
   std::map<int64_t, int64_t> by_milli;  // GPU shares placed: per-GPU milli (1-999) -> GPUs holding one
-  int64_t milli = 0;                    // their sum
   int64_t failed_whole_gpus = 0;        // GPUs asked whole by pods that did not fit
   bool mig = false;                     // a MIG task was placed (not modelled)
+  int64_t milli() const;                // the shares' sum (counts below 0 count as 0)
 };
 
 struct AllocRun {

@@ -95,9 +95,8 @@ Result<int64_t> fewest_gpus_for_shares(const std::map<int64_t, int64_t>& by_mill
 
 Result<int64_t> repack_ceiling_milli(const PlacedShares& placed, int64_t allocated_milli, int64_t total_gpus) {
   if (placed.mig) return invalid_argument("repack: MIG tasks are not modelled");
-  int64_t milli = 0;
-  for (const auto& [m, n] : placed.by_milli) milli += m * std::max<int64_t>(n, 0);
-  if (milli != placed.milli || milli > allocated_milli || allocated_milli > total_gpus * kGpu || placed.failed_whole_gpus < 0)
+  const int64_t milli = placed.milli();
+  if (milli > allocated_milli || allocated_milli > total_gpus * kGpu || placed.failed_whole_gpus < 0)
     return invalid_argument("repack: the run's shares, allocation and capacity do not agree");
   auto gpus = fewest_gpus_for_shares(placed.by_milli);
   if (!gpus) return gpus.error();

@@ -98,7 +98,7 @@ TEST(Repack, CeilingGivesFreedGpusToFailedWholeGpuRequests) {
   // 10 GPUs: 3 held whole, four 500-milli shares on 4 GPUs (2 would do), 3 GPUs idle.
   PlacedShares p;
   p.by_milli = {{500, 4}};
-  p.milli = 2000;
+  EXPECT_EQ(p.milli(), 2000);
   p.failed_whole_gpus = 9;
   auto c = repack_ceiling_milli(p, 5000, 10);
   ASSERT_TRUE(c.ok()) << c.error().message;
@@ -107,9 +107,7 @@ TEST(Repack, CeilingGivesFreedGpusToFailedWholeGpuRequests) {
   EXPECT_EQ(*repack_ceiling_milli(p, 5000, 10), 6000);  // no more whole work than failed
   p.failed_whole_gpus = 0;
   EXPECT_EQ(*repack_ceiling_milli(p, 5000, 10), 5000);
-  p.milli = 1999;  // does not add up
-  EXPECT_EQ(repack_ceiling_milli(p, 5000, 10).error().code, ErrorCode::kInvalidArgument);
-  p.milli = 2000;
+  EXPECT_EQ(repack_ceiling_milli(p, 1999, 10).error().code, ErrorCode::kInvalidArgument);  // shares above it
   EXPECT_EQ(repack_ceiling_milli(p, 11000, 10).error().code, ErrorCode::kInvalidArgument);  // above capacity
   p.mig = true;
   auto m = repack_ceiling_milli(p, 5000, 10);
@@ -135,8 +133,8 @@ TEST(Repack, RunsRecordTheirSharesAndCeilingsBracketTheirAllocation) {
         EXPECT_TRUE(m > 0 && m < 1000) << m;
         milli += m * n;
       }
-      EXPECT_EQ(milli, p.milli);
-      EXPECT_LE(p.milli, s.seed_final_milli[k]);
+      EXPECT_EQ(milli, p.milli());
+      EXPECT_LE(p.milli(), s.seed_final_milli[k]);
       auto c = repack_ceiling_milli(p, s.seed_final_milli[k], gpus);
       ASSERT_TRUE(c.ok()) << c.error().message;
       EXPECT_GE(*c, s.seed_final_milli[k]) << s.policy;
