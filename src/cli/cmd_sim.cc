@@ -29,6 +29,7 @@ struct AllocArgs {
   std::string inflate = "1.3";
   bool bound = false;  // also the LP upper bound (sim/alloc_bound.h) and each policy's gap to it
   bool repack = false;  // also each run's packing ceiling (sim/repack.h)
+  bool leftover = false;  // also where each run's free GPU capacity is at the end (sim/leftover.h)
 };
 
 [[noreturn]] void fail(const std::string& msg, int code) {
@@ -217,9 +218,37 @@ void print_repack(const std::vector<sim::AllocSummary>& res, const Repack& r, st
   }
 }
 
+// Where the free GPU capacity is after the last arrival, seed means in % of the cluster's GPUs.
+void print_leftover(const std::vector<sim::AllocSummary>& res, int64_t total_gpus, std::ostream& out) {
+  out << "leftover: free GPU capacity after the last arrival, % of the cluster's GPUs, seed means: on nodes where a\n"
+         "pod that failed would fit but for CPU or memory (cpu/mem), else by each GPU's free milli\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "leftover      %-15s %7s %7s", "policy", "free", "cpu/mem");
+  out << line;
+  for (const char* b : sim::Leftover::kBandName) {
+    std::snprintf(line, sizeof line, " %7s", b);
+    out << line;
+  }
+  out << "\n";
+  const double per_pct = double(total_gpus) * 10.0;
+  for (const auto& s : res) {
+    std::vector<double> free, cpu_memory;
+    std::vector<std::vector<double>> band(sim::Leftover::kBandMax.size());
+    for (const sim::Leftover& l : s.seed_leftover) {
+      free.push_back(double(l.total()) / per_pct), cpu_memory.push_back(double(l.cpu_memory) / per_pct);
+      for (size_t b = 0; b < band.size(); ++b) band[b].push_back(double(l.by_band[b]) / per_pct);
+    }
+    std::snprintf(line, sizeof line, "              %-15s %s %s", s.policy.c_str(), fmt(spread_of(free).mean).c_str(),
+                  fmt(spread_of(cpu_memory).mean).c_str());
+    out << line;
+    for (const auto& v : band) out << " " << fmt(spread_of(v).mean);
+    out << "\n";
+  }
+}
+
 // The JSON entries: one per policy (mean curve and per-seed values), then the bound's.
 void append_json(const sim::AllocWorkload& w, const std::vector<sim::AllocSummary>& res, const std::vector<uint64_t>& seeds,
-                 const Bounds* bounds, const Repack* repack, nlohmann::ordered_json& json) {
+                 const Bounds* bounds, const Repack* repack, bool leftover, nlohmann::ordered_json& json) {
   for (size_t i = 0; i < res.size(); ++i) {
     const auto& s = res[i];
     nlohmann::ordered_json curve = nlohmann::ordered_json::array();
@@ -229,6 +258,15 @@ void append_json(const sim::AllocWorkload& w, const std::vector<sim::AllocSummar
       nlohmann::ordered_json at = nlohmann::ordered_json::object();
       for (int p : kPcts) at[std::to_string(p)] = num(s.seed_curves[k][size_t(p)]);
       per_seed.push_back({{"seed", s.seeds[k]}, {"allocated_pct", at}});
+      if (leftover) {
+        const sim::Leftover& l = s.seed_leftover[k];
+        const double per_pct = double(w.cluster.total_gpus()) * 10.0;
+        nlohmann::ordered_json lo = {{"free", num(sim::round2(double(l.total()) / per_pct))},
+                                     {"cpu_memory", num(sim::round2(double(l.cpu_memory) / per_pct))}};
+        for (size_t b = 0; b < l.by_band.size(); ++b)
+          lo[sim::Leftover::kBandName[b]] = num(sim::round2(double(l.by_band[b]) / per_pct));
+        per_seed.back()["leftover_pct"] = lo;
+      }
       if (repack) {
         per_seed.back()["final_pct"] = num(repack->final_pct[i][k]);
         per_seed.back()["repack_ceiling_pct"] = num(repack->ceiling_pct[i][k]);
@@ -322,7 +360,8 @@ void run_workload(const AllocArgs& a, const sim::AllocWorkload& w, const std::ve
     repack = solve_repack(*res, w.cluster.total_gpus());
     print_repack(*res, *repack, out);
   }
-  append_json(w, *res, seeds, bounds ? &*bounds : nullptr, repack ? &*repack : nullptr, json);
+  if (a.leftover) print_leftover(*res, w.cluster.total_gpus(), out);
+  append_json(w, *res, seeds, bounds ? &*bounds : nullptr, repack ? &*repack : nullptr, a.leftover, json);
 }
 
 void run_alloc_command(const AllocArgs& a) {
@@ -410,6 +449,9 @@ void register_sim(CLI::App& app) {
   alloc->add_flag("--repack", args->repack,
                   "also each run's packing ceiling: its GPU shares packed on the fewest GPUs (LP, GLPK), the GPUs "
                   "freed given to failed whole-GPU requests");
+  alloc->add_flag("--leftover", args->leftover,
+                  "also where the free GPU capacity is after the last arrival: on nodes whose CPU or memory kept a "
+                  "failed pod out, else by each GPU's free milli");
   alloc->allow_extras();  // reported below with exit code 2, like every bad argument
   alloc->callback([args, alloc] {
     if (!alloc->remaining().empty()) fail("unknown argument \"" + alloc->remaining().front() + "\"; see --help", 2);

@@ -116,7 +116,13 @@ bool UnfitPods::covers(const TaskRequest& q) const {
 void UnfitPods::add(const TaskRequest& p) {
   const TaskRequest rp = rest(p);
   std::erase_if(kept_, [&](const Kept& k) { return at_least(k.req, p) && k.rest == rp; });  // p covers them
-  if (kept_.size() < kMax) kept_.push_back({p, rp});
+  if (kept_.size() < max_) kept_.push_back({p, rp});
+}
+
+std::vector<TaskRequest> UnfitPods::requests() const {
+  std::vector<TaskRequest> out;
+  for (const Kept& k : kept_) out.push_back(k.req);
+  return out;
 }
 
 TaskRequest UnfitPods::rest(TaskRequest t) {
@@ -157,6 +163,7 @@ Result<AllocRun> run_sorted(const AllocWorkload& w, const std::vector<OpenbPod>&
   rows.reserve(order.size());
   Gang g;
   UnfitPods unfit;
+  UnfitPods failed_needs(1024);  // GPU needs (CPU and memory 0) of the pods that failed, for the leftover
   int64_t arrived = 0;
   for (uint32_t i : order) {
     g.id = JobId(uint32_t(rows.size()));
@@ -172,6 +179,11 @@ Result<AllocRun> run_sorted(const AllocWorkload& w, const std::vector<OpenbPod>&
     }
     const bool placed = fits_somewhere && engine.place_and_commit(cluster, g).outcome == Outcome::kPlaced;
     run.placed += placed ? 1 : 0;
+    if (!placed && g.task.gpu_count > 0) {
+      TaskRequest need = g.task;
+      need.cpu = MilliCpu(0), need.memory = MiB(0);
+      if (!failed_needs.covers(need)) failed_needs.add(need);
+    }
     rows.push_back({arrived, cluster.allocated_gpu_milli()});
     if (g.task.gpu_count > 0 && !g.task.cpu_only()) {  // what the packing ceiling reads
       const int64_t m = pod_milli_per_gpu(g.task);
@@ -185,6 +197,7 @@ Result<AllocRun> run_sorted(const AllocWorkload& w, const std::vector<OpenbPod>&
     }
   }
   run.final_allocated_milli = cluster.allocated_gpu_milli();
+  run.leftover = leftover_of(cluster, failed_needs.requests());
   run.arrivals = int64_t(rows.size());
   run.curve = alloc_curve(rows, cluster.total_gpus());
   run.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -249,6 +262,7 @@ Result<std::vector<AllocSummary>> run_alloc_matrix(const AllocWorkload& w, const
       s.seed_curves.push_back(r->curve);
       s.seed_final_milli.push_back(r->final_allocated_milli);
       s.seed_shares.push_back(r->shares);
+      s.seed_leftover.push_back(r->leftover);
       for (int p = 0; p <= 130 && p < int(r->curve.size()); ++p)
         if (!std::isnan(r->curve[p])) sum[p] += r->curve[p], ++cnt[p];
     }

@@ -16,6 +16,7 @@
 #include "core/placement/policy.h"
 #include "core/rng.h"
 #include "core/status.h"
+#include "sim/leftover.h"
 #include "sim/openb.h"
 
 namespace tessera::sim {
@@ -59,17 +60,19 @@ WorkloadProfile workload_profile(const std::vector<OpenbPod>& pods);
 // Pods that fit no node, kept so that a run can skip the scan of every node for later pods that
 // cannot fit either. Sound only while nothing leaves (as in this experiment): free CPU, memory and
 // GPUs then only shrink, so a pod asking at least as much of each as one that fit nowhere (the same
-// GPU form, every other field equal) fits nowhere too. Holds the least demanding, at most kMax.
+// GPU form, every other field equal) fits nowhere too. Holds the least demanding, at most `max`.
 class UnfitPods {
  public:
+  explicit UnfitPods(size_t max = 64) : max_(max) {}
   // True if `q` asks at least as much as a pod added before.
   bool covers(const TaskRequest& q) const;
   // `p` fit no node.
   void add(const TaskRequest& p);
   size_t size() const { return kept_.size(); }
+  std::vector<TaskRequest> requests() const;  // those held
 
  private:
-  static constexpr size_t kMax = 64;
+  size_t max_;
   struct Kept {
     TaskRequest req, rest;  // rest: the request without its amounts, which must be equal
   };
@@ -93,6 +96,7 @@ struct AllocRun {
   int64_t arrivals = 0, placed = 0;
   int64_t final_allocated_milli = 0;  // after the last arrival
   PlacedShares shares;
+  Leftover leftover;  // where the free GPU milli is after the last arrival
   double elapsed_s = 0;
 };
 Result<AllocRun> run_alloc(const AllocWorkload& w, const std::string& policy, uint64_t seed, double inflate = 1.3);
@@ -104,6 +108,7 @@ struct AllocSummary {
   std::vector<std::vector<double>> seed_curves;  // per seed (as `seeds`), 0..130
   std::vector<int64_t> seed_final_milli;         // per seed: allocated after the last arrival
   std::vector<PlacedShares> seed_shares;         // per seed: what it placed
+  std::vector<Leftover> seed_leftover;           // per seed: where its free GPU milli is at the end
   double elapsed_s = 0;            // sum of this policy's run times
 };
 // Every policy x seed, on `threads` threads (0 = hardware concurrency). `progress(done, total)` is

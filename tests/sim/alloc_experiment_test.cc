@@ -275,7 +275,7 @@ TEST(AllocCli, SyntheticMixesAndTheBound) {
   EXPECT_NE(out.find("--synthetic: give either --synthetic or --nodes/--pods"), std::string::npos) << out;
   const std::string json = ::testing::TempDir() + "/bound.json";
   std::tie(code, out) =
-      run_cli("sim alloc --policy first-fit,tessera --synthetic memory-heavy --seeds 1-2 --bound --repack --json " + json);
+      run_cli("sim alloc --policy first-fit,tessera --synthetic memory-heavy --seeds 1-2 --bound --repack --leftover --json " + json);
   if (!lp_available()) {
     EXPECT_EQ(code, 1);
     EXPECT_NE(out.find("--bound: no LP solver"), std::string::npos) << out;
@@ -286,6 +286,8 @@ TEST(AllocCli, SyntheticMixesAndTheBound) {
   EXPECT_NE(out.find("bound (LP)"), std::string::npos) << out;
   EXPECT_NE(out.find("gap to bound"), std::string::npos) << out;
   EXPECT_NE(out.find("packing loss"), std::string::npos) << out;
+  EXPECT_NE(out.find("leftover      policy             free cpu/mem    1-99 100-199 200-499 500-999    idle"),
+            std::string::npos) << out;
   std::ifstream in(json);
   const auto j = nlohmann::json::parse(in);
   ASSERT_EQ(j.size(), 3u);
@@ -296,6 +298,12 @@ TEST(AllocCli, SyntheticMixesAndTheBound) {
     for (const auto& ps : j[k]["per_seed"]) {
       EXPECT_GE(ps["repack_ceiling_pct"].get<double>() + 1e-9, ps["final_pct"].get<double>()) << ps.dump();
       EXPECT_LE(ps["repack_ceiling_pct"].get<double>(), 100.0);
+      // Where the rest is: its parts add up to what the run left free (to rounding).
+      const auto& lo = ps["leftover_pct"];
+      double parts = lo["cpu_memory"].get<double>();
+      for (const char* b : {"1-99", "100-199", "200-499", "500-999", "idle"}) parts += lo[b].get<double>();
+      EXPECT_NEAR(parts, lo["free"].get<double>(), 0.03) << ps.dump();
+      EXPECT_NEAR(lo["free"].get<double>(), 100.0 - ps["final_pct"].get<double>(), 0.011) << ps.dump();
     }
   ASSERT_TRUE(j[2].contains("bound")) << j[2].dump();
   for (const char* p : {"80", "100", "130"}) {
