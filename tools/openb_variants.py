@@ -10,9 +10,10 @@ figures.
   python3 tools/openb_variants.py --pods ../shared/data/openb/openb_pod_list_default.csv \
       --nodes ../shared/data/openb/openb_node_list_gpu_node.csv --out /tmp/variants
 
-Writes gpuspec10 and gpuspec33 (10% / 33% of GPU pods name one or two GPU models, drawn in
-proportion to the nodes that have them), cpu200 (every CPU-only pod twice), gpushare80 (60% of
-whole one-GPU pods become shares, with milli drawn from the list's own shares) and multigpu30 (30%
+Writes gpuspec10, 20, 25 and 33 (that % of GPU pods name one or two GPU models, drawn in
+proportion to the nodes that have them), cpu050, cpu200 and cpu250 (every CPU-only pod 0.5, 2 or
+2.5 times: the fraction as a draw), gpushare60, 80 and 100 (30%, 60% or all of the whole one-GPU
+pods become shares, with milli drawn from the list's own shares) and multigpu20, 30 and 40 (that %
 of whole one-GPU pods ask 2, 4 or 8 GPUs, with CPU and memory scaled by half the GPU count).
 """
 import argparse
@@ -50,7 +51,7 @@ def main():
     gpu = lambda r: int(r["num_gpu"]) > 0
     whole_one = lambda r: int(r["num_gpu"]) == 1 and int(r["gpu_milli"]) == 1000
 
-    for pct in (10, 33):
+    for pct in (10, 20, 25, 33):
         rng = random.Random(pct)
         out = []
         for r in rows:
@@ -65,34 +66,40 @@ def main():
             out.append(r)
         write(a.out, f"gpuspec{pct}", fields, out)
 
-    out = []
-    for r in rows:
-        out.append(r)
-        if not gpu(r):
-            out.append(dict(r))
-    write(a.out, "cpu200", fields, out)
+    for times in (50, 200, 250):  # per cent
+        rng = random.Random(7)
+        out = []
+        for r in rows:
+            if gpu(r):
+                out.append(r)
+                continue
+            n = times // 100 + (1 if times % 100 and rng.random() < times % 100 / 100 else 0)
+            out.extend(dict(r) for _ in range(n))
+        write(a.out, f"cpu{times:03d}", fields, out)
 
     shares = [int(r["gpu_milli"]) for r in rows if int(r["num_gpu"]) == 1 and int(r["gpu_milli"]) < 1000]
-    rng = random.Random(8)
-    out = []
-    for r in rows:
-        r = dict(r)
-        if shares and whole_one(r) and rng.random() < 0.6:
-            r["gpu_milli"] = str(rng.choice(shares))
-        out.append(r)
-    write(a.out, "gpushare80", fields, out)
+    for name, part in (("gpushare60", 0.3), ("gpushare80", 0.6), ("gpushare100", 1.0)):
+        rng = random.Random(8)
+        out = []
+        for r in rows:
+            r = dict(r)
+            if shares and whole_one(r) and rng.random() < part:
+                r["gpu_milli"] = str(rng.choice(shares))
+            out.append(r)
+        write(a.out, name, fields, out)
 
-    rng = random.Random(9)
-    out = []
-    for r in rows:
-        r = dict(r)
-        if whole_one(r) and rng.random() < 0.3:
-            g = rng.choice([2, 4, 8])
-            r["num_gpu"] = str(g)
-            r["cpu_milli"] = str(int(r["cpu_milli"]) * g // 2)
-            r["memory_mib"] = str(int(r["memory_mib"]) * g // 2)
-        out.append(r)
-    write(a.out, "multigpu30", fields, out)
+    for pct in (20, 30, 40):
+        rng = random.Random(9)
+        out = []
+        for r in rows:
+            r = dict(r)
+            if whole_one(r) and rng.random() < pct / 100:
+                g = rng.choice([2, 4, 8])
+                r["num_gpu"] = str(g)
+                r["cpu_milli"] = str(int(r["cpu_milli"]) * g // 2)
+                r["memory_mib"] = str(int(r["memory_mib"]) * g // 2)
+            out.append(r)
+        write(a.out, f"multigpu{pct}", fields, out)
 
 
 if __name__ == "__main__":
