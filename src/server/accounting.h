@@ -123,6 +123,7 @@ Report aggregate(const Ledger& ledger, const std::vector<Dim>& by, const CellFil
 int64_t div_round_half_even(__int128 num, int64_t den);
 std::string format_gpu_hours(int64_t milli_gpu_seconds);
 std::string format_micro(int64_t micro);
+std::string format_pct(int64_t part, int64_t whole);  // "12.34" (half-even), "0.00" when whole is 0
 // Dates: "2026-11-01" or "2026-11-01T12:00:00Z" (UTC) -> unix seconds; errors name `field`.
 Result<int64_t> parse_utc_time(const std::string& text, const std::string& field);
 std::string format_utc(int64_t t);      // "2026-11-01T00:00:00Z"
