@@ -178,6 +178,9 @@ class Simulation {
   void end_run(SimJob& j, Time t, bool finished, bool failed);
   // Accounting once the job has left (what it gave back: v), however it left.
   void account_left(SimJob& j, const Vacated& v, Time t, bool finished, bool failed);
+  void handle(const Event& e, Time t, int64_t& finished);  // one of the simulation's own events
+  void track_guarantees(Time t);
+  void report(Time end);  // the metrics and job records into rep_ (sim_run_report.cc)
   void cycle(Time t);
   void account(Time t);  // integrates metrics from last_t_ to t
   void sample(Time t);
