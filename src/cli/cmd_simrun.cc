@@ -21,7 +21,7 @@ namespace {
 struct RunArgs {
   std::string cluster, workload, policy = "tessera", json, html, jobs_csv;
   uint64_t seed = 1;
-  int64_t mtbf = 0, repair = 4 * 3600, horizon = 0;
+  int64_t mtbf = 0, repair = 4 * 3600, horizon = 0, stall_limit = 7 * 86400;
   // The controller's cadence and the delays of a live system (sim::SimRunOptions), in seconds of
   // the workload's time.
   int64_t cycle_interval = sim::SimRunOptions{}.cycle_interval, min_cycle_gap = sim::SimRunOptions{}.min_cycle_gap;
@@ -51,6 +51,7 @@ void run(const RunArgs& a) {
       fail("--policy: unknown policy '" + p + "' (known: " + k + ", or all)", 2);
     }
   if (a.mtbf < 0) fail("--mtbf: must be >= 0 seconds", 2);
+  if (a.stall_limit < 0) fail("--stall-limit: must be >= 0 seconds", 2);
   if (a.repair <= 0) fail("--repair: must be > 0 seconds", 2);
   if (a.cycle_interval <= 0) fail("--cycle-interval: must be > 0 seconds", 2);
   if (a.min_cycle_gap < 0) fail("--min-cycle-gap: must be >= 0 seconds", 2);
@@ -73,6 +74,7 @@ void run(const RunArgs& a) {
     o.node_mtbf = a.mtbf;
     o.node_repair = a.repair;
     o.horizon = a.horizon;
+    o.stall_limit = a.stall_limit;
     o.cycle_interval = a.cycle_interval;
     o.min_cycle_gap = a.min_cycle_gap;
     o.submit_latency = a.submit_latency;
@@ -94,6 +96,12 @@ void run(const RunArgs& a) {
     if (tty) std::fprintf(stderr, "\r%60s\r", "");
     std::fprintf(stderr, "  %s: done in %.1f s (%lld cycles)\n", p.c_str(), r->metrics.elapsed_s,
                  (long long)r->metrics.cycles);
+    if (r->metrics.stalled_at >= 0)
+      std::fprintf(stderr,
+                   "  %s: stopped stalled at %.1f h: every job had arrived, none ran, and none started for %.1f h; "
+                   "%lld never started (--jobs-csv says why each waited)\n",
+                   p.c_str(), double(r->metrics.stalled_at) / 3600, double(a.stall_limit) / 3600,
+                   (long long)r->metrics.unstarted);
     reports.push_back(std::move(*r));
   }
 
@@ -158,6 +166,9 @@ void register_sim_run(CLI::App& sim) {
   cmd->add_option("--mtbf", a->mtbf, "mean time between failures per node, seconds (default 0 = none)");
   cmd->add_option("--repair", a->repair, "time to repair a failed node, seconds (default 14400)");
   cmd->add_option("--horizon", a->horizon, "stop the simulation at this time, seconds (default: when all finish)");
+  cmd->add_option("--stall-limit", a->stall_limit,
+                  "stop once every job has arrived, none runs and none has started for this long, seconds "
+                  "(default 604800 = 7 days; 0 = never); waits and allocation count to the stop, as with --horizon");
   cmd->add_option("--cycle-interval", a->cycle_interval, "while work waits, a cycle at least this often, seconds (default 300)");
   cmd->add_option("--min-cycle-gap", a->min_cycle_gap, "cycles on events at most this often, seconds (default 10)");
   cmd->add_option("--submit-latency", a->submit_latency, "a job reaches the scheduler this long after it arrives, seconds (default 0)");

@@ -27,6 +27,7 @@ nlohmann::json metrics_json(const SimMetrics& m) {
           {"first_start_mean_s", m.first_start_mean_s},
           {"first_start_p99_s", m.first_start_p99_s},
           {"unstarted", m.unstarted},
+          {"stalled_at_s", m.stalled_at},
           {"makespan_s", m.makespan_s},
           {"allocation_pct", m.allocation_pct},
           {"effective_util_pct", m.effective_util_pct},

@@ -140,6 +140,7 @@ int64_t Simulation::task_useful(const SimJob& j, const TaskPlacement& p) const {
 }
 
 void Simulation::start_run(SimJob& j, Time t) {
+  last_progress_ = t;
   std::set<uint32_t> nodes;
   for (const TaskPlacement& p : j.job.placement) nodes.insert(p.node.value);
   j.spread = nodes.size() > 1;
@@ -434,6 +435,8 @@ void Simulation::handle(const Event& e, Time t, int64_t& finished) {
       j.arrived = true;
       j.queued_since = j.spec->arrival;  // waiting since it arrived (before submit_latency too)
       active_.insert(e.id);
+      ++arrived_;
+      last_progress_ = t;
       dirty_ = true;
       break;
     }
@@ -442,6 +445,7 @@ void Simulation::handle(const Event& e, Time t, int64_t& finished) {
       if (j.run_gen != e.gen || j.finished) break;
       end_run(j, t, true, false);
       ++finished;
+      last_progress_ = t;
       if (opt_.progress) opt_.progress(finished, int64_t(jobs_.size()));
       dirty_ = true;
       break;
@@ -506,6 +510,11 @@ void Simulation::track_guarantees(Time t) {
   }
 }
 
+bool Simulation::stalled(Time t) const {
+  if (opt_.stall_limit <= 0 || arrived_ < int64_t(jobs_.size()) || t - last_progress_ < opt_.stall_limit) return false;
+  return std::none_of(active_.begin(), active_.end(), [&](uint32_t id) { return jobs_[id].queued_since < 0; });
+}
+
 Result<SimReport> Simulation::run() {
   if (Status s = build(); !s.ok()) return s.error();
   rep_.metrics.policy = opt_.policy;
@@ -543,6 +552,10 @@ Result<SimReport> Simulation::run() {
       }
     }
     track_guarantees(t);
+    if (stalled(t)) {
+      rep_.metrics.stalled_at = t;
+      break;
+    }
   }
   const Time end = last_t_;
   for (size_t i = 0; i < teams_.size(); ++i) {
@@ -562,6 +575,7 @@ Result<SimReport> run_simulation(const SimCluster& cluster, const Workload& work
   if (options.cycle_interval <= 0) return invalid_argument("cycle_interval: must be > 0 seconds");
   if (options.min_cycle_gap < 0) return invalid_argument("min_cycle_gap: must be >= 0 seconds");
   if (options.node_mtbf < 0) return invalid_argument("--mtbf: must be >= 0 seconds");
+  if (options.stall_limit < 0) return invalid_argument("--stall-limit: must be >= 0 seconds");
   if (options.submit_latency < 0 || options.start_latency < 0 || options.finish_latency < 0)
     return invalid_argument("submit_latency, start_latency, finish_latency: must be >= 0");
   simrun::Simulation s(cluster, workload, options);

@@ -54,6 +54,11 @@ struct SimRunOptions {
   Duration node_repair = 4 * 3600; // a failed node comes back after this
   Duration sample_interval = 0;    // timeline samples; 0 = about 400 over the run
   Time horizon = 0;                // stop at this time (0 = when every job has finished)
+  // Stop, stalled, once every job has arrived, none runs, and none has started or finished for this
+  // long: the policy will not start the jobs left (its cycles only repeat). Longer than a node's
+  // repair, a node's provisioning and the priority age's saturation (SchedulerConfig::max_age), which
+  // could still let a job start. Waits and allocation count to the stop. 0 = never stop so.
+  Duration stall_limit = 7 * 86400;
   std::function<void(int64_t done, int64_t total)> progress;  // finished jobs
 };
 
@@ -76,6 +81,7 @@ struct SimMetrics {
   // Arrival to first start; a job not started by the end counts the time it has waited so far.
   double first_start_mean_s = 0, first_start_p99_s = 0;
   int64_t unstarted = 0;           // arrived jobs that never started
+  Time stalled_at = -1;            // the run stopped stalled at this time (SimRunOptions::stall_limit); -1: it did not
   double makespan_s = 0;
   double allocation_pct = 0;       // time-average allocated / healthy capacity
   double effective_util_pct = 0;   // time-average useful work / capacity

@@ -180,6 +180,9 @@ class Simulation {
   void account_left(SimJob& j, const Vacated& v, Time t, bool finished, bool failed);
   void handle(const Event& e, Time t, int64_t& finished);  // one of the simulation's own events
   void track_guarantees(Time t);
+  // Every job has arrived, none runs (or holds GPUs), and none has started or finished for
+  // opt_.stall_limit (SimRunOptions): the run may stop.
+  bool stalled(Time t) const;
   void report(Time end);  // the metrics and job records into rep_ (sim_run_report.cc)
   void cycle(Time t);
   void account(Time t);  // integrates metrics from last_t_ to t
@@ -222,6 +225,8 @@ class Simulation {
   std::set<uint32_t> active_;          // arrived, unfinished jobs
   // Metrics state.
   Time last_t_ = 0, first_arrival_ = 0, last_cycle_ = -1;
+  Time last_progress_ = 0;  // the last arrival, start or finish
+  int64_t arrived_ = 0;     // jobs arrived so far
   bool dirty_ = false;
   Time tick_at_ = -1;  // the next cycle tick (-1: none); an earlier need replaces a later tick
   void want_tick(Time at) {

@@ -51,12 +51,31 @@ TEST(SimRunCli, BadCadenceOrLatencyNamesTheFlag) {
   const std::string cmd = std::string("sim run --cluster ") + TESSERA_SOURCE_DIR +
                           "/examples/cluster-mixed-64.yaml --workload synthetic:seed=1,days=1,gpus=64 --horizon 3600 ";
   for (const char* flag : {"--cycle-interval 0", "--min-cycle-gap -1", "--submit-latency -1", "--start-latency -5",
-                           "--finish-latency -1"}) {
+                           "--finish-latency -1", "--stall-limit -1"}) {
     const auto [rc, out] = run_tessera(cmd + flag);
     EXPECT_EQ(rc, 2) << flag << "\n" << out;
     const std::string name = std::string(flag).substr(0, std::string(flag).find(' '));
     EXPECT_NE(out.find(name + ": must be"), std::string::npos) << flag << "\n" << out;
   }
+}
+
+// FIFO behind a MIG job (the baselines create no MIG instances) starts nothing on the mixed
+// cluster: the run stops, stalled, says so, and reports when; Tessera starts every job.
+TEST(SimRunCli, AStalledRunStopsAndSaysSo) {
+  const std::string json = ::testing::TempDir() + "/stalled.json";
+  const auto [rc, out] = run_tessera(std::string("sim run --cluster ") + TESSERA_SOURCE_DIR +
+                                     "/examples/cluster-mixed-64.yaml --workload synthetic:seed=1,days=1,gpus=64 "
+                                     "--policy fifo-gang,tessera --stall-limit 86400 --json " + json);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("fifo-gang: stopped stalled at"), std::string::npos) << out;
+  EXPECT_EQ(out.find("tessera: stopped stalled"), std::string::npos) << out;
+  std::ifstream in(json);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_GE(j[0]["stalled_at_s"].get<int64_t>(), 86400);
+  EXPECT_GT(j[0]["unstarted"].get<int64_t>(), 0);
+  EXPECT_EQ(j[1]["stalled_at_s"].get<int64_t>(), -1);
+  EXPECT_EQ(j[1]["unstarted"].get<int64_t>(), 0);
 }
 
 }  // namespace

@@ -288,6 +288,41 @@ TEST(SimRun, AJobHeldBackByAModelClassLimitIsOwedNothing) {
   EXPECT_EQ(a->metrics.max_guarantee_unmet_s, r->metrics.max_guarantee_unmet_s);
 }
 
+// A job no node can hold waits for ever. Once every job has arrived and none has started or finished
+// for the stall limit, with none running, the run stops, stalled, instead of cycling for ever; FIFO
+// also holds the job queued behind it for ever.
+TEST(SimRun, ARunThatCanStartNothingMoreStopsStalled) {
+  SimCluster c = make_cluster(2, 8);
+  WorkloadJob after = job("after", 20, 1, 4, 1000);
+  after.expected_runtime = 1000;
+  Workload w = workload({job("first", 0, 1, 8, 1000), job("huge", 10, 1, 16, 1000), after});
+  SimRunOptions o;
+  o.stall_limit = 86400;
+  for (const std::string p : {"tessera", "fifo-gang", "slurm", "k8s-default"}) {
+    o.policy = p;
+    auto r = run_simulation(c, w, o);
+    ASSERT_TRUE(r.ok()) << p << ": " << r.error().message;
+    const SimMetrics& m = r->metrics;
+    const bool fifo = p == "fifo-gang";
+    EXPECT_EQ(m.finished, fifo ? 1 : 2) << p;
+    EXPECT_EQ(m.unstarted, fifo ? 2 : 1) << p;
+    const Time last = fifo ? 1000 : 1020;  // the last finish
+    EXPECT_GE(m.stalled_at, last + o.stall_limit) << p;
+    EXPECT_LE(m.stalled_at, last + o.stall_limit + o.cycle_interval) << p;
+  }
+  o.policy = "tessera";
+  o.stall_limit = 0;  // never: it runs to the horizon
+  o.horizon = 200000;
+  auto r = run_simulation(c, w, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->metrics.stalled_at, -1);
+  EXPECT_EQ(r->metrics.unstarted, 1);
+  o.stall_limit = -1;
+  r = run_simulation(c, w, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("--stall-limit"), std::string::npos) << r.error().message;
+}
+
 TEST(SimRun, BadInputNamesTheField) {
   SimCluster c = make_cluster(1, 8);
   Workload w = workload({job("x", 0, 1, 1, 10, "nobody")});
