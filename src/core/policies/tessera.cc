@@ -116,7 +116,7 @@ class TesseraPolicy final : public ScoringPolicy {
       std::map<int64_t, int64_t> by_milli;  // one-GPU shares: milli -> tasks
       int64_t all = 0;
       for (const WorkloadShape& s : profile.shapes)
-        if (s.count > 0 && !s.task.mig() && s.task.gpu_share() && s.task.gpu_count == 1 && s.task.milli_per_gpu.v > 0 &&
+        if (s.count > 0 && s.task.gpu_share() && s.task.gpu_count == 1 && s.task.milli_per_gpu.v > 0 &&
             s.task.milli_per_gpu.v < 1000)
           by_milli[s.task.milli_per_gpu.v] += s.count, all += s.count;
       DeadGaps d;
