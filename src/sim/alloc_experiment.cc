@@ -163,7 +163,9 @@ Result<AllocRun> run_sorted(const AllocWorkload& w, const std::vector<OpenbPod>&
   rows.reserve(order.size());
   Gang g;
   UnfitPods unfit;
-  UnfitPods failed_needs(1024);  // GPU needs (CPU and memory 0) of the pods that failed, for the leftover
+  // GPU needs (CPU and memory 0) of the pods that failed, for the leftover: the least demanding
+  // 1024; past that, capacity held by CPU or memory could count in a band instead.
+  UnfitPods failed_needs(1024);
   int64_t arrived = 0;
   for (uint32_t i : order) {
     g.id = JobId(uint32_t(rows.size()));
