@@ -121,6 +121,9 @@ Bounds solve_bounds(const sim::AllocWorkload& w, const std::vector<uint64_t>& se
   return b;
 }
 
+// Milli-GPU as % of a cluster of `total_gpus` GPUs.
+double pct_of(int64_t milli, int64_t total_gpus) { return double(milli) / (double(total_gpus) * 10.0); }
+
 // Mean, min and max of the values that are not NaN; n counts them (all NaN: n = 0, the rest NaN).
 struct Spread {
   double mean = std::nan(""), lo = std::nan(""), hi = std::nan("");
@@ -180,15 +183,14 @@ struct Repack {
 Repack solve_repack(const std::vector<sim::AllocSummary>& res, int64_t total_gpus) {
   if (!sim::lp_available()) fail("--repack: no LP solver: " + sim::lp_solver_name(), 1);
   Repack r;
-  const double per_pct = double(total_gpus) * 10.0;
   for (const auto& s : res) {
     r.final_pct.emplace_back();
     r.ceiling_pct.emplace_back();
     for (size_t k = 0; k < s.seed_shares.size(); ++k) {
-      r.final_pct.back().push_back(sim::round2(double(s.seed_final_milli[k]) / per_pct));
+      r.final_pct.back().push_back(sim::round2(pct_of(s.seed_final_milli[k], total_gpus)));
       auto c = sim::repack_ceiling_milli(s.seed_shares[k], s.seed_final_milli[k], total_gpus);
       if (!c && c.error().code != ErrorCode::kInvalidArgument) fail("--repack: " + c.error().message, 1);
-      r.ceiling_pct.back().push_back(c ? sim::round2(double(*c) / per_pct) : std::nan(""));
+      r.ceiling_pct.back().push_back(c ? sim::round2(pct_of(*c, total_gpus)) : std::nan(""));
     }
   }
   return r;
@@ -230,13 +232,12 @@ void print_leftover(const std::vector<sim::AllocSummary>& res, int64_t total_gpu
     out << line;
   }
   out << "\n";
-  const double per_pct = double(total_gpus) * 10.0;
   for (const auto& s : res) {
     std::vector<double> free, cpu_memory;
     std::vector<std::vector<double>> band(sim::Leftover::kBandMax.size());
     for (const sim::Leftover& l : s.seed_leftover) {
-      free.push_back(double(l.total()) / per_pct), cpu_memory.push_back(double(l.cpu_memory) / per_pct);
-      for (size_t b = 0; b < band.size(); ++b) band[b].push_back(double(l.by_band[b]) / per_pct);
+      free.push_back(pct_of(l.total(), total_gpus)), cpu_memory.push_back(pct_of(l.cpu_memory, total_gpus));
+      for (size_t b = 0; b < band.size(); ++b) band[b].push_back(pct_of(l.by_band[b], total_gpus));
     }
     std::snprintf(line, sizeof line, "              %-15s %s %s", s.policy.c_str(), fmt(spread_of(free).mean).c_str(),
                   fmt(spread_of(cpu_memory).mean).c_str());
@@ -260,11 +261,11 @@ void append_json(const sim::AllocWorkload& w, const std::vector<sim::AllocSummar
       per_seed.push_back({{"seed", s.seeds[k]}, {"allocated_pct", at}});
       if (leftover) {
         const sim::Leftover& l = s.seed_leftover[k];
-        const double per_pct = double(w.cluster.total_gpus()) * 10.0;
-        nlohmann::ordered_json lo = {{"free", num(sim::round2(double(l.total()) / per_pct))},
-                                     {"cpu_memory", num(sim::round2(double(l.cpu_memory) / per_pct))}};
+        const int64_t gpus = w.cluster.total_gpus();
+        nlohmann::ordered_json lo = {{"free", num(sim::round2(pct_of(l.total(), gpus)))},
+                                     {"cpu_memory", num(sim::round2(pct_of(l.cpu_memory, gpus)))}};
         for (size_t b = 0; b < l.by_band.size(); ++b)
-          lo[sim::Leftover::kBandName[b]] = num(sim::round2(double(l.by_band[b]) / per_pct));
+          lo[sim::Leftover::kBandName[b]] = num(sim::round2(pct_of(l.by_band[b], gpus)));
         per_seed.back()["leftover_pct"] = lo;
       }
       if (repack) {

@@ -25,8 +25,8 @@ struct Leftover {
   int64_t total() const;
 };
 
-// `failed`: the pods that failed (their CPU and memory are set aside here; CPU-only pods are
-// ignored). The least demanding of each form are enough: a node that fits a pod's GPU needs fits
+// `failed`: the pods that failed (their CPU and memory are set aside here; pods that ask no whole
+// or shared GPU, CPU-only and MIG, are ignored). The least demanding of each form are enough: a node that fits a pod's GPU needs fits
 // those of every pod of the same form that asks less.
 Leftover leftover_of(const ClusterState& cluster, std::vector<TaskRequest> failed);
 
